@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cli.h - small helpers shared by the sluice binaries: strict number parsing, time, exit codes.
+ *
+ * Every parser rejects empty strings, signs where not allowed, trailing garbage and values out of
+ * [min, max], and writes a message naming the option and the bad value. No printing here.
+ */
+#ifndef SLUICE_CLI_H
+#define SLUICE_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Exit codes shared by every sluice binary. */
+#define SLUICE_EXIT_OK       0 /* done */
+#define SLUICE_EXIT_REJECTED 1 /* rejected (queue full) or nothing to do */
+#define SLUICE_EXIT_USAGE    2 /* usage error or bad input */
+#define SLUICE_EXIT_REDIS    3 /* redis unavailable, timed out or refused the command */
+
+/* Parses a decimal integer in [min, max] (k/m/g suffixes not accepted). Returns 0 or EINVAL. */
+int sluice_parse_ll(const char *opt, const char *s, long long min, long long max, long long *out,
+                    char *err, size_t errlen);
+
+/* Parses a size with an optional suffix k/K (1024), m/M, g/G, or plain bytes. */
+int sluice_parse_size(const char *opt, const char *s, size_t min, size_t max, size_t *out,
+                      char *err, size_t errlen);
+
+/* Parses a comma-separated list of integers in [min, max] into out[0..cap). Sets *n. */
+int sluice_parse_ll_list(const char *opt, const char *s, long long min, long long max,
+                         long long *out, size_t cap, size_t *n, char *err, size_t errlen);
+
+/* Monotonic clock in nanoseconds / milliseconds. */
+uint64_t sluice_now_ns(void);
+uint64_t sluice_now_ms(void);
+
+/* Wall clock in milliseconds since the epoch. */
+uint64_t sluice_wall_ms(void);
+
+/* Formats a count the way a person reads it: 1234567 -> "1,234,567". Returns buf. */
+char *sluice_fmt_count(char *buf, size_t len, unsigned long long v);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SLUICE_CLI_H */

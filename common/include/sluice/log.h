@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * log.h - one logging macro with levels, key=value lines on stderr.
+ *
+ * Library code logs through SLUICE_LOG; nothing is written until a binary calls
+ * sluice_log_set_level() (the default level is SLUICE_LOG_OFF), so the libraries never print on
+ * their own. Arguments are not evaluated below the threshold. Never pass a password: use
+ * sluice_url_redact().
+ */
+#ifndef SLUICE_LOG_H
+#define SLUICE_LOG_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+    SLUICE_LOG_OFF = -1,
+    SLUICE_LOG_ERROR = 0,
+    SLUICE_LOG_WARN = 1,
+    SLUICE_LOG_INFO = 2,
+    SLUICE_LOG_DEBUG = 3,
+};
+
+extern int sluice_log_level;
+
+/* Sets the threshold; `prog` prefixes each line (may be NULL). Not thread-safe: call early. */
+void sluice_log_set_level(int level, const char *prog);
+
+/* Parses "error", "warn", "info", "debug", "off". Returns the level or -2 when unknown. */
+int sluice_log_level_parse(const char *s);
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+void sluice__log(int level, const char *fmt, ...);
+
+#define SLUICE_LOG(level, ...)                                                                     \
+    do {                                                                                           \
+        if ((level) <= sluice_log_level) {                                                         \
+            sluice__log((level), __VA_ARGS__);                                                     \
+        }                                                                                          \
+    } while (0)
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SLUICE_LOG_H */

@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * queue.h - queue names and the Redis keys of a queue (data model version 1).
+ *
+ * A queue name is 1..64 characters of [A-Za-z0-9_.-]. Every key of queue Q carries the hash tag
+ * {Q} so one queue lives in one Redis Cluster slot. Names are checked here, before any Redis
+ * call. Pure: no I/O.
+ */
+#ifndef SLUICE_QUEUE_H
+#define SLUICE_QUEUE_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SLUICE_QUEUE_NAME_MAX 64
+#define SLUICE_KEY_MAX        128
+#define SLUICE_DEFAULT_GROUP  "workers"
+
+typedef enum sluice_backend {
+    SLUICE_BACKEND_STREAM = 0, /* default: a stream read through a consumer group */
+    SLUICE_BACKEND_LIST = 1,   /* a list, with per-consumer processing lists (BLMOVE) */
+} sluice_backend;
+
+typedef struct sluice_keys {
+    char stream[SLUICE_KEY_MAX]; /* sluice:{Q}:stream  the bucket (stream backend) */
+    char dead[SLUICE_KEY_MAX];   /* sluice:{Q}:dead    dead letters (both backends) */
+    char meta[SLUICE_KEY_MAX];   /* sluice:{Q}:meta    capacity and settings */
+    char stats[SLUICE_KEY_MAX];  /* sluice:{Q}:stats   monotonic counters */
+    char list[SLUICE_KEY_MAX];   /* sluice:{Q}:list    the bucket (list backend) */
+    char procs[SLUICE_KEY_MAX];  /* sluice:{Q}:procs   set of processing-list keys (list) */
+    char prefix[SLUICE_KEY_MAX]; /* sluice:{Q}:        for keys built from it */
+} sluice_keys;
+
+/*
+ * Returns 0 when `name` is a valid queue name, else SLUICE_EINVAL with a message naming the
+ * problem (empty, too long, the first bad character and its position) written to `err`.
+ */
+int sluice_queue_name_check(const char *name, char *err, size_t errlen);
+
+/* Same check, then fills `k`. Returns 0 or SLUICE_EINVAL. */
+int sluice_keys_init(sluice_keys *k, const char *queue, char *err, size_t errlen);
+
+/* Parses "stream" or "list". Returns 0 or SLUICE_EINVAL. */
+int sluice_backend_parse(const char *s, sluice_backend *out);
+const char *sluice_backend_name(sluice_backend b);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SLUICE_QUEUE_H */

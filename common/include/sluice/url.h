@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * url.h - Redis server addresses.
+ *
+ * Parses `redis://[user[:password]@]host[:port][/db]` (IPv6 hosts in brackets) and
+ * `unix:///path/to/socket[?db=N]` (user and password as in `unix://user:pass@/path`). Pure: no
+ * I/O, no allocation. The password never appears in sluice_url_redact()'s output, which is what
+ * logs and error messages use.
+ */
+#ifndef SLUICE_URL_H
+#define SLUICE_URL_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SLUICE_DEFAULT_REDIS_URL "redis://127.0.0.1:6379"
+#define SLUICE_URL_MAX           1024 /* bytes, whole URL */
+
+typedef struct sluice_url {
+    int is_unix;       /* 1: `path` is a unix socket; 0: host/port */
+    char host[256];    /* hostname or IP literal, without brackets */
+    int port;          /* 1..65535, default 6379 */
+    char path[108];    /* unix socket path (sun_path limit) */
+    char user[128];    /* ACL user, "" = none (default user) */
+    char password[256]; /* "" = no AUTH */
+    int db;            /* 0..15 by default convention; 0..INT_MAX accepted */
+} sluice_url;
+
+/*
+ * Parses `s` into `out`. Returns 0, or SLUICE_EINVAL with a message naming the bad part written
+ * to `err` (may be NULL). Percent-escapes (%XX) are decoded in user and password.
+ */
+int sluice_url_parse(sluice_url *out, const char *s, char *err, size_t errlen);
+
+/* Writes the URL with any password replaced by "***" into buf (always NUL-terminated). */
+void sluice_url_redact(const sluice_url *u, char *buf, size_t len);
+
+/* The URL to use when none is given: $SLUICE_REDIS_URL if set and non-empty, else the default. */
+const char *sluice_url_default(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SLUICE_URL_H */
