@@ -1,6 +1,13 @@
 # SPDX-License-Identifier: MIT
-# Turns IN (a text file) into OUT, a C file defining `const char sluice__lua_library[]`.
-file(READ ${IN} hex HEX)
+# Turns IN (scripts/sluice.lua) into OUT, a C file defining `const char sluice__lua_library[]`.
+# "@LIBRARY_HASH@" in the text becomes the SHA-1 of the source, so sluice_version tells a
+# client whether the server runs exactly its library (else it is loaded with REPLACE).
+file(READ ${IN} text)
+string(SHA1 hash "${text}")
+string(SUBSTRING "${hash}" 0 16 hash)
+string(REPLACE "@LIBRARY_HASH@" "${hash}" text "${text}")
+file(WRITE ${OUT}.lua "${text}")
+file(READ ${OUT}.lua hex HEX)
 string(LENGTH "${hex}" n)
 math(EXPR bytes "${n} / 2")
 string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," body "${hex}")

@@ -1,1 +1,301 @@
 #!lua name=sluice
+--[[
+sluice server-side library, data model version 1.
+
+The single source of every atomic operation sluice performs. It is embedded into the binaries
+at build time and loaded with FUNCTION LOAD (Redis 7); on servers without functions each
+function is run as a script with EVALSHA (the loader appends `return fn(KEYS, ARGV)` to the
+text above the REGISTER marker and drops the shebang line).
+
+Every key a function touches is passed in KEYS; all keys of one queue share the hash tag {Q}.
+Counters live in sluice:{Q}:stats (admitted, rejected, acked, retried, dead, reclaimed).
+Never bound the stream with MAXLEN: it would drop admitted work silently.
+]]
+
+local VERSION = '1:@LIBRARY_HASH@' -- data model 1, then the hash of this file
+
+local function capacity_of(meta, default)
+    local c = tonumber(redis.call('HGET', meta, 'capacity'))
+    if c == nil then
+        c = tonumber(default)
+    end
+    if c == nil or c < 0 then
+        return redis.error_reply('ERR sluice: invalid capacity')
+    end
+    return c
+end
+
+--[[ admit (stream backend)
+KEYS[1] stream, KEYS[2] meta, KEYS[3] stats, KEYS[4] idempotency key (optional)
+ARGV[1] default capacity (used when meta has no `capacity`)
+ARGV[2] idempotency TTL in ms (only with KEYS[4]; exactly one envelope then)
+ARGV[3..] envelopes, appended in order while depth < capacity; the rest are rejected
+reply: {admitted, depth_after, capacity, duplicate(0|1), acked, id_1, ..., id_admitted}
+`acked` is the stats counter when something was rejected (for the drain-rate estimate behind
+Retry-After), else -1. A duplicate (the idempotency key was seen within its TTL) replies
+{1, depth, capacity, 1, -1, id} without appending. ]]
+local function admit(keys, args)
+    local cap = capacity_of(keys[2], args[1])
+    if type(cap) == 'table' then
+        return cap
+    end
+    local depth = redis.call('XLEN', keys[1])
+    if keys[4] then
+        local seen = redis.call('GET', keys[4])
+        if seen then
+            return {1, depth, cap, 1, -1, seen}
+        end
+    end
+    local n = #args - 2
+    local take = cap - depth
+    if take > n then
+        take = n
+    elseif take < 0 then
+        take = 0
+    end
+    local reply = {take, depth + take, cap, 0, -1}
+    for i = 1, take do
+        reply[5 + i] = redis.call('XADD', keys[1], '*', 'm', args[2 + i])
+    end
+    if take > 0 then
+        redis.call('HINCRBY', keys[3], 'admitted', take)
+        if keys[4] then
+            redis.call('SET', keys[4], reply[6], 'PX', args[2])
+        end
+    end
+    if n > take then
+        redis.call('HINCRBY', keys[3], 'rejected', n - take)
+        reply[5] = tonumber(redis.call('HGET', keys[3], 'acked')) or 0
+    end
+    return reply
+end
+
+--[[ ack (stream backend): acknowledge and delete in one step, so depth never leaks.
+KEYS[1] stream, KEYS[2] stats
+ARGV[1] group, ARGV[2..] entry ids
+reply: number of ids that were pending (acked now); ids acked earlier (after a reclaim by
+another worker) count 0 and are not deleted twice. ]]
+local function ack(keys, args)
+    local ids = {}
+    for i = 2, #args do
+        ids[#ids + 1] = args[i]
+    end
+    local n = redis.call('XACK', keys[1], args[1], unpack(ids))
+    redis.call('XDEL', keys[1], unpack(ids))
+    if n > 0 then
+        redis.call('HINCRBY', keys[2], 'acked', n)
+    end
+    return n
+end
+
+--[[ dead (stream backend): move one entry to the dead stream with its reason, then ack + delete.
+KEYS[1] stream, KEYS[2] dead, KEYS[3] stats
+ARGV[1] group, ARGV[2] id, ARGV[3] consumer, ARGV[4] delivery count, ARGV[5] reason
+reply: 1 if the entry still had a body, 0 if it had been deleted (it is acked either way). ]]
+local function dead(keys, args)
+    local e = redis.call('XRANGE', keys[1], args[2], args[2])
+    local body = ''
+    if e[1] then
+        local f = e[1][2]
+        for i = 1, #f, 2 do
+            if f[i] == 'm' then
+                body = f[i + 1]
+            end
+        end
+    end
+    redis.call('XADD', keys[2], '*', 'id', args[2], 'm', body, 'deliveries', args[4],
+        'consumer', args[3], 'reason', args[5])
+    redis.call('XACK', keys[1], args[1], args[2])
+    redis.call('XDEL', keys[1], args[2])
+    redis.call('HINCRBY', keys[3], 'dead', 1)
+    if e[1] then
+        return 1
+    end
+    return 0
+end
+
+--[[ retry (stream backend): leave the entry pending but make it look idle for
+(visibility timeout - backoff) ms, so any worker's reclaim pass takes it after `backoff` ms.
+KEYS[1] stream, KEYS[2] stats
+ARGV[1] group, ARGV[2] consumer, ARGV[3] id, ARGV[4] idle ms to set
+reply: 1 if the entry was still pending, else 0 ]]
+local function retry(keys, args)
+    local r = redis.call('XCLAIM', keys[1], args[1], args[2], 0, args[3], 'IDLE', args[4],
+        'JUSTID')
+    redis.call('HINCRBY', keys[2], 'retried', 1)
+    return #r
+end
+
+--[[ reclaim (stream backend): claim entries idle longer than the visibility timeout.
+KEYS[1] stream, KEYS[2] stats
+ARGV[1] group, ARGV[2] consumer, ARGV[3] min idle ms, ARGV[4] start id, ARGV[5] count
+reply: {next_cursor, {{id, body_or_false, deliveries}, ...}, {deleted ids}} ]]
+local function reclaim(keys, args)
+    local r = redis.call('XAUTOCLAIM', keys[1], args[1], args[2], args[3], args[4], 'COUNT',
+        args[5])
+    local out = {}
+    for i, e in ipairs(r[2]) do
+        local body = false
+        if e[2] then
+            for j = 1, #e[2], 2 do
+                if e[2][j] == 'm' then
+                    body = e[2][j + 1]
+                end
+            end
+        end
+        local p = redis.call('XPENDING', keys[1], args[1], e[1], e[1], 1)
+        local count = 1
+        if p[1] then
+            count = p[1][4]
+        end
+        out[i] = {e[1], body, count}
+    end
+    if #out > 0 then
+        redis.call('HINCRBY', keys[2], 'reclaimed', #out)
+    end
+    return {r[1], out, r[3] or {}}
+end
+
+--[[ touch (stream backend): the owner's heartbeat for long jobs. Re-claims (JUSTID, which
+resets idle time without counting a delivery) each id still owned by `consumer`.
+KEYS[1] stream
+ARGV[1] group, ARGV[2] consumer, ARGV[3..] ids
+reply: the ids no longer owned by `consumer` (another worker took them) ]]
+local function touch(keys, args)
+    local lost = {}
+    for i = 3, #args do
+        local p = redis.call('XPENDING', keys[1], args[1], args[i], args[i], 1, args[2])
+        if p[1] then
+            redis.call('XCLAIM', keys[1], args[1], args[2], 0, args[i], 'JUSTID')
+        else
+            lost[#lost + 1] = args[i]
+        end
+    end
+    return lost
+end
+
+--[[ list_admit (list backend). Depth = waiting + in flight is kept in meta field
+`list_depth`: it changes only here and in list_ack/list_dead, so a crash cannot leak it.
+Elements are "<seq>:<envelope>"; seq is the message id.
+KEYS[1] list, KEYS[2] meta, KEYS[3] stats
+ARGV as admit. reply as admit. ]]
+local function list_admit(keys, args)
+    local cap = capacity_of(keys[2], args[1])
+    if type(cap) == 'table' then
+        return cap
+    end
+    local depth = tonumber(redis.call('HGET', keys[2], 'list_depth')) or 0
+    local n = #args - 2
+    local take = cap - depth
+    if take > n then
+        take = n
+    elseif take < 0 then
+        take = 0
+    end
+    local reply = {take, depth + take, cap, 0, -1}
+    if take > 0 then
+        local last = redis.call('HINCRBY', keys[2], 'list_seq', take)
+        local elems = {}
+        for i = 1, take do
+            local id = tostring(last - take + i)
+            reply[5 + i] = id
+            elems[i] = id .. ':' .. args[2 + i]
+        end
+        redis.call('LPUSH', keys[1], unpack(elems))
+        redis.call('HINCRBY', keys[2], 'list_depth', take)
+        redis.call('HINCRBY', keys[3], 'admitted', take)
+    end
+    if n > take then
+        redis.call('HINCRBY', keys[3], 'rejected', n - take)
+        reply[5] = tonumber(redis.call('HGET', keys[3], 'acked')) or 0
+    end
+    return reply
+end
+
+--[[ list_take (list backend): move up to ARGV[1] elements into the consumer's processing list.
+KEYS[1] list, KEYS[2] processing list, KEYS[3] procs set
+reply: the elements, oldest first ]]
+local function list_take(keys, args)
+    local out = {}
+    for i = 1, tonumber(args[1]) do
+        local e = redis.call('LMOVE', keys[1], keys[2], 'RIGHT', 'LEFT')
+        if not e then
+            break
+        end
+        out[i] = e
+    end
+    redis.call('SADD', keys[3], keys[2])
+    return out
+end
+
+--[[ list_ack (list backend): remove processed elements from the processing list.
+KEYS[1] processing list, KEYS[2] meta, KEYS[3] stats
+ARGV[1..] elements
+reply: number removed ]]
+local function list_ack(keys, args)
+    local n = 0
+    for i = 1, #args do
+        n = n + redis.call('LREM', keys[1], -1, args[i])
+    end
+    if n > 0 then
+        redis.call('HINCRBY', keys[2], 'list_depth', -n)
+        redis.call('HINCRBY', keys[3], 'acked', n)
+    end
+    return n
+end
+
+--[[ list_dead (list backend): move one element from the processing list to the dead stream.
+KEYS[1] processing list, KEYS[2] dead, KEYS[3] meta, KEYS[4] stats
+ARGV[1] element, ARGV[2] consumer, ARGV[3] delivery count, ARGV[4] reason
+reply: 1 if removed, else 0 ]]
+local function list_dead(keys, args)
+    local n = redis.call('LREM', keys[1], -1, args[1])
+    if n == 0 then
+        return 0
+    end
+    local sep = string.find(args[1], ':', 1, true)
+    redis.call('XADD', keys[2], '*', 'id', string.sub(args[1], 1, sep - 1), 'm',
+        string.sub(args[1], sep + 1), 'deliveries', args[3], 'consumer', args[2],
+        'reason', args[4])
+    redis.call('HINCRBY', keys[3], 'list_depth', -1)
+    redis.call('HINCRBY', keys[4], 'dead', 1)
+    return 1
+end
+
+--[[ list_recover (list backend): put a dead consumer's processing list back at the head of
+the queue (oldest first) and forget it.
+KEYS[1] list, KEYS[2] processing list, KEYS[3] procs set
+reply: number of elements moved ]]
+local function list_recover(keys, args)
+    local n = 0
+    while redis.call('LMOVE', keys[2], keys[1], 'RIGHT', 'RIGHT') do
+        n = n + 1
+    end
+    redis.call('SREM', keys[3], keys[2])
+    return n
+end
+
+--[[ version: KEYS none; reply: the library version string ]]
+local function version(keys, args)
+    return VERSION
+end
+
+-- REGISTER (the loader cuts the text here for EVALSHA mode)
+redis.register_function('sluice_admit', admit)
+redis.register_function{function_name = 'sluice_ack', callback = ack, flags = {'allow-oom'}}
+redis.register_function{function_name = 'sluice_dead', callback = dead, flags = {'allow-oom'}}
+redis.register_function{function_name = 'sluice_retry', callback = retry, flags = {'allow-oom'}}
+redis.register_function{function_name = 'sluice_reclaim', callback = reclaim,
+    flags = {'allow-oom'}}
+redis.register_function{function_name = 'sluice_touch', callback = touch, flags = {'allow-oom'}}
+redis.register_function('sluice_list_admit', list_admit)
+redis.register_function{function_name = 'sluice_list_take', callback = list_take,
+    flags = {'allow-oom'}}
+redis.register_function{function_name = 'sluice_list_ack', callback = list_ack,
+    flags = {'allow-oom'}}
+redis.register_function{function_name = 'sluice_list_dead', callback = list_dead,
+    flags = {'allow-oom'}}
+redis.register_function{function_name = 'sluice_list_recover', callback = list_recover,
+    flags = {'allow-oom'}}
+redis.register_function{function_name = 'sluice_version', callback = version,
+    flags = {'no-writes', 'allow-stale'}}

@@ -1,2 +1,56 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder, being written */
+/*
+ * reply.c - maps Redis error replies to sluice statuses.
+ *
+ * Redis prefixes every error with a code word ("NOPERM", "OOM", ...); errors raised inside a
+ * function carry the code of the command that failed. Anything without a known code is EREDIS.
+ */
+#include <string.h>
+
+#include "sluice/redis.h"
+#include "sluice/status.h"
+
+static int has_prefix(const char *s, size_t len, const char *p) {
+    size_t n = strlen(p);
+    return len >= n && memcmp(s, p, n) == 0;
+}
+
+static int contains(const char *s, size_t len, const char *needle) {
+    size_t n = strlen(needle);
+    for (size_t i = 0; n <= len && i <= len - n; i++) {
+        if (memcmp(s + i, needle, n) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int sluice_reply_error_status(const char *str, size_t len) {
+    static const struct {
+        const char *prefix;
+        int status;
+    } map[] = {
+        {"NOSCRIPT", SLUICE_ENOSCRIPT}, {"NOPERM", SLUICE_ENOPERM},
+        {"WRONGPASS", SLUICE_EAUTH},    {"NOAUTH", SLUICE_EAUTH},
+        {"OOM", SLUICE_EOOM},           {"MISCONF", SLUICE_EMISCONF},
+        {"BUSY", SLUICE_EBUSY},         {"WRONGTYPE", SLUICE_EWRONGTYPE},
+        {"LOADING", SLUICE_ELOADING},   {"READONLY", SLUICE_EREADONLY},
+        {"MASTERDOWN", SLUICE_ECONN},   {"NOGROUP", SLUICE_ENOTFOUND},
+    };
+    if (str == NULL) {
+        return SLUICE_EREDIS;
+    }
+    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
+        if (has_prefix(str, len, map[i].prefix)) {
+            return map[i].status;
+        }
+    }
+    /* FCALL of a function the server does not have: it lost the library. */
+    if (has_prefix(str, len, "ERR") && contains(str, len, "unction not found")) {
+        return SLUICE_ENOSCRIPT;
+    }
+    if (contains(str, len, "no permissions") || contains(str, len, "NOPERM")) {
+        return SLUICE_ENOPERM;
+    }
+    return SLUICE_EREDIS;
+}

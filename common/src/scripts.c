@@ -1,2 +1,83 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder, being written */
+/*
+ * scripts.c - the embedded Lua library (scripts/sluice.lua) and the names of its functions.
+ *
+ * FUNCTION LOAD takes the library as it is. For servers without functions (or when forced),
+ * each function is also available as a stand-alone script for EVALSHA: the library text without
+ * its shebang line, cut at the "-- REGISTER" marker, plus `return <local>(KEYS, ARGV)`.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sluice/redis.h"
+
+extern const char sluice__lua_library[];
+extern const size_t sluice__lua_library_len;
+
+static const struct {
+    const char *name;  /* as registered */
+    const char *local; /* the Lua local it calls */
+} fns[SLUICE_FN_COUNT_] = {
+    [SLUICE_FN_ADMIT] = {"sluice_admit", "admit"},
+    [SLUICE_FN_ACK] = {"sluice_ack", "ack"},
+    [SLUICE_FN_DEAD] = {"sluice_dead", "dead"},
+    [SLUICE_FN_RETRY] = {"sluice_retry", "retry"},
+    [SLUICE_FN_RECLAIM] = {"sluice_reclaim", "reclaim"},
+    [SLUICE_FN_TOUCH] = {"sluice_touch", "touch"},
+    [SLUICE_FN_LIST_ADMIT] = {"sluice_list_admit", "list_admit"},
+    [SLUICE_FN_LIST_TAKE] = {"sluice_list_take", "list_take"},
+    [SLUICE_FN_LIST_ACK] = {"sluice_list_ack", "list_ack"},
+    [SLUICE_FN_LIST_DEAD] = {"sluice_list_dead", "list_dead"},
+    [SLUICE_FN_LIST_RECOVER] = {"sluice_list_recover", "list_recover"},
+    [SLUICE_FN_VERSION] = {"sluice_version", "version"},
+};
+
+const char *sluice_fn_name(sluice_fn fn) {
+    if ((unsigned)fn >= SLUICE_FN_COUNT_) {
+        return "sluice_unknown";
+    }
+    return fns[fn].name;
+}
+
+const char *sluice_lua_library(size_t *len) {
+    if (len != NULL) {
+        *len = sluice__lua_library_len;
+    }
+    return sluice__lua_library;
+}
+
+const char *sluice_lua_version(void) {
+    static char version[64];
+    if (version[0] == '\0') {
+        const char *v = strstr(sluice__lua_library, "local VERSION = '");
+        if (v != NULL) {
+            v += strlen("local VERSION = '");
+            size_t n = strcspn(v, "'");
+            snprintf(version, sizeof(version), "%.*s", (int)(n < 63 ? n : 63), v);
+        }
+    }
+    return version;
+}
+
+char *sluice_lua_script(sluice_fn fn, size_t *len) {
+    static const char marker[] = "\n-- REGISTER";
+    const char *text = sluice__lua_library;
+    const char *body = strchr(text, '\n'); /* skip "#!lua name=sluice" */
+    const char *end = strstr(text, marker);
+    if ((unsigned)fn >= SLUICE_FN_COUNT_ || body == NULL || end == NULL || end < body) {
+        return NULL;
+    }
+    size_t n = (size_t)(end - body);
+    size_t cap = n + 64 + strlen(fns[fn].local);
+    char *out = malloc(cap);
+    if (out == NULL) {
+        return NULL;
+    }
+    memcpy(out, body, n);
+    int tail = snprintf(out + n, cap - n, "\nreturn %s(KEYS, ARGV)\n", fns[fn].local);
+    if (len != NULL) {
+        *len = n + (size_t)tail;
+    }
+    return out;
+}

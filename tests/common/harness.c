@@ -8,8 +8,7 @@
 static char url_buf[256];
 static char unix_buf[512];
 
-static void read_file(const char *name, char *out, size_t len)
-{
+static void read_file(const char *name, char *out, size_t len) {
     const char *dir = getenv("SLUICE_TEST_REDIS_DIR");
     char path[512];
     if (dir == NULL) {
@@ -26,16 +25,14 @@ static void read_file(const char *name, char *out, size_t len)
     out[strcspn(out, "\r\n")] = '\0';
 }
 
-const char *th_redis_url(void)
-{
+const char *th_redis_url(void) {
     if (url_buf[0] == '\0') {
         read_file("url", url_buf, sizeof(url_buf));
     }
     return url_buf;
 }
 
-const char *th_redis_unix_url(void)
-{
+const char *th_redis_unix_url(void) {
     if (unix_buf[0] == '\0') {
         char sock[400];
         read_file("sock", sock, sizeof(sock));
@@ -44,14 +41,12 @@ const char *th_redis_unix_url(void)
     return unix_buf;
 }
 
-void th_queue(char *buf, size_t len, const char *prefix)
-{
+void th_queue(char *buf, size_t len, const char *prefix) {
     static int n;
     snprintf(buf, len, "%s-%d-%d", prefix, (int)getpid(), n++);
 }
 
-redisContext *th_redis(void)
-{
+redisContext *th_redis(void) {
     const char *u = th_redis_url();
     const char *colon = strrchr(u, ':');
     struct timeval tv = {5, 0};
@@ -64,15 +59,13 @@ redisContext *th_redis(void)
     return c;
 }
 
-long long th_int(redisContext *c, const char *fmt, ...)
-{
+long long th_int(redisContext *c, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     redisReply *r = redisvCommand(c, fmt, ap);
     va_end(ap);
     if (r == NULL || r->type == REDIS_REPLY_ERROR) {
-        fprintf(stderr, "harness: command '%s' failed: %s\n", fmt,
-                r ? r->str : c->errstr);
+        fprintf(stderr, "harness: command '%s' failed: %s\n", fmt, r ? r->str : c->errstr);
         exit(1);
     }
     long long v = 0;
@@ -85,16 +78,14 @@ long long th_int(redisContext *c, const char *fmt, ...)
     return v;
 }
 
-void th_cleanup_queue(redisContext *c, const char *q)
-{
+void th_cleanup_queue(redisContext *c, const char *q) {
     static const char *suffix[] = {"stream", "dead", "meta", "stats", "list", "procs"};
     for (size_t i = 0; i < sizeof(suffix) / sizeof(suffix[0]); i++) {
         th_int(c, "DEL sluice:{%s}:%s", q, suffix[i]);
     }
 }
 
-const char *th_bin_dir(void)
-{
+const char *th_bin_dir(void) {
     const char *d = getenv("SLUICE_BIN_DIR");
     return d ? d : ".";
 }

@@ -1,2 +1,485 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder, being written */
+/*
+ * worker.c - the worker's life cycle: options, connections, the consumer group, reading
+ * (XREADGROUP for streams; LMOVE/BLMOVE into a processing list for lists) and shutdown.
+ *
+ * Reading asks for at most the free slots; a read is re-issued as soon as a reply was handled
+ * and slots are free, and whenever a settled job frees a slot while no read is outstanding.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sluice/cli.h"
+#include "sluice/log.h"
+
+#include "worker_internal.h"
+
+void sluice_worker_options_init(sluice_worker_options *o) {
+    memset(o, 0, sizeof(*o));
+    o->group = SLUICE_DEFAULT_GROUP;
+    o->concurrency = 16;
+    o->read_batch = 1000;
+    o->block_ms = 1000;
+    o->visibility_timeout_ms = 30000;
+    o->max_deliveries = 5;
+    o->retry_backoff_ms = 1000;
+    o->grace_ms = 10000;
+    o->connect_timeout_ms = 2000;
+    o->command_timeout_ms = 5000;
+}
+
+static int check_range(const char *name, long long v, long long lo, long long hi, char *err,
+                       size_t errlen) {
+    if (v < lo || v > hi) {
+        snprintf(err, errlen, "%s %lld is out of range %lld..%lld", name, v, lo, hi);
+        return SLUICE_EINVAL;
+    }
+    return 0;
+}
+
+static int check_options(const sluice_worker_options *o, char *err, size_t errlen) {
+    if (o->handler == NULL && o->async_handler == NULL) {
+        snprintf(err, errlen, "no handler given");
+        return SLUICE_EINVAL;
+    }
+    if (check_range("concurrency", o->concurrency, 1, 100000, err, errlen) ||
+        check_range("read batch", o->read_batch, 1, 100000, err, errlen) ||
+        check_range("block ms", o->block_ms, 1, 600000, err, errlen) ||
+        check_range("visibility timeout ms", o->visibility_timeout_ms, 100, 86400000, err,
+                    errlen) ||
+        check_range("max deliveries", o->max_deliveries, 1, 1000000, err, errlen) ||
+        check_range("retry backoff ms", o->retry_backoff_ms, 0, 86400000, err, errlen) ||
+        check_range("grace ms", o->grace_ms, 0, 86400000, err, errlen) ||
+        check_range("max messages", o->max_messages, 0, (long long)1e15, err, errlen)) {
+        return SLUICE_EINVAL;
+    }
+    return 0;
+}
+
+int sluice_worker_new(const sluice_worker_options *in, sluice_worker **out, char *err,
+                      size_t errlen) {
+    char ebuf[256];
+    sluice_worker_options o = *in;
+    sluice_worker_options d;
+    sluice_worker_options_init(&d);
+    *out = NULL;
+    if (err == NULL) {
+        err = ebuf;
+        errlen = sizeof(ebuf);
+    }
+#define DEFAULT(f)                                                                                 \
+    if (o.f == 0) {                                                                                \
+        o.f = d.f;                                                                                 \
+    }
+    DEFAULT(concurrency)
+    DEFAULT(read_batch) DEFAULT(block_ms) DEFAULT(visibility_timeout_ms) DEFAULT(max_deliveries)
+        DEFAULT(connect_timeout_ms) DEFAULT(command_timeout_ms)
+#undef DEFAULT
+            if (o.group == NULL || o.group[0] == '\0') {
+        o.group = SLUICE_DEFAULT_GROUP;
+    }
+    sluice_keys keys;
+    sluice_url url;
+    if (o.queue == NULL) {
+        snprintf(err, errlen, "no queue name given");
+        return SLUICE_EINVAL;
+    }
+    if (sluice_keys_init(&keys, o.queue, err, errlen) != 0 || check_options(&o, err, errlen) ||
+        sluice_url_parse(&url, o.redis_url ? o.redis_url : sluice_url_default(), err, errlen) !=
+            0) {
+        return SLUICE_EINVAL;
+    }
+    char consumer[200];
+    if (o.consumer == NULL || o.consumer[0] == '\0') {
+        char host[128] = "worker";
+        gethostname(host, sizeof(host) - 1);
+        host[sizeof(host) - 1] = '\0';
+        snprintf(consumer, sizeof(consumer), "%s-%d", host, (int)getpid());
+        o.consumer = consumer;
+    } else if (strlen(o.consumer) > 128 || strpbrk(o.consumer, " \t\r\n") != NULL) {
+        snprintf(err, errlen, "consumer name \"%s\" is over 128 characters or has spaces",
+                 o.consumer);
+        return SLUICE_EINVAL;
+    }
+    sluice_worker *w = calloc(1, sizeof(*w));
+    if (w == NULL) {
+        return SLUICE_ENOMEM;
+    }
+    w->o = o;
+    w->queue = strdup(o.queue);
+    w->group = strdup(o.group);
+    w->consumer = strdup(o.consumer);
+    if (w->queue == NULL || w->group == NULL || w->consumer == NULL) {
+        sluice_worker_free(w);
+        return SLUICE_ENOMEM;
+    }
+    w->o.queue = w->queue;
+    w->o.group = w->group;
+    w->o.consumer = w->consumer;
+    w->o.redis_url = NULL; /* parsed into w->url; the caller's string is not kept */
+    w->url = url;
+    w->keys = keys;
+    snprintf(w->proc_key, sizeof(w->proc_key), "%sproc:%s", keys.prefix, w->consumer);
+    w->in_flight.next = w->in_flight.prev = &w->in_flight;
+    snprintf(w->cursor, sizeof(w->cursor), "0-0");
+    *out = w;
+    return 0;
+}
+
+void sluice_worker_free(sluice_worker *w) {
+    if (w == NULL) {
+        return;
+    }
+    sluice__jobs_free_all(w);
+    free(w->queue);
+    free(w->group);
+    free(w->consumer);
+    free(w);
+}
+
+uv_loop_t *sluice_worker_loop(sluice_worker *w) {
+    return w->loop;
+}
+
+const char *sluice_worker_consumer(const sluice_worker *w) {
+    return w->consumer;
+}
+
+const char *sluice_worker_errstr(const sluice_worker *w) {
+    return w->err;
+}
+
+void sluice_worker_get_stats(const sluice_worker *w, sluice_worker_stats *s) {
+    *s = w->st;
+    s->in_flight = w->n_in_flight;
+}
+
+int sluice__worker_free_slots(const sluice_worker *w) {
+    long long free_slots = w->o.concurrency - w->n_in_flight;
+    if (w->o.max_messages > 0 && w->o.max_messages - w->taken < free_slots) {
+        free_slots = w->o.max_messages - w->taken;
+    }
+    return free_slots > 0 ? (int)free_slots : 0;
+}
+
+void sluice__worker_error(sluice_worker *w, const char *what, int status, const char *detail) {
+    w->st.redis_errors++;
+    snprintf(w->err, sizeof(w->err), "%s: %s: %s", what, sluice_strerror(status), detail);
+    SLUICE_LOG(SLUICE_LOG_WARN, "event=%s status=%s detail=\"%s\"", what, sluice_err_name(status),
+               detail);
+    /* a wrong key type or a missing permission does not heal by retrying */
+    if (status == SLUICE_EWRONGTYPE || status == SLUICE_ENOPERM) {
+        w->fatal = status;
+        sluice_worker_stop(w);
+    }
+}
+
+static void check_done(sluice_worker *w);
+
+/* ---- the consumer group ---- */
+
+static void on_group(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
+    sluice_worker *w = arg;
+    w->creating_group = 0;
+    if (status == 0) {
+        SLUICE_LOG(SLUICE_LOG_INFO, "event=group_created queue=%s group=%s", w->queue, w->group);
+    }
+    if (status == 0 ||
+        (r != NULL && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "BUSYGROUP", 9) == 0)) {
+        w->group_ready = 1;
+        sluice__worker_kick(w);
+        sluice__reclaim_start(w);
+    } else if (status != SLUICE_ECANCELED) {
+        sluice__worker_error(w, "group_create_failed", status, sluice_aconn_errstr(c));
+    }
+}
+
+static void create_group(sluice_worker *w) {
+    if (w->creating_group || w->stopping || !sluice_aconn_ready(w->cmd)) {
+        return;
+    }
+    w->creating_group = 1;
+    int st;
+    if (w->o.backend == SLUICE_BACKEND_STREAM) {
+        const char *argv[] = {"XGROUP", "CREATE", w->keys.stream, w->group, "0", "MKSTREAM"};
+        st = sluice_aconn_command(w->cmd, 6, argv, NULL, 0, on_group, w);
+    } else {
+        /* a restarted consumer of the same name takes back what it was processing */
+        const char *keys[] = {w->keys.list, w->proc_key, w->keys.procs};
+        st = sluice_aconn_fcall(w->cmd, SLUICE_FN_LIST_RECOVER, 3, keys, NULL, 0, NULL, NULL, 0,
+                                on_group, w);
+    }
+    if (st != 0) {
+        w->creating_group = 0;
+    }
+}
+
+/* ---- reading ---- */
+
+static void on_read(sluice_aconn *c, int status, int sent, redisReply *r, void *arg);
+
+static void read_retry_cb(uv_timer_t *t) {
+    sluice__worker_kick(t->data);
+}
+
+static void stream_entries(sluice_worker *w, redisReply *r) {
+    /* [[stream, [[id, [field, value, ...]], ...]]] */
+    if (r->type != REDIS_REPLY_ARRAY || r->elements == 0 ||
+        r->element[0]->type != REDIS_REPLY_ARRAY || r->element[0]->elements != 2) {
+        return;
+    }
+    redisReply *list = r->element[0]->element[1];
+    for (size_t i = 0; list->type == REDIS_REPLY_ARRAY && i < list->elements; i++) {
+        redisReply *e = list->element[i];
+        if (e->type != REDIS_REPLY_ARRAY || e->elements != 2) {
+            continue;
+        }
+        const char *body = NULL;
+        size_t blen = 0;
+        redisReply *f = e->element[1];
+        for (size_t k = 0; f->type == REDIS_REPLY_ARRAY && k + 1 < f->elements; k += 2) {
+            if (f->element[k]->len == 1 && f->element[k]->str[0] == 'm') {
+                body = f->element[k + 1]->str;
+                blen = f->element[k + 1]->len;
+            }
+        }
+        job *j =
+            sluice__job_new(w, e->element[0]->str, e->element[0]->len, body ? body : "", blen, 1);
+        if (j != NULL) {
+            w->st.read++;
+            sluice__job_dispatch(j);
+        }
+    }
+}
+
+static void list_entries(sluice_worker *w, redisReply *r) {
+    redisReply *one[1] = {r};
+    redisReply **el = r->type == REDIS_REPLY_ARRAY ? r->element : one;
+    size_t n = r->type == REDIS_REPLY_ARRAY ? r->elements : (r->type == REDIS_REPLY_STRING);
+    for (size_t i = 0; i < n; i++) {
+        if (el[i]->type != REDIS_REPLY_STRING) {
+            continue;
+        }
+        const char *sep = memchr(el[i]->str, ':', el[i]->len);
+        size_t idlen = sep ? (size_t)(sep - el[i]->str) : 0;
+        job *j = sluice__job_new(w, el[i]->str, idlen, el[i]->str, el[i]->len, 1);
+        if (j != NULL) {
+            w->st.read++;
+            sluice__job_dispatch(j);
+        }
+    }
+}
+
+static int send_read(sluice_worker *w, int free_slots, int blocking) {
+    char count[24], block[24];
+    int n = free_slots < w->o.read_batch ? free_slots : w->o.read_batch;
+    snprintf(count, sizeof(count), "%d", n);
+    int timeout = w->o.block_ms + w->o.command_timeout_ms;
+    if (w->o.backend == SLUICE_BACKEND_STREAM) {
+        snprintf(block, sizeof(block), "%d", w->o.block_ms);
+        const char *argv[] = {"XREADGROUP", "GROUP", w->group,  w->consumer,    "COUNT", count,
+                              "BLOCK",      block,   "STREAMS", w->keys.stream, ">"};
+        return sluice_aconn_command(w->rd, 11, argv, NULL, timeout, on_read, w);
+    }
+    if (blocking) {
+        snprintf(block, sizeof(block), "%.3f", w->o.block_ms / 1000.0);
+        const char *argv[] = {"BLMOVE", w->keys.list, w->proc_key, "RIGHT", "LEFT", block};
+        return sluice_aconn_command(w->rd, 6, argv, NULL, timeout, on_read, w);
+    }
+    const char *keys[] = {w->keys.list, w->proc_key, w->keys.procs};
+    const char *args[] = {count};
+    return sluice_aconn_fcall(w->rd, SLUICE_FN_LIST_TAKE, 3, keys, NULL, 1, args, NULL, 0, on_read,
+                              w);
+}
+
+static void on_read(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
+    sluice_worker *w = arg;
+    w->reading = 0;
+    if (status == SLUICE_ENOTFOUND) { /* NOGROUP: the stream or group vanished */
+        SLUICE_LOG(SLUICE_LOG_ERROR,
+                   "event=group_missing queue=%s group=%s action=recreate_at_0 "
+                   "note=\"the stream or its group was deleted or Redis lost its data\"",
+                   w->queue, w->group);
+        w->group_ready = 0;
+        create_group(w);
+    } else if (status != 0 && status != SLUICE_ECANCELED) {
+        sluice__worker_error(w, "read_failed", status, sluice_aconn_errstr(c));
+        uv_timer_start(&w->retry_timer, read_retry_cb, 100, 0);
+    } else if (status == 0) {
+        size_t before = w->st.read;
+        if (w->o.backend == SLUICE_BACKEND_STREAM) {
+            stream_entries(w, r);
+        } else {
+            list_entries(w, r);
+        }
+        w->list_idle = w->st.read == before;
+    }
+    if (w->stopping) {
+        check_done(w);
+        return;
+    }
+    sluice__worker_kick(w);
+}
+
+void sluice__worker_kick(sluice_worker *w) {
+    if (w->stopping) {
+        check_done(w);
+        return;
+    }
+    if (w->reading || !w->group_ready || !sluice_aconn_ready(w->rd)) {
+        return;
+    }
+    int free_slots = sluice__worker_free_slots(w);
+    if (free_slots <= 0) {
+        return;
+    }
+    int blocking = w->o.backend == SLUICE_BACKEND_LIST && w->list_idle;
+    if (send_read(w, blocking ? 1 : free_slots, blocking) == 0) {
+        w->reading = 1;
+        w->list_idle = 0;
+    }
+}
+
+/* ---- connections ---- */
+
+static void on_state(sluice_aconn *c, int ready, int status, void *arg) {
+    sluice_worker *w = arg;
+    if (!ready) {
+        if (c == w->cmd) {
+            w->creating_group = 0;
+        }
+        SLUICE_LOG(SLUICE_LOG_WARN, "event=redis_down conn=%s status=%s detail=\"%s\"",
+                   c == w->rd ? "read" : "cmd", sluice_err_name(status), sluice_aconn_errstr(c));
+        return;
+    }
+    SLUICE_LOG(SLUICE_LOG_INFO, "event=redis_up conn=%s", c == w->rd ? "read" : "cmd");
+    if (c == w->cmd && !w->group_ready) {
+        create_group(w);
+    }
+    sluice__worker_kick(w);
+}
+
+static void flush_cb(uv_check_t *h) {
+    sluice__jobs_flush(h->data);
+}
+
+static void handle_closed(uv_handle_t *h) {
+    sluice_worker *w = h->data;
+    w->handles--;
+}
+
+static void conn_closed(void *arg) {
+    sluice_worker *w = arg;
+    w->handles--;
+}
+
+static void close_all(sluice_worker *w) {
+    if (w->closing) {
+        return;
+    }
+    w->closing = 1;
+    SLUICE_LOG(SLUICE_LOG_INFO, "event=stopping in_flight=%d", w->n_in_flight);
+    uv_handle_t *hs[] = {(uv_handle_t *)&w->stop_async,    (uv_handle_t *)&w->flush_check,
+                         (uv_handle_t *)&w->reclaim_timer, (uv_handle_t *)&w->touch_timer,
+                         (uv_handle_t *)&w->grace_timer,   (uv_handle_t *)&w->retry_timer};
+    for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++) {
+        uv_close(hs[i], handle_closed);
+    }
+    sluice_aconn_close(w->rd, conn_closed, w);
+    sluice_aconn_close(w->cmd, conn_closed, w);
+}
+
+/* Stops once nothing is in flight, no read is outstanding and every ack was sent. */
+static void check_done(sluice_worker *w) {
+    if (w->stopping && !w->closing && w->n_in_flight == 0 && !w->reading) {
+        close_all(w);
+    }
+}
+
+static void grace_cb(uv_timer_t *t) {
+    sluice_worker *w = t->data;
+    SLUICE_LOG(SLUICE_LOG_WARN,
+               "event=grace_expired in_flight=%d note=\"left pending; reclaimed by others\"",
+               w->n_in_flight);
+    close_all(w);
+}
+
+static void stop_cb(uv_async_t *a) {
+    sluice_worker *w = a->data;
+    if (w->closing) {
+        return;
+    }
+    if (w->stopping) { /* second request: do not wait for handlers */
+        close_all(w);
+        return;
+    }
+    w->stopping = 1;
+    uv_timer_stop(&w->reclaim_timer);
+    uv_timer_stop(&w->touch_timer);
+    uv_timer_start(&w->grace_timer, grace_cb, (uint64_t)w->o.grace_ms, 0);
+    check_done(w);
+}
+
+void sluice_worker_stop(sluice_worker *w) {
+    uv_async_send(&w->stop_async);
+}
+
+static int start_handles(sluice_worker *w) {
+    uv_async_init(w->loop, &w->stop_async, stop_cb);
+    uv_check_init(w->loop, &w->flush_check);
+    uv_timer_init(w->loop, &w->reclaim_timer);
+    uv_timer_init(w->loop, &w->touch_timer);
+    uv_timer_init(w->loop, &w->grace_timer);
+    uv_timer_init(w->loop, &w->retry_timer);
+    w->stop_async.data = w->flush_check.data = w->reclaim_timer.data = w;
+    w->touch_timer.data = w->grace_timer.data = w->retry_timer.data = w;
+    w->handles = 6;
+    uv_check_start(&w->flush_check, flush_cb);
+    sluice_conn_options co;
+    sluice_conn_options_init(&co);
+    co.connect_timeout_ms = w->o.connect_timeout_ms;
+    co.command_timeout_ms = w->o.command_timeout_ms;
+    co.force_eval = w->o.force_eval;
+    w->cmd = sluice_aconn_new(w->loop, &w->url, &co, on_state, w);
+    w->rd = sluice_aconn_new(w->loop, &w->url, &co, on_state, w);
+    w->handles += (w->cmd != NULL) + (w->rd != NULL);
+    if (w->cmd == NULL || w->rd == NULL) {
+        return SLUICE_ENOMEM;
+    }
+    uint64_t tick = (uint64_t)w->o.visibility_timeout_ms / 3;
+    uv_timer_start(&w->touch_timer, sluice__touch_tick, tick, tick);
+    return 0;
+}
+
+int sluice_worker_run(sluice_worker *w, uv_loop_t *loop) {
+    if (w->running) {
+        return SLUICE_EINVAL;
+    }
+    w->running = 1;
+    if (loop == NULL) {
+        uv_loop_init(&w->own_loop);
+        loop = &w->own_loop;
+    }
+    w->loop = loop;
+    char where[300];
+    sluice_url_redact(&w->url, where, sizeof(where));
+    SLUICE_LOG(SLUICE_LOG_INFO,
+               "event=start queue=%s group=%s consumer=%s backend=%s concurrency=%d redis=%s",
+               w->queue, w->group, w->consumer, sluice_backend_name(w->o.backend), w->o.concurrency,
+               where);
+    int st = start_handles(w);
+    if (st != 0) {
+        snprintf(w->err, sizeof(w->err), "out of memory starting the worker");
+        close_all(w);
+    }
+    uv_run(loop, UV_RUN_DEFAULT);
+    if (loop == &w->own_loop) {
+        uv_loop_close(loop);
+    }
+    w->running = 0;
+    SLUICE_LOG(SLUICE_LOG_INFO, "event=stopped processed=%llu failed=%llu retried=%llu dead=%llu",
+               w->st.processed, w->st.failed, w->st.retried, w->st.dead);
+    return st != 0 ? st : w->fatal;
+}

@@ -32,7 +32,7 @@ extern "C" {
     XX(EPROTO, -14, "unexpected reply from redis")                                                 \
     XX(EREDIS, -15, "redis returned an error")                                                     \
     XX(ECANCELED, -16, "canceled")                                                                 \
-    XX(ENOSCRIPT, -17, "sluice functions are not loaded on the server")                           \
+    XX(ENOSCRIPT, -17, "sluice functions are not loaded on the server")                            \
     XX(ELOADING, -18, "redis is loading its dataset")                                              \
     XX(EREADONLY, -19, "redis is a read-only replica")                                             \
     XX(ENOTFOUND, -20, "not found")

@@ -20,13 +20,13 @@ extern "C" {
 #define SLUICE_URL_MAX           1024 /* bytes, whole URL */
 
 typedef struct sluice_url {
-    int is_unix;       /* 1: `path` is a unix socket; 0: host/port */
-    char host[256];    /* hostname or IP literal, without brackets */
-    int port;          /* 1..65535, default 6379 */
-    char path[108];    /* unix socket path (sun_path limit) */
-    char user[128];    /* ACL user, "" = none (default user) */
+    int is_unix;        /* 1: `path` is a unix socket; 0: host/port */
+    char host[256];     /* hostname or IP literal, without brackets */
+    int port;           /* 1..65535, default 6379 */
+    char path[108];     /* unix socket path (sun_path limit) */
+    char user[128];     /* ACL user, "" = none (default user) */
     char password[256]; /* "" = no AUTH */
-    int db;            /* 0..15 by default convention; 0..INT_MAX accepted */
+    int db;             /* 0..15 by default convention; 0..INT_MAX accepted */
 } sluice_url;
 
 /*

@@ -1,0 +1,176 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * redis.h - connections to Redis, blocking and libuv-async, and calls of the sluice functions.
+ *
+ * Owns: connecting (TCP or unix socket) with a connect timeout, AUTH and SELECT, loading the
+ * embedded Lua library (FUNCTION LOAD on Redis 7, else SCRIPT LOAD + EVALSHA), reloading it
+ * when the server lost it (restart without persistence, SCRIPT FLUSH) and re-sending the call
+ * once, mapping Redis error replies to sluice statuses, and reconnecting with capped
+ * exponential backoff and jitter. Does not own: what the calls mean (producer/, worker/).
+ *
+ * Both kinds of connection are for one thread. A blocking connection is lazily (re)connected
+ * by the next call after a failure. An async connection lives on one uv_loop_t.
+ *
+ * hiredis 0.14 gives an async connection no timeouts and its libuv adapter never reports a
+ * failed connect; the async connection here carries its own adapter and per-request deadlines.
+ */
+#ifndef SLUICE_REDIS_H
+#define SLUICE_REDIS_H
+
+#include <stddef.h>
+
+#include <hiredis/hiredis.h>
+#include <uv.h>
+
+#include "sluice/url.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The functions of scripts/sluice.lua. */
+typedef enum sluice_fn {
+    SLUICE_FN_ADMIT = 0,
+    SLUICE_FN_ACK,
+    SLUICE_FN_DEAD,
+    SLUICE_FN_RETRY,
+    SLUICE_FN_RECLAIM,
+    SLUICE_FN_TOUCH,
+    SLUICE_FN_LIST_ADMIT,
+    SLUICE_FN_LIST_TAKE,
+    SLUICE_FN_LIST_ACK,
+    SLUICE_FN_LIST_DEAD,
+    SLUICE_FN_LIST_RECOVER,
+    SLUICE_FN_VERSION,
+    SLUICE_FN_COUNT_
+} sluice_fn;
+
+/* "sluice_admit" etc. */
+const char *sluice_fn_name(sluice_fn fn);
+
+/* The library text as loaded with FUNCTION LOAD, and the stand-alone script text EVALSHA mode
+ * uses for one function (malloc'ed, caller frees). */
+const char *sluice_lua_library(size_t *len);
+char *sluice_lua_script(sluice_fn fn, size_t *len);
+
+/* The version sluice_version returns for this build's library: "1:<hash of the source>". A
+ * server answering anything else gets the library loaded with FUNCTION LOAD REPLACE. */
+const char *sluice_lua_version(void);
+
+/* Maps an error reply's text ("NOPERM ...", "OOM ...") to a status. */
+int sluice_reply_error_status(const char *str, size_t len);
+
+typedef struct sluice_conn_options {
+    int connect_timeout_ms; /* ms, default 2000 */
+    int command_timeout_ms; /* ms, default 5000; the deadline of each call */
+    int backoff_min_ms;     /* ms, default 100: first reconnect delay */
+    int backoff_max_ms;     /* ms, default 5000: cap of the exponential backoff */
+    int force_eval;         /* 1: use EVALSHA even when FUNCTION exists (tests); default 0 */
+    int no_load;            /* 1: never FUNCTION/SCRIPT LOAD (least-privilege users); default 0 */
+} sluice_conn_options;
+
+void sluice_conn_options_init(sluice_conn_options *o);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Blocking connection                                                                      */
+
+typedef struct sluice_conn sluice_conn;
+
+/* Copies url and options; does not connect. Returns NULL only when out of memory. */
+sluice_conn *sluice_conn_new(const sluice_url *url, const sluice_conn_options *o);
+void sluice_conn_free(sluice_conn *c);
+
+/*
+ * Connects now unless connected. Respects the backoff after a failure: returns SLUICE_ECONN
+ * at once while the backoff has not elapsed. Returns 0 or a status (ECONN, ETIMEDOUT, EAUTH,
+ * ENOPERM, ...); the detail is in sluice_conn_errstr().
+ */
+int sluice_conn_ensure(sluice_conn *c);
+
+/*
+ * Sends one command and reads its reply (*out, caller frees with freeReplyObject). A Redis
+ * error reply is returned as its status with *out set to the reply. After an I/O failure or a
+ * timeout the connection is dropped and *sent tells whether the command may have reached the
+ * server (1) or certainly did not (0). `sent` may be NULL.
+ */
+int sluice_conn_command(sluice_conn *c, int argc, const char **argv, const size_t *lens,
+                        redisReply **out, int *sent);
+
+/*
+ * Calls a sluice function: FCALL name nkeys keys... args... (or EVALSHA). When the server
+ * lost the library (function not found / NOSCRIPT), reloads it and re-sends once.
+ */
+int sluice_conn_fcall(sluice_conn *c, sluice_fn fn, int nkeys, const char **keys,
+                      const size_t *keylens, int nargs, const char **args, const size_t *arglens,
+                      redisReply **out, int *sent);
+
+/* Pipelined fcalls: append `n` calls with sluice_conn_append_fcall, then read each reply. */
+int sluice_conn_append_fcall(sluice_conn *c, sluice_fn fn, int nkeys, const char **keys,
+                             const size_t *keylens, int nargs, const char **args,
+                             const size_t *arglens);
+int sluice_conn_read_reply(sluice_conn *c, redisReply **out);
+
+/* The raw hiredis context (NULL when disconnected), for commands with no sluice wrapper. */
+redisContext *sluice_conn_ctx(sluice_conn *c);
+
+/* Detail of the last failure, e.g. "redis://127.0.0.1:6379: Connection refused". */
+const char *sluice_conn_errstr(const sluice_conn *c);
+
+/* Drops the connection; the next call reconnects (without waiting for the backoff). */
+void sluice_conn_reset(sluice_conn *c);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Async connection (libuv)                                                                 */
+
+typedef struct sluice_aconn sluice_aconn;
+
+/*
+ * Reply callback. status 0: `reply` is the reply (borrowed; valid during the callback only).
+ * A Redis error reply gives its mapped status and the reply. ETIMEDOUT: the deadline passed;
+ * ECONN: the connection was lost (with `sent` telling whether the command may have been
+ * executed, as for the blocking call); ECANCELED: sluice_aconn_close() was called. Runs
+ * exactly once per accepted request, on the loop thread.
+ */
+typedef void (*sluice_aconn_reply_cb)(sluice_aconn *c, int status, int sent, redisReply *reply,
+                                      void *arg);
+
+/* Called on the loop thread each time the connection becomes ready (1) or is lost (0). */
+typedef void (*sluice_aconn_state_cb)(sluice_aconn *c, int ready, int status, void *arg);
+
+/* Creates a connection on `loop` and starts connecting. Returns NULL when out of memory. */
+sluice_aconn *sluice_aconn_new(uv_loop_t *loop, const sluice_url *url, const sluice_conn_options *o,
+                               sluice_aconn_state_cb state_cb, void *state_arg);
+
+/* 1 when ready for commands. */
+int sluice_aconn_ready(const sluice_aconn *c);
+
+/*
+ * Queues a command with its own deadline (timeout_ms; 0 = the command timeout of the options).
+ * Returns 0 (the callback will run exactly once) or an error (ECONN when not ready, ENOMEM),
+ * in which case the callback never runs.
+ */
+int sluice_aconn_command(sluice_aconn *c, int argc, const char **argv, const size_t *lens,
+                         int timeout_ms, sluice_aconn_reply_cb cb, void *arg);
+
+/* The same for a sluice function; reloads the library and re-sends once if the server lost it. */
+int sluice_aconn_fcall(sluice_aconn *c, sluice_fn fn, int nkeys, const char **keys,
+                       const size_t *keylens, int nargs, const char **args, const size_t *arglens,
+                       int timeout_ms, sluice_aconn_reply_cb cb, void *arg);
+
+/* Number of requests waiting for a reply. */
+size_t sluice_aconn_pending(const sluice_aconn *c);
+
+/* Detail of the last failure. */
+const char *sluice_aconn_errstr(const sluice_aconn *c);
+
+/*
+ * Closes: every pending request's callback runs with ECANCELED (before this returns or on the
+ * next loop iteration), no state callback runs any more, and the memory is freed once libuv has
+ * closed its handles (`closed`, may be NULL, is then called). Safe to call from a callback.
+ */
+void sluice_aconn_close(sluice_aconn *c, void (*closed)(void *arg), void *arg);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SLUICE_REDIS_H */

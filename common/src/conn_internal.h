@@ -1,0 +1,18 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * conn_internal.h - what the blocking and async connections share inside libsluice: option
+ * defaults and the reconnect backoff.
+ */
+#ifndef SLUICE_CONN_INTERNAL_H
+#define SLUICE_CONN_INTERNAL_H
+
+#include "sluice/redis.h"
+
+/* Copies `src` (NULL = defaults) into `dst`, replacing zero fields by their defaults. */
+void sluice__conn_options_fill(sluice_conn_options *dst, const sluice_conn_options *src);
+
+/* Delay before reconnect attempt number `attempt` (1-based): min * 2^(attempt-1) capped at
+ * max, with jitter in [d/2, d]. */
+int sluice__backoff_ms(const sluice_conn_options *o, int attempt);
+
+#endif

@@ -1,0 +1,118 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * producer.h - admitting messages into a sluice queue (blocking API).
+ *
+ * A producer owns one blocking Redis connection and admits messages with one atomic server-side
+ * call each (or one call per batch): if the bucket already holds `capacity` entries the message
+ * is rejected at once (SLUICE_FULL) instead of being queued without bound. Capacity stored in
+ * sluice:{Q}:meta (`sluice-admin capacity`) overrides the producer's default at run time.
+ *
+ * Outcomes are honest: SLUICE_ADMITTED only when Redis replied that it appended the message. A
+ * call whose reply was lost (connection died or deadline passed after sending) fails with
+ * SLUICE_EUNKNOWN: it may or may not have been admitted. Retry those with an idempotency key to
+ * have them counted once.
+ *
+ * A producer is for one thread at a time. The async producer for libuv loops is in
+ * sluice/aproducer.h.
+ */
+#ifndef SLUICE_PRODUCER_H
+#define SLUICE_PRODUCER_H
+
+#include <stddef.h>
+
+#include "sluice/envelope.h"
+#include "sluice/queue.h"
+#include "sluice/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SLUICE_ID_MAX 48
+
+typedef enum sluice_outcome {
+    SLUICE_ADMITTED = 0,  /* appended; `id` is set */
+    SLUICE_FULL = 1,      /* rejected: the bucket held `capacity` entries */
+    SLUICE_DUPLICATE = 2, /* the idempotency key was admitted before (`id` = that entry) */
+    SLUICE_FAILED = 3,    /* not admitted because of `status`, or unknown if EUNKNOWN */
+    SLUICE_OPEN = 4,      /* fail-open: redis unreachable, nothing queued, caller may proceed */
+} sluice_outcome;
+
+typedef struct sluice_admit_result {
+    sluice_outcome outcome;
+    int status;             /* 0 unless FAILED/OPEN */
+    long long depth;        /* entries in the bucket after the call; -1 unknown */
+    long long capacity;     /* capacity in force; -1 unknown */
+    unsigned retry_after_s; /* FULL: seconds until there is likely room (1..max) */
+    char id[SLUICE_ID_MAX]; /* ADMITTED/DUPLICATE: stream entry id (list: sequence number) */
+} sluice_admit_result;
+
+/* A message with optional envelope fields. Only `payload`/`len` are required. */
+typedef struct sluice_message {
+    const void *payload;
+    size_t len;
+    const sluice_header *headers; /* nheaders entries, borrowed */
+    size_t nheaders;
+    const char *tenant;          /* NUL-terminated, NULL = none */
+    const char *idempotency_key; /* NUL-terminated, NULL = none; single admissions only */
+} sluice_message;
+
+typedef struct sluice_producer_options {
+    const char *redis_url;      /* NULL = $SLUICE_REDIS_URL, else redis://127.0.0.1:6379 */
+    const char *queue;          /* required: 1..64 of [A-Za-z0-9_.-] */
+    sluice_backend backend;     /* default SLUICE_BACKEND_STREAM */
+    long long capacity;         /* default 1000: used when the queue's meta has none */
+    size_t max_payload;         /* bytes, default 1 MiB; larger payloads fail with ETOOBIG */
+    size_t max_batch;           /* messages per batch call, default 1000 */
+    int connect_timeout_ms;     /* ms, default 2000 */
+    int command_timeout_ms;     /* ms, default 5000 */
+    int idempotency_ttl_ms;     /* ms, default 86400000 (24 h) */
+    int fail_open;              /* 1: outcome OPEN instead of FAILED when redis is unreachable */
+    unsigned retry_after_max_s; /* ceiling of retry_after_s, default 60 */
+    int force_eval;             /* 1: EVALSHA instead of FCALL (tests, old servers) */
+} sluice_producer_options;
+
+typedef struct sluice_producer sluice_producer;
+
+/* Writes the defaults into `o`. */
+void sluice_producer_options_init(sluice_producer_options *o);
+
+/*
+ * Creates a producer (copies the options; connects lazily on the first admission). Returns 0 or
+ * SLUICE_EINVAL with a message naming the bad value in err (queue name, URL, limits).
+ */
+int sluice_producer_new(const sluice_producer_options *o, sluice_producer **out, char *err,
+                        size_t errlen);
+
+/* Frees the producer and closes its connection. NULL is a no-op. */
+void sluice_producer_free(sluice_producer *p);
+
+/*
+ * Admits one payload. Returns 0 when Redis answered (res->outcome ADMITTED, FULL or
+ * DUPLICATE), else the status (also in res->status, with res->outcome FAILED or OPEN): ETOOBIG
+ * before any Redis call when the payload is over max_payload; ECONN/ETIMEDOUT when the call
+ * certainly did not run; EUNKNOWN when the reply was lost; EOOM, EMISCONF, ENOPERM, ... for
+ * the server's refusals. Detail in sluice_producer_errstr().
+ */
+int sluice_producer_admit(sluice_producer *p, const void *payload, size_t len,
+                          sluice_admit_result *res);
+
+/* The same with headers, tenant and idempotency key. */
+int sluice_producer_admit_msg(sluice_producer *p, const sluice_message *m,
+                              sluice_admit_result *res);
+
+/*
+ * Admits up to max_batch messages in one round trip: the first ones are admitted while there is
+ * room, the rest get FULL. res[i] is the outcome of msgs[i]; *admitted (may be NULL) counts the
+ * admitted ones. Idempotency keys are not allowed here (EINVAL). Returns as admit.
+ */
+int sluice_producer_admit_batch(sluice_producer *p, const sluice_message *msgs, size_t n,
+                                sluice_admit_result *res, size_t *admitted);
+
+/* Detail of the last failure ("payload is 2000000 bytes; the limit is 1048576"). */
+const char *sluice_producer_errstr(const sluice_producer *p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SLUICE_PRODUCER_H */

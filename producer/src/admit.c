@@ -1,0 +1,228 @@
+/* SPDX-License-Identifier: MIT */
+/* admit.c - building one admission call and reading its reply (see admit.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sluice/url.h"
+
+#include "admit.h"
+
+void sluice_producer_options_init(sluice_producer_options *o) {
+    memset(o, 0, sizeof(*o));
+    o->backend = SLUICE_BACKEND_STREAM;
+    o->capacity = 1000;
+    o->max_payload = 1024 * 1024;
+    o->max_batch = 1000;
+    o->connect_timeout_ms = 2000;
+    o->command_timeout_ms = 5000;
+    o->idempotency_ttl_ms = 86400000;
+    o->retry_after_max_s = 60;
+}
+
+int sluice__admit_cfg_init(sluice__admit_cfg *cfg, const sluice_producer_options *o, char *err,
+                           size_t errlen) {
+    memset(cfg, 0, sizeof(*cfg));
+    if (o->queue == NULL) {
+        snprintf(err, errlen, "no queue name given");
+        return SLUICE_EINVAL;
+    }
+    if (sluice_keys_init(&cfg->keys, o->queue, err, errlen) != 0) {
+        return SLUICE_EINVAL;
+    }
+    if (o->capacity < 0) {
+        snprintf(err, errlen, "capacity %lld is negative", o->capacity);
+        return SLUICE_EINVAL;
+    }
+    if (o->max_payload > SLUICE_ENVELOPE_MAX_BYTES - 1024) {
+        snprintf(err, errlen, "max payload %zu is over the hard limit %u", o->max_payload,
+                 SLUICE_ENVELOPE_MAX_BYTES - 1024);
+        return SLUICE_EINVAL;
+    }
+    if (o->max_batch > 100000) {
+        snprintf(err, errlen, "max batch %zu is over the limit 100000", o->max_batch);
+        return SLUICE_EINVAL;
+    }
+    cfg->backend = o->backend;
+    cfg->capacity = o->capacity ? o->capacity : 1000;
+    cfg->max_payload = o->max_payload ? o->max_payload : 1024 * 1024;
+    cfg->max_batch = o->max_batch ? o->max_batch : 1000;
+    cfg->idempotency_ttl_ms = o->idempotency_ttl_ms > 0 ? o->idempotency_ttl_ms : 86400000;
+    return 0;
+}
+
+static int check_msg(const sluice__admit_cfg *cfg, const sluice_message *m, size_t i, size_t n,
+                     char *err, size_t errlen) {
+    if (m->payload == NULL && m->len > 0) {
+        snprintf(err, errlen, "message %zu: NULL payload with length %zu", i, m->len);
+        return SLUICE_EINVAL;
+    }
+    if (m->len > cfg->max_payload) {
+        snprintf(err, errlen, "message %zu: payload is %zu bytes; the limit is %zu", i, m->len,
+                 cfg->max_payload);
+        return SLUICE_ETOOBIG;
+    }
+    if (m->idempotency_key != NULL) {
+        size_t kl = strlen(m->idempotency_key);
+        if (n != 1) {
+            snprintf(err, errlen, "idempotency keys are for single admissions, not batches");
+            return SLUICE_EINVAL;
+        }
+        if (kl == 0 || kl > 200) {
+            snprintf(err, errlen, "idempotency key is %zu bytes; 1..200 allowed", kl);
+            return SLUICE_EINVAL;
+        }
+        if (cfg->backend != SLUICE_BACKEND_STREAM) {
+            snprintf(err, errlen, "idempotency keys need the stream backend");
+            return SLUICE_EINVAL;
+        }
+    }
+    return 0;
+}
+
+/* Encodes every message into one arena; fills args[2..] with pointers into it. */
+static int encode_all(sluice__admit_call *call, const sluice_message *msgs, size_t n, char *err,
+                      size_t errlen) {
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        sluice_envelope e = {msgs[i].payload, msgs[i].len,
+                             msgs[i].headers, msgs[i].nheaders,
+                             msgs[i].tenant,  msgs[i].tenant ? strlen(msgs[i].tenant) : 0};
+        size_t sz = sluice_envelope_size(&e);
+        if (sz == 0) {
+            snprintf(err, errlen, "message %zu breaks an envelope limit (headers, size)", i);
+            return SLUICE_ETOOBIG;
+        }
+        call->arglens[2 + i] = sz;
+        total += sz;
+    }
+    call->arena = malloc(total ? total : 1);
+    if (call->arena == NULL) {
+        return SLUICE_ENOMEM;
+    }
+    size_t off = 0;
+    for (size_t i = 0; i < n; i++) {
+        sluice_envelope e = {msgs[i].payload, msgs[i].len,
+                             msgs[i].headers, msgs[i].nheaders,
+                             msgs[i].tenant,  msgs[i].tenant ? strlen(msgs[i].tenant) : 0};
+        size_t len = 0;
+        int st = sluice_envelope_encode(&e, call->arena + off, total - off, &len);
+        if (st != 0) {
+            snprintf(err, errlen, "message %zu: cannot encode: %s", i, sluice_strerror(st));
+            return st;
+        }
+        call->args[2 + i] = (const char *)call->arena + off;
+        off += len;
+    }
+    call->arena_len = off;
+    return 0;
+}
+
+int sluice__admit_call_build(sluice__admit_call *call, const sluice__admit_cfg *cfg,
+                             const sluice_message *msgs, size_t n, char *err, size_t errlen) {
+    memset(call, 0, sizeof(*call));
+    if (n == 0 || n > cfg->max_batch) {
+        snprintf(err, errlen, "batch of %zu messages; 1..%zu allowed", n, cfg->max_batch);
+        return n == 0 ? SLUICE_EINVAL : SLUICE_ETOOBIG;
+    }
+    for (size_t i = 0; i < n; i++) {
+        int st = check_msg(cfg, &msgs[i], i, n, err, errlen);
+        if (st != 0) {
+            return st;
+        }
+    }
+    int stream = cfg->backend == SLUICE_BACKEND_STREAM;
+    call->fn = stream ? SLUICE_FN_ADMIT : SLUICE_FN_LIST_ADMIT;
+    call->keys[0] = stream ? cfg->keys.stream : cfg->keys.list;
+    call->keys[1] = cfg->keys.meta;
+    call->keys[2] = cfg->keys.stats;
+    call->nkeys = 3;
+    if (msgs[0].idempotency_key != NULL) {
+        snprintf(call->idem_key, sizeof(call->idem_key), "%sidem:%s", cfg->keys.prefix,
+                 msgs[0].idempotency_key);
+        call->keys[3] = call->idem_key;
+        call->nkeys = 4;
+    }
+    for (int i = 0; i < call->nkeys; i++) {
+        call->keylens[i] = strlen(call->keys[i]);
+    }
+    call->nargs = (int)n + 2;
+    call->args = calloc((size_t)call->nargs, sizeof(*call->args));
+    call->arglens = calloc((size_t)call->nargs, sizeof(*call->arglens));
+    if (call->args == NULL || call->arglens == NULL) {
+        sluice__admit_call_free(call);
+        return SLUICE_ENOMEM;
+    }
+    snprintf(call->cap_arg, sizeof(call->cap_arg), "%lld", cfg->capacity);
+    snprintf(call->ttl_arg, sizeof(call->ttl_arg), "%d", cfg->idempotency_ttl_ms);
+    call->args[0] = call->cap_arg;
+    call->arglens[0] = strlen(call->cap_arg);
+    call->args[1] = call->ttl_arg;
+    call->arglens[1] = strlen(call->ttl_arg);
+    int st = encode_all(call, msgs, n, err, errlen);
+    if (st != 0) {
+        sluice__admit_call_free(call);
+    }
+    return st;
+}
+
+void sluice__admit_call_free(sluice__admit_call *call) {
+    free(call->args);
+    free(call->arglens);
+    free(call->arena);
+    call->args = NULL;
+    call->arglens = NULL;
+    call->arena = NULL;
+}
+
+static long long int_at(const redisReply *r, size_t i) {
+    return r->element[i]->type == REDIS_REPLY_INTEGER ? r->element[i]->integer : -1;
+}
+
+int sluice__admit_parse(const redisReply *r, size_t n, sluice_drain *drain, uint64_t now_ms,
+                        sluice_admit_result *res, size_t *admitted) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 5) {
+        return SLUICE_EPROTO;
+    }
+    long long take = int_at(r, 0), depth = int_at(r, 1), cap = int_at(r, 2);
+    long long dup = int_at(r, 3), acked = int_at(r, 4);
+    if (take < 0 || (size_t)take > n || r->elements != 5 + (size_t)take) {
+        return SLUICE_EPROTO;
+    }
+    if (acked >= 0 && drain != NULL) {
+        sluice_drain_sample(drain, now_ms, acked);
+    }
+    for (size_t i = 0; i < n; i++) {
+        memset(&res[i], 0, sizeof(res[i]));
+        res[i].depth = depth;
+        res[i].capacity = cap;
+        if (i < (size_t)take) {
+            const redisReply *id = r->element[5 + i];
+            res[i].outcome = dup == 1 ? SLUICE_DUPLICATE : SLUICE_ADMITTED;
+            if (id->type == REDIS_REPLY_STRING) {
+                snprintf(res[i].id, sizeof(res[i].id), "%s", id->str);
+            } else if (id->type == REDIS_REPLY_INTEGER) {
+                snprintf(res[i].id, sizeof(res[i].id), "%lld", id->integer);
+            }
+        } else {
+            res[i].outcome = SLUICE_FULL;
+            res[i].retry_after_s = drain ? sluice_drain_retry_after(drain, depth, cap) : 1;
+        }
+    }
+    if (admitted != NULL) {
+        *admitted = (size_t)take;
+    }
+    return 0;
+}
+
+void sluice__admit_fail(sluice_admit_result *res, size_t n, int status, int sent, int fail_open) {
+    int unreachable = status == SLUICE_ECONN || status == SLUICE_ETIMEDOUT ||
+                      status == SLUICE_ELOADING || status == SLUICE_EAUTH;
+    for (size_t i = 0; i < n; i++) {
+        memset(&res[i], 0, sizeof(res[i]));
+        res[i].depth = -1;
+        res[i].capacity = -1;
+        res[i].status = status;
+        res[i].outcome = (fail_open && unreachable && !sent) ? SLUICE_OPEN : SLUICE_FAILED;
+    }
+}

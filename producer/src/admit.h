@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * admit.h - building one admission call and reading its reply, shared by the blocking and the
+ * async producer.
+ *
+ * A call is: KEYS (bucket, meta, stats[, idempotency key]) and ARGV (default capacity, TTL,
+ * envelope...). The envelopes are encoded into one arena owned by the call; the argument
+ * arrays point into it. The reply {admitted, depth, capacity, duplicate, acked, ids...} is
+ * turned into per-message results. No I/O here.
+ */
+#ifndef SLUICE_PRODUCER_ADMIT_H
+#define SLUICE_PRODUCER_ADMIT_H
+
+#include <hiredis/hiredis.h>
+
+#include "sluice/drain.h"
+#include "sluice/producer.h"
+#include "sluice/redis.h"
+
+typedef struct sluice__admit_call {
+    sluice_fn fn;
+    int nkeys;
+    const char *keys[4];
+    size_t keylens[4];
+    char idem_key[SLUICE_KEY_MAX + 256];
+    int nargs;
+    const char **args; /* nargs entries */
+    size_t *arglens;
+    char cap_arg[24];
+    char ttl_arg[24];
+    unsigned char *arena; /* encoded envelopes */
+    size_t arena_len;
+} sluice__admit_call;
+
+/* Settings of one producer that a call needs. */
+typedef struct sluice__admit_cfg {
+    sluice_keys keys;
+    sluice_backend backend;
+    long long capacity;
+    size_t max_payload;
+    size_t max_batch;
+    int idempotency_ttl_ms;
+} sluice__admit_cfg;
+
+/* Checks the options' values; fills cfg. Returns 0 or EINVAL with a message. */
+int sluice__admit_cfg_init(sluice__admit_cfg *cfg, const sluice_producer_options *o, char *err,
+                           size_t errlen);
+
+/*
+ * Validates and encodes msgs[0..n) into `call`. Returns 0, ETOOBIG (a payload over the limit or
+ * a batch over max_batch) or EINVAL, with a message in err. Free with sluice__admit_call_free.
+ */
+int sluice__admit_call_build(sluice__admit_call *call, const sluice__admit_cfg *cfg,
+                             const sluice_message *msgs, size_t n, char *err, size_t errlen);
+void sluice__admit_call_free(sluice__admit_call *call);
+
+/*
+ * Fills res[0..n) from a successful reply; samples `drain` with the acked counter when some were
+ * rejected. Returns 0 or EPROTO. *admitted counts ADMITTED + DUPLICATE.
+ */
+int sluice__admit_parse(const redisReply *r, size_t n, sluice_drain *drain, uint64_t now_ms,
+                        sluice_admit_result *res, size_t *admitted);
+
+/* Sets res[0..n) to FAILED (or OPEN when fail_open and the call never ran) with `status`. */
+void sluice__admit_fail(sluice_admit_result *res, size_t n, int status, int sent, int fail_open);
+
+#endif

@@ -1,0 +1,287 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sluice-enqueue - admit payloads from the command line or standard input.
+ *
+ * Payloads come from the arguments, or one per line on stdin (sent in batches of --batch).
+ * Exit codes: 0 all admitted, 1 some rejected because the queue was full, 2 usage or bad input
+ * (e.g. a payload over --max-payload: reported with its line, the others still sent),
+ * 3 redis unavailable or refused (nothing after the failed call is sent; the summary says how
+ * many were admitted before it).
+ */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sluice/cli.h"
+#include "sluice/producer.h"
+#include "sluice/url.h"
+
+static const char usage[] =
+    "usage: sluice-enqueue --queue NAME [options] [PAYLOAD...]\n"
+    "\n"
+    "Admits each PAYLOAD (or each line of standard input when none is given) into a sluice\n"
+    "queue. A full queue rejects at once: nothing is dropped silently.\n"
+    "\n"
+    "  -q, --queue NAME            queue (1-64 of A-Z a-z 0-9 _ . -)\n"
+    "  -r, --redis URL             redis://[user:pass@]host:port[/db] or unix:///path\n"
+    "                              (default $SLUICE_REDIS_URL, else redis://127.0.0.1:6379)\n"
+    "  -C, --capacity N            capacity when the queue has none set (default 1000)\n"
+    "  -b, --backend stream|list   (default stream)\n"
+    "  -n, --batch N               payloads per round trip from stdin, 1..10000 (default 100)\n"
+    "      --max-payload SIZE      largest payload, e.g. 512k (default 1m)\n"
+    "      --tenant NAME           envelope field k\n"
+    "      --header NAME=VALUE     envelope header (repeatable, up to 64)\n"
+    "      --idempotency-key KEY   admit once per KEY within 24 h (single payload only)\n"
+    "      --timeout MS            per-call deadline (default 5000)\n"
+    "      --ids                   print \"ID PAYLOAD\" for each admitted payload\n"
+    "      --json                  print the summary as JSON\n"
+    "  -h, --help                  this text\n"
+    "\n"
+    "Prints: admitted=N rejected=M depth=D capacity=C\n"
+    "Exit codes: 0 all admitted, 1 some rejected (queue full), 2 usage or bad input,\n"
+    "3 redis unavailable or refused.\n";
+
+enum { OPT_MAXP = 256, OPT_TENANT, OPT_HEADER, OPT_IDEM, OPT_TIMEOUT, OPT_IDS, OPT_JSON };
+
+static const struct option longopts[] = {
+    {"queue", required_argument, NULL, 'q'},
+    {"redis", required_argument, NULL, 'r'},
+    {"capacity", required_argument, NULL, 'C'},
+    {"backend", required_argument, NULL, 'b'},
+    {"batch", required_argument, NULL, 'n'},
+    {"max-payload", required_argument, NULL, OPT_MAXP},
+    {"tenant", required_argument, NULL, OPT_TENANT},
+    {"header", required_argument, NULL, OPT_HEADER},
+    {"idempotency-key", required_argument, NULL, OPT_IDEM},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"ids", no_argument, NULL, OPT_IDS},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+typedef struct run {
+    sluice_producer_options o;
+    sluice_producer *p;
+    long long batch;
+    const char *tenant;
+    const char *idem;
+    sluice_header headers[SLUICE_ENVELOPE_MAX_HEADERS];
+    size_t nheaders;
+    int ids, json;
+    unsigned long long admitted, rejected, invalid;
+    long long depth, capacity;
+    int redis_failed;
+} run;
+
+static int fail_usage(const char *msg) {
+    fprintf(stderr, "sluice-enqueue: %s\nTry 'sluice-enqueue --help'.\n", msg);
+    return SLUICE_EXIT_USAGE;
+}
+
+static int add_header(run *r, const char *v, char *err, size_t n) {
+    const char *eq = strchr(v, '=');
+    if (eq == NULL || eq == v) {
+        snprintf(err, n, "--header: \"%s\" is not NAME=VALUE", v);
+        return -1;
+    }
+    if (r->nheaders == SLUICE_ENVELOPE_MAX_HEADERS) {
+        snprintf(err, n, "--header: more than %d headers", SLUICE_ENVELOPE_MAX_HEADERS);
+        return -1;
+    }
+    sluice_header *h = &r->headers[r->nheaders++];
+    h->name = v;
+    h->name_len = (size_t)(eq - v);
+    h->value = eq + 1;
+    h->value_len = strlen(eq + 1);
+    return 0;
+}
+
+static int parse_opt(run *r, int ch, const char *v, char *err, size_t n) {
+    long long x;
+    switch (ch) {
+    case 'q':
+        r->o.queue = v;
+        return 0;
+    case 'r':
+        r->o.redis_url = v;
+        return 0;
+    case 'C':
+        return sluice_parse_ll("--capacity", v, 0, (long long)1e12, &r->o.capacity, err, n);
+    case 'b':
+        if (sluice_backend_parse(v, &r->o.backend) != 0) {
+            snprintf(err, n, "--backend: \"%s\" is not stream or list", v);
+            return -1;
+        }
+        return 0;
+    case 'n':
+        return sluice_parse_ll("--batch", v, 1, 10000, &r->batch, err, n);
+    case OPT_MAXP:
+        return sluice_parse_size("--max-payload", v, 0, 15u << 20, &r->o.max_payload, err, n);
+    case OPT_TENANT:
+        r->tenant = v;
+        return 0;
+    case OPT_HEADER:
+        return add_header(r, v, err, n);
+    case OPT_IDEM:
+        r->idem = v;
+        return 0;
+    case OPT_TIMEOUT:
+        if (sluice_parse_ll("--timeout", v, 1, 3600000, &x, err, n) != 0) {
+            return -1;
+        }
+        r->o.command_timeout_ms = (int)x;
+        return 0;
+    case OPT_IDS:
+        r->ids = 1;
+        return 0;
+    case OPT_JSON:
+        r->json = 1;
+        return 0;
+    default:
+        snprintf(err, n, "unknown option");
+        return -1;
+    }
+}
+
+/* Sends msgs[0..n); prints ids; returns 0, or -1 after a redis failure. */
+static int send_batch(run *r, sluice_message *msgs, size_t n) {
+    static sluice_admit_result res[10000];
+    int st = sluice_producer_admit_batch(r->p, msgs, n, res, NULL);
+    if (st == SLUICE_ETOOBIG || st == SLUICE_EINVAL) {
+        fprintf(stderr, "sluice-enqueue: %s\n", sluice_producer_errstr(r->p));
+        r->invalid += n;
+        return 0;
+    }
+    if (st != 0) {
+        fprintf(stderr, "sluice-enqueue: %s: %s\n", sluice_strerror(st),
+                sluice_producer_errstr(r->p));
+        r->redis_failed = 1;
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        r->depth = res[i].depth;
+        r->capacity = res[i].capacity;
+        if (res[i].outcome == SLUICE_ADMITTED || res[i].outcome == SLUICE_DUPLICATE) {
+            r->admitted++;
+            if (r->ids) {
+                printf("%s %.*s\n", res[i].id, (int)msgs[i].len, (const char *)msgs[i].payload);
+            }
+        } else {
+            r->rejected++;
+        }
+    }
+    return 0;
+}
+
+static void fill(run *r, sluice_message *m, const char *payload, size_t len) {
+    m->payload = payload;
+    m->len = len;
+    m->headers = r->headers;
+    m->nheaders = r->nheaders;
+    m->tenant = r->tenant;
+    m->idempotency_key = r->idem;
+}
+
+static void from_stdin(run *r) {
+    static sluice_message msgs[10000];
+    static char *lines[10000];
+    size_t n = 0, cap = 0;
+    char *line = NULL;
+    ssize_t len;
+    unsigned long long lineno = 0;
+    while (!r->redis_failed && (len = getline(&line, &cap, stdin)) >= 0) {
+        lineno++;
+        if (len > 0 && line[len - 1] == '\n') {
+            line[--len] = '\0';
+        }
+        if ((size_t)len > r->o.max_payload) {
+            fprintf(stderr, "sluice-enqueue: line %llu: payload is %zd bytes; the limit is %zu\n",
+                    lineno, len, r->o.max_payload);
+            r->invalid++;
+            continue;
+        }
+        lines[n] = line;
+        fill(r, &msgs[n], line, (size_t)len);
+        line = NULL;
+        cap = 0;
+        if (++n == (size_t)r->batch) {
+            send_batch(r, msgs, n);
+            while (n > 0) {
+                free(lines[--n]);
+            }
+        }
+    }
+    free(line);
+    if (n > 0 && !r->redis_failed) {
+        send_batch(r, msgs, n);
+    }
+    while (n > 0) {
+        free(lines[--n]);
+    }
+}
+
+static void summary(const run *r) {
+    if (r->json) {
+        printf("{\"admitted\":%llu,\"rejected\":%llu,\"invalid\":%llu,\"depth\":%lld,"
+               "\"capacity\":%lld}\n",
+               r->admitted, r->rejected, r->invalid, r->depth, r->capacity);
+    } else {
+        printf("admitted=%llu rejected=%llu depth=%lld capacity=%lld%s\n", r->admitted, r->rejected,
+               r->depth, r->capacity, r->invalid ? " (some input was invalid)" : "");
+    }
+}
+
+int main(int argc, char **argv) {
+    static run r;
+    char err[512];
+    int ch;
+    signal(SIGPIPE, SIG_IGN);
+    sluice_producer_options_init(&r.o);
+    r.batch = 100;
+    r.depth = r.capacity = -1;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, ":q:r:C:b:n:h", longopts, NULL)) != -1) {
+        if (ch == 'h') {
+            fputs(usage, stdout);
+            return 0;
+        }
+        if (ch == '?' || ch == ':') {
+            snprintf(err, sizeof(err), "%s option '%s'",
+                     ch == '?' ? "unknown" : "missing value for", argv[optind - 1]);
+            return fail_usage(err);
+        }
+        if (parse_opt(&r, ch, optarg, err, sizeof(err)) != 0) {
+            return fail_usage(err);
+        }
+    }
+    if (r.o.queue == NULL) {
+        return fail_usage("--queue is required");
+    }
+    if (r.idem != NULL && argc - optind != 1) {
+        return fail_usage("--idempotency-key needs exactly one PAYLOAD argument");
+    }
+    if (sluice_producer_new(&r.o, &r.p, err, sizeof(err)) != 0) {
+        return fail_usage(err);
+    }
+    if (optind < argc) {
+        for (int i = optind; i < argc && !r.redis_failed; i++) {
+            sluice_message m;
+            fill(&r, &m, argv[i], strlen(argv[i]));
+            send_batch(&r, &m, 1);
+        }
+    } else {
+        from_stdin(&r);
+    }
+    summary(&r);
+    sluice_producer_free(r.p);
+    if (r.redis_failed) {
+        return SLUICE_EXIT_REDIS;
+    }
+    if (r.invalid > 0) {
+        return SLUICE_EXIT_USAGE;
+    }
+    return r.rejected > 0 ? SLUICE_EXIT_REJECTED : SLUICE_EXIT_OK;
+}

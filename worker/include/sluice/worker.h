@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * worker.h - draining a sluice queue: read, process, acknowledge + delete.
+ *
+ * A worker runs one libuv loop with two Redis connections: one blocks in XREADGROUP (finite
+ * BLOCK), the other sends acknowledgements, claims and dead letters. At most `concurrency`
+ * entries are in flight (read and not yet acknowledged); each read asks for at most the free
+ * slots, so processing speed, not a clock, sets the rate at which the bucket empties.
+ *
+ * Handlers come in three kinds:
+ *   - blocking (`handler`): runs on libuv's thread pool (size it with UV_THREADPOOL_SIZE);
+ *   - inline (`handler` + SLUICE_HANDLER_INLINE): runs on the loop thread, must not block;
+ *   - async (`async_handler`): starts work on the loop and later calls sluice_job_finish().
+ * The verdict: DONE acknowledges and deletes; RETRY leaves the entry pending and lets any
+ * worker take it again after a backoff; FAIL moves it to the dead stream. An undecodable
+ * envelope and an entry delivered more than `max_deliveries` times go to the dead stream too.
+ *
+ * Recovery (stream backend): entries idle longer than `visibility_timeout_ms` are claimed by
+ * live workers (XAUTOCLAIM); the owner of a long job re-claims its own entries before that so
+ * no other worker steals them while it lives.
+ *
+ * Shutdown: sluice_worker_stop() stops reading, lets in-flight work finish within
+ * `grace_ms`, acknowledges it, and makes sluice_worker_run() return. Anything still unfinished
+ * stays pending in Redis and is reclaimed by another worker.
+ */
+#ifndef SLUICE_WORKER_H
+#define SLUICE_WORKER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "sluice/envelope.h"
+#include "sluice/queue.h"
+#include "sluice/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum sluice_verdict {
+    SLUICE_DONE = 0,  /* processed: acknowledge and delete */
+    SLUICE_RETRY = 1, /* transient failure: deliver again after a backoff */
+    SLUICE_FAIL = 2,  /* permanent failure: move to the dead stream */
+} sluice_verdict;
+
+typedef struct sluice_worker sluice_worker;
+
+/* One message being processed. Borrowed: valid until the verdict is given. */
+typedef struct sluice_job {
+    const char *id;               /* stream entry id (list: sequence number) */
+    const unsigned char *payload; /* may be NULL when payload_len is 0 */
+    size_t payload_len;
+    const sluice_header *headers; /* nheaders entries */
+    size_t nheaders;
+    const char *tenant; /* NULL = none; tenant_len bytes, not NUL-terminated */
+    size_t tenant_len;
+    long long deliveries; /* 1 on first delivery */
+    uint64_t admitted_ms; /* wall-clock admission time from the entry id; 0 unknown */
+} sluice_job;
+
+typedef sluice_verdict (*sluice_handler_fn)(const sluice_job *job, void *arg);
+typedef void (*sluice_async_handler_fn)(sluice_worker *w, const sluice_job *job, void *arg);
+
+typedef enum sluice_handler_mode {
+    SLUICE_HANDLER_POOL = 0,   /* blocking handler on libuv's thread pool (default) */
+    SLUICE_HANDLER_INLINE = 1, /* on the loop thread; must not block */
+} sluice_handler_mode;
+
+typedef struct sluice_worker_options {
+    const char *redis_url;     /* NULL = $SLUICE_REDIS_URL, else redis://127.0.0.1:6379 */
+    const char *queue;         /* required */
+    const char *group;         /* consumer group, default "workers" */
+    const char *consumer;      /* consumer name, default "<hostname>-<pid>" */
+    sluice_backend backend;    /* default stream */
+    int concurrency;           /* max in-flight entries, default 16, 1..100000 */
+    int read_batch;            /* max entries per read, default 1000 (capped by free slots) */
+    int block_ms;              /* XREADGROUP BLOCK, ms, default 1000 */
+    int visibility_timeout_ms; /* ms, default 30000: idle time after which others may claim */
+    int max_deliveries;        /* default 5: more deliveries go to the dead stream */
+    int retry_backoff_ms;      /* ms, default 1000: first retry delay, doubled each delivery */
+    int grace_ms;              /* ms, default 10000: shutdown waits this long for handlers */
+    int connect_timeout_ms;    /* ms, default 2000 */
+    int command_timeout_ms;    /* ms, default 5000 */
+    long long max_messages;    /* stop after this many verdicts; 0 = never */
+    sluice_handler_fn handler; /* blocking or inline handler */
+    sluice_handler_mode handler_mode;
+    sluice_async_handler_fn async_handler; /* takes precedence over `handler` */
+    void *handler_arg;
+    int force_eval; /* 1: EVALSHA instead of FCALL (tests) */
+} sluice_worker_options;
+
+/* Counters of one worker since it started. */
+typedef struct sluice_worker_stats {
+    unsigned long long processed; /* DONE and acknowledged */
+    unsigned long long failed;    /* FAIL verdicts */
+    unsigned long long retried;   /* RETRY verdicts */
+    unsigned long long dead;      /* entries this worker moved to the dead stream */
+    unsigned long long reclaimed; /* entries claimed from other consumers */
+    unsigned long long read;      /* entries read */
+    unsigned long long redis_errors;
+    int in_flight;
+    /* handler latency histogram: bucket i counts latencies <= sluice_worker_latency_bounds[i]
+     * seconds; the last bucket is +Inf */
+    unsigned long long latency_buckets[16];
+    double latency_sum_s;
+} sluice_worker_stats;
+
+extern const double sluice_worker_latency_bounds[15];
+
+void sluice_worker_options_init(sluice_worker_options *o);
+
+/* Creates a worker (copies options). Returns 0 or EINVAL with a message naming the value. */
+int sluice_worker_new(const sluice_worker_options *o, sluice_worker **out, char *err,
+                      size_t errlen);
+
+/*
+ * Runs the worker on `loop` (NULL: a loop of its own) until it stops: after
+ * sluice_worker_stop(), after max_messages, or on a fatal error. Returns 0 after a clean stop,
+ * else a status with the detail in sluice_worker_errstr().
+ */
+int sluice_worker_run(sluice_worker *w, uv_loop_t *loop);
+
+/* Asks the worker to stop. Thread-safe and safe from a signal handler (uv_async_send). A
+ * second call after the grace started stops at once, abandoning in-flight work. */
+void sluice_worker_stop(sluice_worker *w);
+
+/* Gives the verdict of an async handler's job. Call on the loop thread, exactly once. */
+void sluice_job_finish(const sluice_job *job, sluice_verdict v);
+
+/* The loop the worker runs on (valid inside handlers and callbacks). */
+uv_loop_t *sluice_worker_loop(sluice_worker *w);
+
+void sluice_worker_get_stats(const sluice_worker *w, sluice_worker_stats *s);
+const char *sluice_worker_consumer(const sluice_worker *w);
+const char *sluice_worker_errstr(const sluice_worker *w);
+
+/* Frees a worker that is not running. NULL is a no-op. */
+void sluice_worker_free(sluice_worker *w);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SLUICE_WORKER_H */

@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: MIT */
+/* handlers.h - the built-in handlers of sluice-worker (see handlers.c). */
+#ifndef SLUICE_WORKER_HANDLERS_H
+#define SLUICE_WORKER_HANDLERS_H
+
+#include <stddef.h>
+
+#include "sluice/worker.h"
+
+/* Sets o->async_handler from "noop", "sleep:MS", "exec:CMD" or "crash-on:TEXT". Returns 0 or -1
+ * with a message naming the value. `spec` and `queue` must outlive the worker. */
+int sluice__handler_parse(const char *spec, const char *queue, sluice_worker_options *o, char *err,
+                          size_t errlen);
+
+/* Opens FILE for --record. Returns 0 or -errno. */
+int sluice__handlers_record(const char *path);
+
+/* environ plus `n` extra "K=V" strings (malloc'ed array, strings borrowed). */
+char **sluice__handlers_env(char extra[][160], size_t n);
+
+#endif

@@ -1,0 +1,372 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * jobs.c - one entry's way through the worker: decode, hand to the handler, take its verdict,
+ * then settle it in Redis. DONE entries are acknowledged in batches, one sluice_ack call per
+ * loop iteration (XACK + XDEL + counters in one atomic step, so depth never leaks); RETRY and
+ * FAIL have their own calls. A job keeps its slot until Redis confirmed the settle call: "in
+ * flight" means pending in Redis, and that never exceeds the concurrency.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sluice/cli.h"
+#include "sluice/log.h"
+
+#include "worker_internal.h"
+
+const double sluice_worker_latency_bounds[15] = {
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0};
+
+static void list_unlink(job *j) {
+    j->prev->next = j->next;
+    j->next->prev = j->prev;
+    j->prev = j->next = j;
+}
+
+job *sluice__job_new(sluice_worker *w, const char *id, size_t idlen, const char *raw, size_t rawlen,
+                     long long deliveries) {
+    job *j = w->free_jobs;
+    if (j != NULL) {
+        w->free_jobs = j->next;
+    } else if ((j = malloc(sizeof(*j))) == NULL) {
+        return NULL;
+    }
+    memset(j, 0, offsetof(job, hdrs));
+    j->w = w;
+    if (idlen >= sizeof(j->id)) {
+        idlen = sizeof(j->id) - 1;
+    }
+    memcpy(j->id, id, idlen);
+    j->id[idlen] = '\0';
+    j->pub.id = j->id;
+    j->pub.deliveries = deliveries;
+    j->pub.admitted_ms = w->o.backend == SLUICE_BACKEND_STREAM ? strtoull(j->id, NULL, 10) : 0;
+    if (raw == NULL) {
+        j->cleanup = 1;
+    } else if ((j->raw = malloc(rawlen ? rawlen : 1)) == NULL) {
+        free(j);
+        return NULL;
+    } else {
+        memcpy(j->raw, raw, rawlen);
+        j->raw_len = rawlen;
+    }
+    j->next = w->in_flight.next;
+    j->prev = &w->in_flight;
+    w->in_flight.next->prev = j;
+    w->in_flight.next = j;
+    w->n_in_flight++;
+    w->taken++;
+    return j;
+}
+
+void sluice__job_release(job *j) {
+    sluice_worker *w = j->w;
+    list_unlink(j);
+    w->n_in_flight--;
+    free(j->raw);
+    j->raw = NULL;
+    j->next = w->free_jobs;
+    w->free_jobs = j;
+}
+
+void sluice__jobs_free_all(sluice_worker *w) {
+    while (w->in_flight.next != &w->in_flight) {
+        sluice__job_release(w->in_flight.next);
+    }
+    while (w->free_jobs != NULL) {
+        job *j = w->free_jobs;
+        w->free_jobs = j->next;
+        free(j);
+    }
+    free(w->ackq);
+    w->ackq = NULL;
+}
+
+static void count_latency(sluice_worker *w, job *j) {
+    double s = (double)(sluice_now_ns() - j->start_ns) / 1e9;
+    size_t i = 0;
+    while (i < 15 && s > sluice_worker_latency_bounds[i]) {
+        i++;
+    }
+    w->st.latency_buckets[i]++;
+    w->st.latency_sum_s += s;
+}
+
+/* Queues a DONE job for the next ack call. Out of memory: the entry stays pending in Redis and
+ * is reclaimed after the visibility timeout; never lost. */
+static void ackq_push(sluice_worker *w, job *j) {
+    if (w->ackq_n == w->ackq_cap) {
+        size_t cap = w->ackq_cap ? w->ackq_cap * 2 : 256;
+        job **q = realloc(w->ackq, cap * sizeof(*q));
+        if (q == NULL) {
+            sluice__job_release(j);
+            return;
+        }
+        w->ackq = q;
+        w->ackq_cap = cap;
+    }
+    w->ackq[w->ackq_n++] = j;
+}
+
+static void on_settled(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
+    job *j = arg;
+    sluice_worker *w = j->w;
+    if (status != 0 && status != SLUICE_ECANCELED) {
+        /* not settled: the entry stays pending and is reclaimed after the visibility timeout */
+        w->st.redis_errors++;
+        SLUICE_LOG(SLUICE_LOG_WARN, "event=settle_failed id=%s status=%s detail=\"%s\"", j->id,
+                   sluice_err_name(status), sluice_aconn_errstr(c));
+    } else if (status == 0 && j->verdict != SLUICE_DONE && j->reason[0] != '\0') {
+        w->st.dead++;
+        SLUICE_LOG(SLUICE_LOG_WARN, "event=dead_letter id=%s deliveries=%lld reason=\"%s\"", j->id,
+                   j->pub.deliveries, j->reason);
+    }
+    sluice__job_release(j);
+    sluice__worker_kick(w);
+}
+
+void sluice__job_dead(job *j, const char *reason) {
+    sluice_worker *w = j->w;
+    char deliveries[24];
+    snprintf(deliveries, sizeof(deliveries), "%lld", j->pub.deliveries);
+    if (j->reason != reason) {
+        snprintf(j->reason, sizeof(j->reason), "%s", reason);
+    }
+    if (j->verdict == SLUICE_DONE) {
+        j->verdict = SLUICE_FAIL;
+    }
+    j->state = JOB_SETTLING;
+    int st;
+    if (w->o.backend == SLUICE_BACKEND_STREAM) {
+        const char *keys[] = {w->keys.stream, w->keys.dead, w->keys.stats};
+        const char *args[] = {w->group, j->id, w->consumer, deliveries, j->reason};
+        st = sluice_aconn_fcall(w->cmd, SLUICE_FN_DEAD, 3, keys, NULL, 5, args, NULL, 0, on_settled,
+                                j);
+    } else {
+        const char *keys[] = {w->proc_key, w->keys.dead, w->keys.meta, w->keys.stats};
+        const char *args[] = {(const char *)j->raw, w->consumer, deliveries, j->reason};
+        size_t lens[] = {j->raw_len, strlen(w->consumer), strlen(deliveries), strlen(j->reason)};
+        st = sluice_aconn_fcall(w->cmd, SLUICE_FN_LIST_DEAD, 4, keys, NULL, 4, args, lens, 0,
+                                on_settled, j);
+    }
+    if (st != 0) {
+        on_settled(w->cmd, st, 0, NULL, j);
+    }
+}
+
+static void job_retry(job *j) {
+    sluice_worker *w = j->w;
+    if (j->pub.deliveries >= w->o.max_deliveries || w->o.backend != SLUICE_BACKEND_STREAM) {
+        snprintf(j->reason, sizeof(j->reason), "%s",
+                 w->o.backend == SLUICE_BACKEND_STREAM
+                     ? "handler asked for a retry; max deliveries reached"
+                     : "handler asked for a retry; the list backend has no redelivery");
+        sluice__job_dead(j, j->reason);
+        return;
+    }
+    /* backoff = base * 2^(deliveries-1), expressed as the idle time the entry is given so
+     * that any worker's reclaim pass takes it once `backoff` has passed */
+    long long backoff = w->o.retry_backoff_ms;
+    for (long long i = 1; i < j->pub.deliveries && backoff < w->o.visibility_timeout_ms; i++) {
+        backoff *= 2;
+    }
+    long long idle = w->o.visibility_timeout_ms - backoff;
+    if (idle < 0) {
+        idle = 0;
+    }
+    char idle_s[24];
+    snprintf(idle_s, sizeof(idle_s), "%lld", idle);
+    const char *keys[] = {w->keys.stream, w->keys.stats};
+    const char *args[] = {w->group, w->consumer, j->id, idle_s};
+    j->state = JOB_SETTLING;
+    w->st.retried++;
+    if (sluice_aconn_fcall(w->cmd, SLUICE_FN_RETRY, 2, keys, NULL, 4, args, NULL, 0, on_settled,
+                           j) != 0) {
+        on_settled(w->cmd, SLUICE_ECONN, 0, NULL, j);
+    }
+}
+
+static void job_verdict(job *j, sluice_verdict v) {
+    sluice_worker *w = j->w;
+    count_latency(w, j);
+    j->verdict = v;
+    j->state = JOB_SETTLING;
+    w->verdicts++;
+    if (v == SLUICE_DONE) {
+        ackq_push(w, j);
+    } else if (v == SLUICE_RETRY) {
+        job_retry(j);
+    } else {
+        w->st.failed++;
+        sluice__job_dead(j, "handler failed");
+    }
+    if (w->o.max_messages > 0 && w->verdicts >= w->o.max_messages && !w->stopping) {
+        sluice_worker_stop(w);
+    }
+}
+
+void sluice_job_finish(const sluice_job *pub, sluice_verdict v) {
+    job *j = (job *)pub;
+    if (j->state != JOB_HANDLING) {
+        return; /* a second verdict for one job is ignored */
+    }
+    job_verdict(j, v);
+}
+
+static void work_cb(uv_work_t *req) {
+    job *j = req->data;
+    j->verdict = j->w->o.handler(&j->pub, j->w->o.handler_arg);
+}
+
+static void after_work_cb(uv_work_t *req, int status) {
+    job *j = req->data;
+    job_verdict(j, status == UV_ECANCELED ? SLUICE_RETRY : j->verdict);
+}
+
+static int decode(job *j) {
+    sluice_worker *w = j->w;
+    const unsigned char *buf = j->raw;
+    size_t len = j->raw_len;
+    if (w->o.backend == SLUICE_BACKEND_LIST) {
+        const unsigned char *sep = memchr(buf, ':', len);
+        if (sep == NULL) {
+            snprintf(j->reason, sizeof(j->reason), "list element without an id");
+            return -1;
+        }
+        len -= (size_t)(sep + 1 - buf);
+        buf = sep + 1;
+    }
+    sluice_envelope e;
+    char err[160];
+    if (sluice_envelope_decode(buf, len, 0, &e, j->hdrs, SLUICE_ENVELOPE_MAX_HEADERS, err,
+                               sizeof(err)) != 0) {
+        snprintf(j->reason, sizeof(j->reason), "undecodable envelope: %s", err);
+        return -1;
+    }
+    j->pub.payload = e.payload;
+    j->pub.payload_len = e.payload_len;
+    j->pub.headers = e.headers;
+    j->pub.nheaders = e.nheaders;
+    j->pub.tenant = e.tenant;
+    j->pub.tenant_len = e.tenant_len;
+    return 0;
+}
+
+void sluice__job_dispatch(job *j) {
+    sluice_worker *w = j->w;
+    j->start_ns = sluice_now_ns();
+    j->state = JOB_HANDLING;
+    if (j->cleanup) { /* deleted by an operator while pending: just acknowledge it */
+        j->verdict = SLUICE_DONE;
+        j->state = JOB_SETTLING;
+        ackq_push(w, j);
+        return;
+    }
+    if (decode(j) != 0) {
+        w->st.failed++;
+        sluice__job_dead(j, j->reason);
+        return;
+    }
+    if (j->pub.deliveries > w->o.max_deliveries) {
+        snprintf(j->reason, sizeof(j->reason), "delivered %lld times; max deliveries is %d",
+                 j->pub.deliveries, w->o.max_deliveries);
+        sluice__job_dead(j, j->reason);
+        return;
+    }
+    if (w->o.async_handler != NULL) {
+        w->o.async_handler(w, &j->pub, w->o.handler_arg);
+    } else if (w->o.handler_mode == SLUICE_HANDLER_INLINE) {
+        job_verdict(j, w->o.handler(&j->pub, w->o.handler_arg));
+    } else {
+        j->work.data = j;
+        if (uv_queue_work(w->loop, &j->work, work_cb, after_work_cb) != 0) {
+            job_verdict(j, SLUICE_RETRY);
+        }
+    }
+}
+
+/* ---- batched acknowledgements ---- */
+
+typedef struct ack_batch {
+    sluice_worker *w;
+    size_t n;
+    job *jobs[];
+} ack_batch;
+
+static void on_acked(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
+    ack_batch *b = arg;
+    sluice_worker *w = b->w;
+    if (status != 0 && status != SLUICE_ECANCELED && !w->closing) {
+        /* keep them: the next flush after the connection is back sends them again */
+        w->st.redis_errors++;
+        SLUICE_LOG(SLUICE_LOG_WARN, "event=ack_failed n=%zu status=%s detail=\"%s\"", b->n,
+                   sluice_err_name(status), sluice_aconn_errstr(c));
+        for (size_t i = 0; i < b->n; i++) {
+            ackq_push(w, b->jobs[i]);
+        }
+        free(b);
+        return;
+    }
+    for (size_t i = 0; i < b->n; i++) {
+        if (status == 0 && !b->jobs[i]->cleanup) {
+            w->st.processed++;
+        }
+        sluice__job_release(b->jobs[i]);
+    }
+    free(b);
+    sluice__worker_kick(w);
+}
+
+static int send_acks(sluice_worker *w, ack_batch *b) {
+    size_t n = b->n;
+    const char *stack_args[257];
+    size_t stack_lens[257];
+    const char **args = n + 1 <= 257 ? stack_args : malloc((n + 1) * sizeof(*args));
+    size_t *lens = n + 1 <= 257 ? stack_lens : malloc((n + 1) * sizeof(*lens));
+    int st = SLUICE_ENOMEM;
+    if (args != NULL && lens != NULL) {
+        int stream = w->o.backend == SLUICE_BACKEND_STREAM;
+        size_t k = 0;
+        if (stream) {
+            args[k] = w->group;
+            lens[k++] = strlen(w->group);
+        }
+        for (size_t i = 0; i < n; i++, k++) {
+            args[k] = stream ? b->jobs[i]->id : (const char *)b->jobs[i]->raw;
+            lens[k] = stream ? strlen(b->jobs[i]->id) : b->jobs[i]->raw_len;
+        }
+        const char *skeys[] = {w->keys.stream, w->keys.stats};
+        const char *lkeys[] = {w->proc_key, w->keys.meta, w->keys.stats};
+        st = stream ? sluice_aconn_fcall(w->cmd, SLUICE_FN_ACK, 2, skeys, NULL, (int)k, args, lens,
+                                         0, on_acked, b)
+                    : sluice_aconn_fcall(w->cmd, SLUICE_FN_LIST_ACK, 3, lkeys, NULL, (int)k, args,
+                                         lens, 0, on_acked, b);
+    }
+    if (args != stack_args) {
+        free((void *)args);
+    }
+    if (lens != stack_lens) {
+        free(lens);
+    }
+    return st;
+}
+
+void sluice__jobs_flush(sluice_worker *w) {
+    while (w->ackq_n > 0 && sluice_aconn_ready(w->cmd)) {
+        size_t n = w->ackq_n > 1000 ? 1000 : w->ackq_n;
+        ack_batch *b = malloc(sizeof(*b) + n * sizeof(job *));
+        if (b == NULL) {
+            return;
+        }
+        b->w = w;
+        b->n = n;
+        memcpy(b->jobs, w->ackq + (w->ackq_n - n), n * sizeof(job *));
+        w->ackq_n -= n;
+        if (send_acks(w, b) != 0) {
+            w->ackq_n += n; /* still in ackq[]: nothing moved */
+            free(b);
+            return;
+        }
+    }
+}

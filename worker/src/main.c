@@ -1,0 +1,261 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sluice-worker - the worker daemon: drains one queue with a built-in handler.
+ *
+ * Exit codes: 0 stopped cleanly (signal, --max-messages), 2 usage or bad input, 3 Redis
+ * refused (wrong key type, missing permission), 130 stopped at once by a second signal.
+ */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sluice/cli.h"
+#include "sluice/log.h"
+#include "sluice/url.h"
+#include "sluice/worker.h"
+
+#include "handlers.h"
+#include "metrics.h"
+
+static const char usage[] =
+    "usage: sluice-worker --queue NAME [options]\n"
+    "\n"
+    "Drains a sluice queue: reads entries through a consumer group, runs the handler,\n"
+    "acknowledges and deletes each entry. Processing speed sets the admission rate.\n"
+    "\n"
+    "  -q, --queue NAME             queue to drain (1-64 of A-Z a-z 0-9 _ . -)\n"
+    "  -r, --redis URL              redis://[user:pass@]host:port[/db] or unix:///path\n"
+    "                               (default $SLUICE_REDIS_URL, else redis://127.0.0.1:6379)\n"
+    "  -H, --handler SPEC           noop | sleep:MS | exec:CMD | crash-on:TEXT (default noop)\n"
+    "                               exec: payload on stdin; exit 0 done, 75 retry, else failed\n"
+    "  -c, --concurrency N          max in-flight messages, 1..100000 (default 16)\n"
+    "  -b, --backend stream|list    (default stream)\n"
+    "      --group NAME             consumer group (default workers)\n"
+    "      --consumer NAME          consumer name (default HOSTNAME-PID)\n"
+    "      --visibility-timeout MS  idle time before others may claim an entry (default 30000)\n"
+    "      --max-deliveries N       deliveries before an entry is dead-lettered (default 5)\n"
+    "      --retry-backoff MS       first retry delay, doubled per delivery (default 1000)\n"
+    "      --grace MS               shutdown waits this long for handlers (default 10000)\n"
+    "      --max-messages N         exit after N messages (default: run until signalled)\n"
+    "      --block MS               XREADGROUP BLOCK time (default 1000)\n"
+    "      --read-batch N           max entries per read (default 1000)\n"
+    "      --record FILE            append \"ID PAYLOAD\" per processed message (checking)\n"
+    "      --metrics HOST:PORT      serve Prometheus metrics at http://HOST:PORT/metrics\n"
+    "      --log-level LEVEL        error|warn|info|debug|off (default info)\n"
+    "  -h, --help                   this text\n"
+    "\n"
+    "SIGTERM/SIGINT: stop reading, finish in-flight work within the grace period, exit 0.\n"
+    "A second signal exits at once (130); unfinished entries are reclaimed by other workers.\n"
+    "Exit codes: 0 ok, 2 usage or bad input, 3 redis refused, 130 forced stop.\n";
+
+static sluice_worker *worker;
+static int signals_seen;
+
+static void on_signal(uv_signal_t *s, int signum) {
+    if (++signals_seen > 1) {
+        fprintf(stderr, "sluice-worker: second signal: exiting now; in-flight entries stay "
+                        "pending and will be reclaimed\n");
+        _exit(130);
+    }
+    sluice_worker_stop(worker);
+}
+
+static int bad(const char *msg) {
+    fprintf(stderr, "sluice-worker: %s\n", msg);
+    fprintf(stderr, "Try 'sluice-worker --help'.\n");
+    return SLUICE_EXIT_USAGE;
+}
+
+enum {
+    OPT_GROUP = 256,
+    OPT_CONSUMER,
+    OPT_VIS,
+    OPT_MAXDEL,
+    OPT_BACKOFF,
+    OPT_GRACE,
+    OPT_MAXMSG,
+    OPT_BLOCK,
+    OPT_BATCH,
+    OPT_RECORD,
+    OPT_METRICS,
+    OPT_LOG,
+};
+
+static const struct option longopts[] = {
+    {"queue", required_argument, NULL, 'q'},
+    {"redis", required_argument, NULL, 'r'},
+    {"handler", required_argument, NULL, 'H'},
+    {"concurrency", required_argument, NULL, 'c'},
+    {"backend", required_argument, NULL, 'b'},
+    {"group", required_argument, NULL, OPT_GROUP},
+    {"consumer", required_argument, NULL, OPT_CONSUMER},
+    {"visibility-timeout", required_argument, NULL, OPT_VIS},
+    {"max-deliveries", required_argument, NULL, OPT_MAXDEL},
+    {"retry-backoff", required_argument, NULL, OPT_BACKOFF},
+    {"grace", required_argument, NULL, OPT_GRACE},
+    {"max-messages", required_argument, NULL, OPT_MAXMSG},
+    {"block", required_argument, NULL, OPT_BLOCK},
+    {"read-batch", required_argument, NULL, OPT_BATCH},
+    {"record", required_argument, NULL, OPT_RECORD},
+    {"metrics", required_argument, NULL, OPT_METRICS},
+    {"log-level", required_argument, NULL, OPT_LOG},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+typedef struct args {
+    sluice_worker_options o;
+    const char *handler;
+    const char *record;
+    const char *metrics;
+    int log_level;
+} args;
+
+static int int_opt(const char *name, const char *v, long long lo, long long hi, int *out, char *err,
+                   size_t errlen) {
+    long long x;
+    if (sluice_parse_ll(name, v, lo, hi, &x, err, errlen) != 0) {
+        return -1;
+    }
+    *out = (int)x;
+    return 0;
+}
+
+static int parse_one(args *a, int ch, const char *v, char *err, size_t n) {
+    sluice_worker_options *o = &a->o;
+    switch (ch) {
+    case 'q':
+        o->queue = v;
+        return 0;
+    case 'r':
+        o->redis_url = v;
+        return 0;
+    case 'H':
+        a->handler = v;
+        return 0;
+    case 'c':
+        return int_opt("--concurrency", v, 1, 100000, &o->concurrency, err, n);
+    case 'b':
+        if (sluice_backend_parse(v, &o->backend) != 0) {
+            snprintf(err, n, "--backend: \"%s\" is not stream or list", v);
+            return -1;
+        }
+        return 0;
+    case OPT_GROUP:
+        o->group = v;
+        return 0;
+    case OPT_CONSUMER:
+        o->consumer = v;
+        return 0;
+    case OPT_VIS:
+        return int_opt("--visibility-timeout", v, 100, 86400000, &o->visibility_timeout_ms, err, n);
+    case OPT_MAXDEL:
+        return int_opt("--max-deliveries", v, 1, 1000000, &o->max_deliveries, err, n);
+    case OPT_BACKOFF:
+        return int_opt("--retry-backoff", v, 0, 86400000, &o->retry_backoff_ms, err, n);
+    case OPT_GRACE:
+        return int_opt("--grace", v, 0, 86400000, &o->grace_ms, err, n);
+    case OPT_MAXMSG:
+        return sluice_parse_ll("--max-messages", v, 1, (long long)1e15, &o->max_messages, err, n);
+    case OPT_BLOCK:
+        return int_opt("--block", v, 1, 600000, &o->block_ms, err, n);
+    case OPT_BATCH:
+        return int_opt("--read-batch", v, 1, 100000, &o->read_batch, err, n);
+    case OPT_RECORD:
+        a->record = v;
+        return 0;
+    case OPT_METRICS:
+        a->metrics = v;
+        return 0;
+    case OPT_LOG:
+        a->log_level = sluice_log_level_parse(v);
+        if (a->log_level < -1) {
+            snprintf(err, n, "--log-level: \"%s\" is not error, warn, info, debug or off", v);
+            return -1;
+        }
+        return 0;
+    default:
+        snprintf(err, n, "unknown option");
+        return -1;
+    }
+}
+
+static int parse_args(args *a, int argc, char **argv, char *err, size_t n) {
+    sluice_worker_options_init(&a->o);
+    a->handler = "noop";
+    a->log_level = SLUICE_LOG_INFO;
+    int ch;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, ":q:r:H:c:b:h", longopts, NULL)) != -1) {
+        if (ch == 'h') {
+            fputs(usage, stdout);
+            exit(0);
+        }
+        if (ch == '?' || ch == ':') {
+            snprintf(err, n, "%s option '%s'", ch == '?' ? "unknown" : "missing value for",
+                     argv[optind - 1]);
+            return -1;
+        }
+        if (parse_one(a, ch, optarg, err, n) != 0) {
+            return -1;
+        }
+    }
+    if (optind < argc) {
+        snprintf(err, n, "unexpected argument '%s'", argv[optind]);
+        return -1;
+    }
+    if (a->o.queue == NULL) {
+        snprintf(err, n, "--queue is required");
+        return -1;
+    }
+    return sluice__handler_parse(a->handler, a->o.queue, &a->o, err, n);
+}
+
+int main(int argc, char **argv) {
+    args a;
+    char err[512];
+    signal(SIGPIPE, SIG_IGN);
+    if (parse_args(&a, argc, argv, err, sizeof(err)) != 0) {
+        return bad(err);
+    }
+    sluice_log_set_level(a.log_level, "sluice-worker");
+    if (a.record != NULL && sluice__handlers_record(a.record) != 0) {
+        snprintf(err, sizeof(err), "--record: cannot open \"%s\"", a.record);
+        return bad(err);
+    }
+    if (sluice_worker_new(&a.o, &worker, err, sizeof(err)) != 0) {
+        return bad(err);
+    }
+    uv_loop_t *loop = uv_default_loop();
+    uv_signal_t sigterm, sigint;
+    uv_signal_init(loop, &sigterm);
+    uv_signal_init(loop, &sigint);
+    uv_signal_start(&sigterm, on_signal, SIGTERM);
+    uv_signal_start(&sigint, on_signal, SIGINT);
+    uv_unref((uv_handle_t *)&sigterm); /* signals alone do not keep the loop running */
+    uv_unref((uv_handle_t *)&sigint);
+    sluice_metrics *m = NULL;
+    if (a.metrics != NULL &&
+        sluice__metrics_start(loop, a.metrics, worker, &m, err, sizeof(err)) != 0) {
+        sluice_worker_free(worker);
+        return bad(err);
+    }
+    int st = sluice_worker_run(worker, loop);
+    sluice__metrics_stop(m);
+    uv_close((uv_handle_t *)&sigterm, NULL);
+    uv_close((uv_handle_t *)&sigint, NULL);
+    uv_run(loop, UV_RUN_DEFAULT);
+    sluice_worker_stats s;
+    sluice_worker_get_stats(worker, &s);
+    printf("processed=%llu failed=%llu retried=%llu dead=%llu reclaimed=%llu\n", s.processed,
+           s.failed, s.retried, s.dead, s.reclaimed);
+    if (st != 0) {
+        fprintf(stderr, "sluice-worker: %s\n", sluice_worker_errstr(worker));
+    }
+    sluice_worker_free(worker);
+    uv_loop_close(loop);
+    return st == 0 ? 0 : SLUICE_EXIT_REDIS;
+}

@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * metrics.h - sluice-worker's Prometheus endpoint (GET /metrics on --metrics HOST:PORT).
+ */
+#ifndef SLUICE_WORKER_METRICS_H
+#define SLUICE_WORKER_METRICS_H
+
+#include <stddef.h>
+
+#include <uv.h>
+
+#include "sluice/worker.h"
+
+typedef struct sluice_metrics sluice_metrics;
+
+/* Starts listening on `addr` ("HOST:PORT") on `loop`. Returns 0 or -1 with a message. */
+int sluice__metrics_start(uv_loop_t *loop, const char *addr, sluice_worker *w, sluice_metrics **out,
+                          char *err, size_t errlen);
+
+/* Stops listening and closes every connection (frees once libuv closed them). NULL: no-op. */
+void sluice__metrics_stop(sluice_metrics *m);
+
+#endif

@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * recover.c - nothing stuck (stream backend).
+ *
+ * Reclaim: every visibility_timeout/4 (at most 5 s, at least 50 ms) a worker with free slots
+ * claims entries idle longer than the visibility timeout (XAUTOCLAIM through sluice_reclaim,
+ * which also returns each entry's delivery count), following the cursor until it wraps. This is
+ * how the entries of a crashed worker, and entries whose retry backoff passed, come back.
+ *
+ * Heartbeat: every visibility_timeout/3 the owner re-claims (JUSTID: no delivery counted) the
+ * entries its handlers are still working on, so nobody steals a long job while its owner lives.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sluice/log.h"
+
+#include "worker_internal.h"
+
+static uint64_t reclaim_interval(const sluice_worker *w) {
+    uint64_t t = (uint64_t)w->o.visibility_timeout_ms / 4;
+    if (t < 50) {
+        t = 50;
+    }
+    return t > 5000 ? 5000 : t;
+}
+
+static void claimed_entry(sluice_worker *w, redisReply *e) {
+    /* {id, body or nil, deliveries} */
+    if (e->type != REDIS_REPLY_ARRAY || e->elements != 3 ||
+        e->element[0]->type != REDIS_REPLY_STRING) {
+        return;
+    }
+    redisReply *body = e->element[1];
+    int has_body = body->type == REDIS_REPLY_STRING;
+    long long deliveries = e->element[2]->type == REDIS_REPLY_INTEGER ? e->element[2]->integer : 1;
+    job *j = sluice__job_new(w, e->element[0]->str, e->element[0]->len, has_body ? body->str : NULL,
+                             has_body ? body->len : 0, deliveries);
+    if (j == NULL) {
+        return;
+    }
+    w->st.reclaimed++;
+    SLUICE_LOG(SLUICE_LOG_INFO, "event=reclaimed id=%s deliveries=%lld", j->id, deliveries);
+    sluice__job_dispatch(j);
+}
+
+static void on_reclaim(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
+    sluice_worker *w = arg;
+    w->reclaiming = 0;
+    if (status == SLUICE_ECANCELED || w->stopping) {
+        return;
+    }
+    uint64_t next = reclaim_interval(w);
+    if (status != 0) {
+        /* NOGROUP is handled by the reader; others heal with the connection */
+        if (status != SLUICE_ENOTFOUND) {
+            sluice__worker_error(w, "reclaim_failed", status, sluice_aconn_errstr(c));
+        }
+    } else if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+               r->element[0]->type == REDIS_REPLY_STRING) {
+        redisReply *entries = r->element[1];
+        for (size_t i = 0; entries->type == REDIS_REPLY_ARRAY && i < entries->elements; i++) {
+            claimed_entry(w, entries->element[i]);
+        }
+        size_t len =
+            r->element[0]->len < sizeof(w->cursor) - 1 ? r->element[0]->len : sizeof(w->cursor) - 1;
+        memcpy(w->cursor, r->element[0]->str, len);
+        w->cursor[len] = '\0';
+        if (strcmp(w->cursor, "0-0") != 0 && entries->elements > 0) {
+            next = 0; /* more to look at: go on at once */
+        }
+    }
+    uv_timer_start(&w->reclaim_timer, sluice__reclaim_tick, next, 0);
+}
+
+void sluice__reclaim_tick(uv_timer_t *t) {
+    sluice_worker *w = t->data;
+    int free_slots = sluice__worker_free_slots(w);
+    if (w->stopping || w->o.backend != SLUICE_BACKEND_STREAM) {
+        return;
+    }
+    if (w->reclaiming || free_slots <= 0 || !w->group_ready || !sluice_aconn_ready(w->cmd)) {
+        uv_timer_start(&w->reclaim_timer, sluice__reclaim_tick, reclaim_interval(w), 0);
+        return;
+    }
+    char idle[24], count[24];
+    snprintf(idle, sizeof(idle), "%d", w->o.visibility_timeout_ms);
+    snprintf(count, sizeof(count), "%d", free_slots < 100 ? free_slots : 100);
+    const char *keys[] = {w->keys.stream, w->keys.stats};
+    const char *args[] = {w->group, w->consumer, idle, w->cursor, count};
+    if (sluice_aconn_fcall(w->cmd, SLUICE_FN_RECLAIM, 2, keys, NULL, 5, args, NULL, 0, on_reclaim,
+                           w) == 0) {
+        w->reclaiming = 1;
+    } else {
+        uv_timer_start(&w->reclaim_timer, sluice__reclaim_tick, reclaim_interval(w), 0);
+    }
+}
+
+void sluice__reclaim_start(sluice_worker *w) {
+    if (w->o.backend == SLUICE_BACKEND_STREAM && !uv_is_active((uv_handle_t *)&w->reclaim_timer)) {
+        uv_timer_start(&w->reclaim_timer, sluice__reclaim_tick, 0, 0);
+    }
+}
+
+static void on_touched(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
+    sluice_worker *w = arg;
+    if (status != 0 || r->type != REDIS_REPLY_ARRAY) {
+        return;
+    }
+    for (size_t i = 0; i < r->elements; i++) {
+        SLUICE_LOG(SLUICE_LOG_WARN,
+                   "event=entry_lost id=%s note=\"claimed by another worker while in the "
+                   "handler; it may run twice\"",
+                   r->element[i]->str);
+    }
+    (void)w;
+}
+
+void sluice__touch_tick(uv_timer_t *t) {
+    sluice_worker *w = t->data;
+    if (w->o.backend != SLUICE_BACKEND_STREAM || !sluice_aconn_ready(w->cmd)) {
+        return;
+    }
+    size_t n = 0;
+    for (job *j = w->in_flight.next; j != &w->in_flight; j = j->next) {
+        n += j->state == JOB_HANDLING;
+    }
+    if (n == 0) {
+        return;
+    }
+    const char **args = malloc((n + 2) * sizeof(*args));
+    if (args == NULL) {
+        return;
+    }
+    args[0] = w->group;
+    args[1] = w->consumer;
+    size_t k = 2;
+    for (job *j = w->in_flight.next; j != &w->in_flight && k < n + 2; j = j->next) {
+        if (j->state == JOB_HANDLING) {
+            args[k++] = j->id;
+        }
+    }
+    const char *keys[] = {w->keys.stream};
+    sluice_aconn_fcall(w->cmd, SLUICE_FN_TOUCH, 1, keys, NULL, (int)k, args, NULL, 0, on_touched,
+                       w);
+    free((void *)args);
+}

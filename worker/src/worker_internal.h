@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * worker_internal.h - the worker's state, shared by its modules:
+ *   worker.c  life cycle, connections, reading (both backends), shutdown
+ *   jobs.c    jobs: decode, dispatch to the handler, verdicts, batched acks, dead letters,
+ *             retries
+ *   recover.c reclaiming idle entries of dead consumers and the owner's heartbeat
+ */
+#ifndef SLUICE_WORKER_INTERNAL_H
+#define SLUICE_WORKER_INTERNAL_H
+
+#include "sluice/queue.h"
+#include "sluice/redis.h"
+#include "sluice/url.h"
+#include "sluice/worker.h"
+
+typedef struct job job;
+
+enum job_state {
+    JOB_HANDLING = 0, /* in the handler */
+    JOB_SETTLING = 1, /* verdict given; its ack / retry / dead call is queued or in flight */
+};
+
+struct job {
+    sluice_job pub; /* first: sluice_job_finish() casts back */
+    sluice_worker *w;
+    job *prev, *next; /* the worker's list of in-flight jobs */
+    uv_work_t work;
+    enum job_state state;
+    sluice_verdict verdict;
+    int decoded; /* the envelope was valid */
+    int cleanup; /* an entry with no body: only acknowledge it */
+    uint64_t start_ns;
+    char id[48];
+    unsigned char *raw; /* stream: the envelope; list: the whole element "<seq>:<envelope>" */
+    size_t raw_len;
+    char reason[200]; /* why it goes to the dead stream */
+    sluice_header hdrs[SLUICE_ENVELOPE_MAX_HEADERS];
+};
+
+struct sluice_worker {
+    sluice_worker_options o;
+    char *queue, *group, *consumer;
+    sluice_url url;
+    sluice_keys keys;
+    char proc_key[SLUICE_KEY_MAX + 160]; /* list backend: this consumer's processing list */
+    uv_loop_t own_loop;
+    uv_loop_t *loop;
+    sluice_aconn *rd;  /* reads (blocking) */
+    sluice_aconn *cmd; /* acks, claims, dead letters */
+    uv_async_t stop_async;
+    uv_check_t flush_check;
+    uv_timer_t reclaim_timer;
+    uv_timer_t touch_timer;
+    uv_timer_t grace_timer;
+    uv_timer_t retry_timer; /* re-arms reading after an error */
+    int handles;            /* uv handles not yet closed */
+    int running;
+
+    job in_flight; /* sentinel of the in-flight list */
+    int n_in_flight;
+    job **ackq; /* settled DONE jobs waiting for the next ack call */
+    size_t ackq_n, ackq_cap;
+    job *free_jobs;
+
+    int reading;    /* a read is outstanding on rd */
+    int list_idle;  /* list backend: the last LMOVE batch found nothing: block next */
+    int reclaiming; /* a reclaim call is outstanding */
+    int group_ready;
+    int creating_group;
+    int stopping;
+    int closing;
+    long long taken;    /* entries read or claimed (bounded by max_messages) */
+    long long verdicts; /* verdicts given */
+    char cursor[48];    /* XAUTOCLAIM cursor */
+    sluice_worker_stats st;
+    int fatal;
+    char err[512];
+};
+
+/* jobs.c */
+job *sluice__job_new(sluice_worker *w, const char *id, size_t idlen, const char *raw, size_t rawlen,
+                     long long deliveries);
+void sluice__job_dispatch(job *j);
+void sluice__job_dead(job *j, const char *reason);
+void sluice__jobs_flush(sluice_worker *w);
+void sluice__job_release(job *j); /* after its settle call: free, release the slot */
+void sluice__jobs_free_all(sluice_worker *w);
+
+/* worker.c */
+void sluice__worker_kick(sluice_worker *w); /* read more if there are free slots */
+void sluice__worker_error(sluice_worker *w, const char *what, int status, const char *detail);
+int sluice__worker_free_slots(const sluice_worker *w);
+
+/* recover.c */
+void sluice__reclaim_start(sluice_worker *w);
+void sluice__touch_tick(uv_timer_t *t);
+void sluice__reclaim_tick(uv_timer_t *t);
+
+#endif
