@@ -48,10 +48,15 @@
         int s_ = (expr);                                                                           \
         if (s_ != 0) {                                                                             \
             fprintf(stderr, "%s:%d: %s returned %d (%s): %s\n", __FILE__, __LINE__, #expr, s_,     \
-                    sluice_strerror(s_), (detail) ? (detail) : "");                                \
+                    sluice_strerror(s_), th_str(detail));                                          \
             exit(1);                                                                               \
         }                                                                                          \
     } while (0)
+
+/* `s`, or "" for NULL. */
+static inline const char *th_str(const char *s) {
+    return s ? s : "";
+}
 
 /* URL of the fixture's redis-server (redis://127.0.0.1:PORT). Exits 1 if there is none. */
 const char *th_redis_url(void);

@@ -148,7 +148,8 @@ static void exec_handler(sluice_worker *w, const sluice_job *job, void *arg) {
     snprintf(c->env[0], sizeof(c->env[0]), "SLUICE_ID=%s", job->id);
     snprintf(c->env[1], sizeof(c->env[1]), "SLUICE_QUEUE=%s", exec_queue);
     snprintf(c->env[2], sizeof(c->env[2]), "SLUICE_DELIVERIES=%lld", job->deliveries);
-    char *args[] = {"/bin/sh", "-c", (char *)exec_cmd, NULL};
+    char sh[] = "/bin/sh", dash_c[] = "-c";
+    char *args[] = {sh, dash_c, (char *)exec_cmd, NULL};
     uv_stdio_container_t stdio[3] = {
         {.flags = UV_CREATE_PIPE | UV_READABLE_PIPE, .data.stream = (uv_stream_t *)&c->in},
         {.flags = UV_INHERIT_FD, .data.fd = 1},

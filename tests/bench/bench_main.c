@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT */
+/* sluice-bench - benchmark programs (see bench.h); `sluice-bench --help` lists them. */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "bench.h"
+
+static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *what;
+} cmds[] = {
+    {"admit", bench_admit, "blocking admissions per second: one per round trip, and batched"},
+    {"drain", bench_drain, "messages per second one worker drains with a no-op handler"},
+    {"async", bench_async, "async producer admissions per second on one connection"},
+    {"scale", bench_scale, "throughput and latency against the number of worker processes"},
+    {"e2e", bench_e2e, "admit -> handler start latency percentiles at a fixed offered rate"},
+    {"gateway", bench_gateway, "HTTP requests per second and latency against sluice-gateway"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: sluice-bench COMMAND [options]   (sluice-bench COMMAND --help)\n\n");
+    for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+        fprintf(f, "  %-8s %s\n", cmds[i].name, cmds[i].what);
+    }
+    fprintf(f, "\nEvery command takes --redis URL (default $SLUICE_REDIS_URL, else "
+               "redis://127.0.0.1:6379).\nExit codes: 0 ok, 2 usage, 3 redis unavailable.\n");
+}
+
+int main(int argc, char **argv) {
+    signal(SIGPIPE, SIG_IGN);
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+        if (strcmp(argv[1], cmds[i].name) == 0) {
+            return cmds[i].fn(argc - 1, argv + 1);
+        }
+    }
+    fprintf(stderr, "sluice-bench: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}
