@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "sluice/cli.h"
 #include "sluice/producer.h"
@@ -35,6 +36,8 @@ static const char usage[] =
     "      --header NAME=VALUE     envelope header (repeatable, up to 64)\n"
     "      --idempotency-key KEY   admit once per KEY within 24 h (single payload only)\n"
     "      --timeout MS            per-call deadline (default 5000)\n"
+    "      --rate N                offer at most N payloads per second from stdin (default: as\n"
+    "                              fast as Redis answers)\n"
     "      --ids                   print \"ID PAYLOAD\" for each admitted payload\n"
     "      --json                  print the summary as JSON\n"
     "  -h, --help                  this text\n"
@@ -43,7 +46,7 @@ static const char usage[] =
     "Exit codes: 0 all admitted, 1 some rejected (queue full), 2 usage or bad input,\n"
     "3 redis unavailable or refused.\n";
 
-enum { OPT_MAXP = 256, OPT_TENANT, OPT_HEADER, OPT_IDEM, OPT_TIMEOUT, OPT_IDS, OPT_JSON };
+enum { OPT_MAXP = 256, OPT_TENANT, OPT_HEADER, OPT_IDEM, OPT_TIMEOUT, OPT_IDS, OPT_JSON, OPT_RATE };
 
 static const struct option longopts[] = {
     {"queue", required_argument, NULL, 'q'},
@@ -58,6 +61,7 @@ static const struct option longopts[] = {
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"ids", no_argument, NULL, OPT_IDS},
     {"json", no_argument, NULL, OPT_JSON},
+    {"rate", required_argument, NULL, OPT_RATE},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -71,6 +75,9 @@ typedef struct run {
     sluice_header headers[SLUICE_ENVELOPE_MAX_HEADERS];
     size_t nheaders;
     int ids, json;
+    long long rate;      /* payloads per second, 0 = unpaced */
+    uint64_t started_ns; /* when pacing started */
+    unsigned long long offered;
     unsigned long long admitted, rejected, invalid;
     long long depth, capacity;
     int redis_failed;
@@ -140,14 +147,35 @@ static int parse_opt(run *r, int ch, const char *v, char *err, size_t n) {
     case OPT_JSON:
         r->json = 1;
         return 0;
+    case OPT_RATE:
+        return sluice_parse_ll("--rate", v, 1, 10000000, &r->rate, err, n);
     default:
         snprintf(err, n, "unknown option");
         return -1;
     }
 }
 
+/* With --rate, sleeps until the next n payloads are due. */
+static void pace(run *r, size_t n) {
+    if (r->rate <= 0) {
+        return;
+    }
+    if (r->started_ns == 0) {
+        r->started_ns = sluice_now_ns();
+    }
+    uint64_t due = r->started_ns + (uint64_t)((double)r->offered * 1e9 / (double)r->rate);
+    uint64_t now = sluice_now_ns();
+    if (due > now) {
+        struct timespec ts = {(time_t)((due - now) / 1000000000u),
+                              (long)((due - now) % 1000000000u)};
+        nanosleep(&ts, NULL);
+    }
+    r->offered += n;
+}
+
 /* Sends msgs[0..n); prints ids; returns 0, or -1 after a redis failure. */
 static int send_batch(run *r, sluice_message *msgs, size_t n) {
+    pace(r, n);
     static sluice_admit_result res[10000];
     int st = sluice_producer_admit_batch(r->p, msgs, n, res, NULL);
     if (st == SLUICE_ETOOBIG || st == SLUICE_EINVAL) {

@@ -184,6 +184,7 @@ static int parse_one(args *a, int ch, const char *v, char *err, size_t n) {
 }
 
 static int parse_args(args *a, int argc, char **argv, char *err, size_t n) {
+    memset(a, 0, sizeof(*a));
     sluice_worker_options_init(&a->o);
     a->handler = "noop";
     a->log_level = SLUICE_LOG_INFO;
