@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sluice/cli.h"
 #include "sluice/log.h"
@@ -31,6 +32,7 @@ struct sluice_conn {
     char sha[SLUICE_FN_COUNT_][41];
     uint64_t next_attempt_ms; /* no connect before this (monotonic ms) */
     int attempt;              /* failed connects since the last success */
+    unsigned seed;            /* jitter generator state */
     char where[300];          /* redacted URL, for messages */
     char err[512];
 };
@@ -62,7 +64,7 @@ void sluice__conn_options_fill(sluice_conn_options *dst, const sluice_conn_optio
     }
 }
 
-int sluice__backoff_ms(const sluice_conn_options *o, int attempt) {
+int sluice__backoff_ms(const sluice_conn_options *o, int attempt, unsigned *seed) {
     long long d = o->backoff_min_ms;
     for (int i = 1; i < attempt && d < o->backoff_max_ms; i++) {
         d *= 2;
@@ -70,8 +72,10 @@ int sluice__backoff_ms(const sluice_conn_options *o, int attempt) {
     if (d > o->backoff_max_ms) {
         d = o->backoff_max_ms;
     }
-    /* full range jitter in [d/2, d]: spreads a crowd of clients reconnecting at once */
-    return (int)(d / 2 + (long long)(random() % (d / 2 + 1)));
+    /* jitter in [d/2, d] from the connection's own generator: a crowd of clients that lost the
+     * server at the same moment spreads out instead of reconnecting in lockstep */
+    *seed = *seed * 1103515245u + 12345u;
+    return (int)(d / 2 + (long long)((*seed >> 8) % (unsigned)(d / 2 + 1)));
 }
 
 sluice_conn *sluice_conn_new(const sluice_url *url, const sluice_conn_options *o) {
@@ -82,6 +86,7 @@ sluice_conn *sluice_conn_new(const sluice_url *url, const sluice_conn_options *o
     c->url = *url;
     sluice__conn_options_fill(&c->o, o);
     sluice_url_redact(url, c->where, sizeof(c->where));
+    c->seed = (unsigned)getpid() ^ (unsigned)sluice_now_ns() ^ (unsigned)(uintptr_t)c;
     return c;
 }
 
@@ -136,7 +141,8 @@ static int fail(sluice_conn *c, int status, const char *what) {
     if (c->attempt < 30) {
         c->attempt++;
     }
-    c->next_attempt_ms = sluice_now_ms() + (uint64_t)sluice__backoff_ms(&c->o, c->attempt);
+    c->next_attempt_ms =
+        sluice_now_ms() + (uint64_t)sluice__backoff_ms(&c->o, c->attempt, &c->seed);
     return status;
 }
 

@@ -12,7 +12,7 @@
 void sluice__conn_options_fill(sluice_conn_options *dst, const sluice_conn_options *src);
 
 /* Delay before reconnect attempt number `attempt` (1-based): min * 2^(attempt-1) capped at
- * max, with jitter in [d/2, d]. */
-int sluice__backoff_ms(const sluice_conn_options *o, int attempt);
+ * max, with jitter in [d/2, d] drawn from the caller's generator state `seed`. */
+int sluice__backoff_ms(const sluice_conn_options *o, int attempt, unsigned *seed);
 
 #endif

@@ -1,2 +1,833 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder, being written */
+/*
+ * uvredis.c - the async (libuv) Redis connection of redis.h.
+ *
+ * One sluice_aconn owns at most one hiredis redisAsyncContext at a time (a "link", watched by
+ * the adapter of uvredis_adapter.c). A link goes: connect (bounded by connect_timeout_ms) ->
+ * handshake (AUTH, SELECT, FCALL sluice_version, FUNCTION LOAD or SCRIPT LOADs, pipelined) ->
+ * ready. Any failure lets go of the link, fails what was pending on it and arms a reconnect
+ * after a capped exponential backoff with jitter.
+ *
+ * Every request, internal or the caller's, is a `request` on the pending list (send order) and
+ * the privdata of its hiredis callback, so hiredis hands it back exactly once: with the reply,
+ * or with NULL when the context is freed. The caller's callback runs from that single place,
+ * which is what keeps "exactly once" true across timeouts, connection loss and close.
+ *
+ * Re-entrancy: a caller may submit or close from any callback. hiredis runs the pending
+ * callbacks of a context synchronously inside redisAsyncFree (or right after the reply
+ * callback it is in returns), so before freeing a context the link is detached (c->link =
+ * NULL, link->data = NULL); everything that then comes back from hiredis is recognised as
+ * belonging to a link we let go of. The connection's memory is freed only once its three
+ * timers and every poll handle it ever had are closed.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "sluice/log.h"
+#include "sluice/redis.h"
+#include "sluice/status.h"
+
+#include "conn_internal.h"
+#include "uvredis_internal.h"
+
+/* Command bytes buffered but not yet written to the socket, at most: a stalled server must
+ * not make a busy producer buffer without bound (the call then fails with ETOOBIG). */
+#define ACONN_MAX_UNSENT ((size_t)64 << 20)
+
+enum { MODE_FUNCTION = 0, MODE_EVAL = 1 };
+
+typedef struct request request;
+
+/* Handles the reply to an internal request (handshake step or library reload). */
+typedef void (*step_fn)(sluice_aconn *c, redisReply *r, int fn);
+
+struct request {
+    request *prev, *next; /* the pending list, in send order */
+    sluice_aconn *conn;
+    sluice_aconn_reply_cb cb; /* a caller's request (cb != NULL) ... */
+    void *arg;
+    step_fn step;      /* ... or an internal one */
+    sds cmd;           /* the caller's formatted command, kept for the one re-send */
+    uint64_t deadline; /* loop time in ms; 0 = none (internal: bounded by the connect timer
+                          during the handshake, by the re-sent call's deadline afterwards) */
+    uint64_t start;    /* offset of the command in the link's output stream */
+    uint64_t end;      /* offset just after it: sent for sure once written >= end */
+    int fn;            /* sluice_fn of an fcall or a SCRIPT LOAD, else -1 */
+    int resent;
+    int timed_out;
+};
+
+struct sluice_aconn {
+    uv_loop_t *loop;
+    sluice_url url;
+    sluice_conn_options o;
+    sluice_aconn_state_cb state_cb;
+    void *state_arg;
+    uv_timer_t retry_timer;    /* backoff before the next connect */
+    uv_timer_t connect_timer;  /* bounds connect + handshake */
+    uv_timer_t deadline_timer; /* the earliest pending deadline (see arm_deadline) */
+    uint64_t armed;            /* deadline deadline_timer is set for; 0 = stopped */
+    sluice__uvlink *link;      /* the current context's adapter; NULL while down */
+    request *head, *tail;      /* waiting for a reply */
+    size_t npending;           /* the caller's requests among them */
+    int ready;
+    int mode;
+    int hs_left;                          /* handshake replies still awaited */
+    int attempt;                          /* failed connects since the last ready */
+    unsigned seed;                        /* backoff jitter generator */
+    uint64_t loaded_at[SLUICE_FN_COUNT_]; /* output offset after the last reload of fn */
+    char sha[SLUICE_FN_COUNT_][41];       /* EVALSHA mode */
+    int closing;
+    int open_handles; /* timers and poll handles not yet closed */
+    void (*closed)(void *arg);
+    void *closed_arg;
+    char where[300]; /* the redacted URL */
+    char err[512];
+};
+
+static void on_reply(redisAsyncContext *ac, void *r, void *privdata);
+static void on_retry(uv_timer_t *t);
+static void load_scripts(sluice_aconn *c);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Pending list and deadlines                                                               */
+
+static void list_push(sluice_aconn *c, request *q) {
+    q->next = NULL;
+    q->prev = c->tail;
+    if (c->tail != NULL) {
+        c->tail->next = q;
+    } else {
+        c->head = q;
+    }
+    c->tail = q;
+}
+
+static void list_unlink(sluice_aconn *c, request *q) {
+    if (q->prev != NULL) {
+        q->prev->next = q->next;
+    } else {
+        c->head = q->next;
+    }
+    if (q->next != NULL) {
+        q->next->prev = q->prev;
+    } else {
+        c->tail = q->prev;
+    }
+    q->prev = q->next = NULL;
+    if (c->head == NULL && c->armed != 0 && !c->closing) {
+        uv_timer_stop(&c->deadline_timer);
+        c->armed = 0;
+    }
+}
+
+static void request_free(request *q) {
+    if (q->cmd != NULL) {
+        sdsfree(q->cmd);
+    }
+    free(q);
+}
+
+static void on_deadline(uv_timer_t *t);
+
+/*
+ * One timer per connection, set for the earliest pending deadline, instead of one uv_timer_t
+ * per request: no handle (and no close callback to wait for) per request, the same semantics.
+ * It is only ever moved earlier here; when it fires, on_deadline scans the list and either
+ * times out what is due or re-arms for the next deadline, so completed requests cost nothing.
+ */
+static void arm_deadline(sluice_aconn *c, uint64_t deadline) {
+    if (deadline == 0 || c->closing || (c->armed != 0 && c->armed <= deadline)) {
+        return;
+    }
+    uint64_t now = uv_now(c->loop);
+    c->armed = deadline;
+    uv_timer_start(&c->deadline_timer, on_deadline, deadline > now ? deadline - now : 0, 0);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Losing a link, reconnecting                                                              */
+
+/* Capped exponential backoff with jitter, from this connection's own generator (see
+ * sluice__backoff_ms), so a crowd of clients reconnecting after a restart spreads out. */
+static void schedule_retry(sluice_aconn *c) {
+    if (c->attempt < 30) {
+        c->attempt++;
+    }
+    uint64_t delay = (uint64_t)sluice__backoff_ms(&c->o, c->attempt, &c->seed);
+    uv_timer_start(&c->retry_timer, on_retry, delay, 0);
+}
+
+static void report_down(sluice_aconn *c, int status) {
+    SLUICE_LOG(SLUICE_LOG_WARN, "event=redis_down status=%s attempt=%d detail=\"%s\"",
+               sluice_err_name(status), c->attempt, c->err);
+    if (c->state_cb != NULL) {
+        c->state_cb(c, 0, status, c->state_arg);
+    }
+}
+
+/*
+ * Lets go of link `l` (once): the connection is down, a reconnect is armed, and the state
+ * callback learns why. `detail` (may be NULL: c->err already says it) goes into the errstr.
+ */
+static void link_lost(sluice_aconn *c, sluice__uvlink *l, int status, const char *detail) {
+    if (l->data != c) {
+        return;
+    }
+    l->data = NULL;
+    c->link = NULL;
+    c->ready = 0;
+    uv_timer_stop(&c->connect_timer);
+    uv_timer_stop(&c->deadline_timer);
+    c->armed = 0;
+    if (c->closing) {
+        return;
+    }
+    if (detail != NULL) {
+        snprintf(c->err, sizeof(c->err), "%s: %s", c->where, detail);
+    }
+    schedule_retry(c);
+    report_down(c, status);
+}
+
+/*
+ * Drops the current link and frees its context: hiredis calls every pending callback with a
+ * NULL reply, at once, or right after the reply callback we are in returns.
+ */
+static void drop(sluice_aconn *c, int status, const char *detail) {
+    sluice__uvlink *l = c->link;
+    redisAsyncContext *ac = l->ac;
+    link_lost(c, l, status, detail);
+    if (ac != NULL) {
+        redisAsyncFree(ac);
+    }
+}
+
+static void on_deadline(uv_timer_t *t) {
+    sluice_aconn *c = t->data;
+    uint64_t now = uv_now(c->loop);
+    uint64_t next = 0;
+    int expired = 0;
+    c->armed = 0;
+    for (request *q = c->head; q != NULL; q = q->next) {
+        if (q->deadline == 0) {
+            continue;
+        }
+        if (q->deadline <= now) {
+            q->timed_out = 1;
+            expired++;
+        } else if (next == 0 || q->deadline < next) {
+            next = q->deadline;
+        }
+    }
+    if (expired == 0 || c->link == NULL) {
+        arm_deadline(c, next);
+        return;
+    }
+    /* A reply overdue on a FIFO connection holds up every reply behind it, and the server may
+     * be gone: drop the connection rather than wait on it. */
+    char detail[96];
+    snprintf(detail, sizeof(detail), "%d request(s) timed out; reconnecting", expired);
+    drop(c, SLUICE_ETIMEDOUT, detail);
+}
+
+static void maybe_finish(sluice_aconn *c) {
+    if (!c->closing || c->open_handles > 0) {
+        return;
+    }
+    void (*closed)(void *) = c->closed;
+    void *arg = c->closed_arg;
+    memset(&c->url, 0, sizeof(c->url)); /* the password */
+    free(c);
+    if (closed != NULL) {
+        closed(arg);
+    }
+}
+
+static void on_handle_closed(uv_handle_t *h) {
+    sluice_aconn *c = h->data;
+    c->open_handles--;
+    maybe_finish(c);
+}
+
+static void on_link_closed(sluice__uvlink *l) {
+    sluice_aconn *c = l->owner;
+    c->open_handles--;
+    maybe_finish(c);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Sending                                                                                  */
+
+/* Appends a formatted command for `q` to the link; 0 or ECONN (hiredis is disconnecting). */
+static int append(sluice_aconn *c, sluice__uvlink *l, request *q, const char *cmd, size_t len) {
+    if (redisAsyncFormattedCommand(l->ac, on_reply, q, cmd, len) != REDIS_OK) {
+        return SLUICE_ECONN;
+    }
+    q->start = l->appended;
+    l->appended += len;
+    q->end = l->appended;
+    list_push(c, q);
+    arm_deadline(c, q->deadline);
+    return 0;
+}
+
+/* Sends an internal request; during the handshake it counts as a step to wait for. */
+static int send_step(sluice_aconn *c, int argc, const char **argv, const size_t *lens, step_fn step,
+                     int fn) {
+    sds cmd = NULL;
+    request *q = calloc(1, sizeof(*q));
+    if (q == NULL || redisFormatSdsCommandArgv(&cmd, argc, argv, lens) < 0) {
+        free(q);
+        return SLUICE_ENOMEM;
+    }
+    q->conn = c;
+    q->step = step;
+    q->fn = fn;
+    int st = append(c, c->link, q, cmd, sdslen(cmd));
+    sdsfree(cmd);
+    if (st != 0) {
+        free(q);
+        return st;
+    }
+    if (!c->ready) {
+        c->hs_left++;
+    }
+    return 0;
+}
+
+static int send_function_load(sluice_aconn *c, step_fn step) {
+    size_t len;
+    const char *lib = sluice_lua_library(&len);
+    const char *argv[] = {"FUNCTION", "LOAD", "REPLACE", lib};
+    const size_t lens[] = {8, 4, 7, len};
+    return send_step(c, 4, argv, lens, step, -1);
+}
+
+static int send_script_load(sluice_aconn *c, sluice_fn fn, step_fn step) {
+    size_t len;
+    char *text = sluice_lua_script(fn, &len);
+    if (text == NULL) {
+        return SLUICE_ENOMEM;
+    }
+    const char *argv[] = {"SCRIPT", "LOAD", text};
+    const size_t lens[] = {6, 4, len};
+    int st = send_step(c, 3, argv, lens, step, (int)fn);
+    free(text);
+    return st;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Handshake                                                                                */
+
+static void become_ready(sluice_aconn *c) {
+    uv_timer_stop(&c->connect_timer);
+    c->ready = 1;
+    c->attempt = 0;
+    SLUICE_LOG(SLUICE_LOG_INFO, "event=redis_ready server=%s mode=%s", c->where,
+               c->mode == MODE_EVAL ? "evalsha" : "function");
+    if (c->state_cb != NULL) {
+        c->state_cb(c, 1, 0, c->state_arg);
+    }
+}
+
+static void step_done(sluice_aconn *c) {
+    if (--c->hs_left == 0 && c->link != NULL) {
+        become_ready(c);
+    }
+}
+
+static void fail_handshake(sluice_aconn *c, int status, const char *what, const redisReply *r) {
+    snprintf(c->err, sizeof(c->err), "%s: %s%s%.*s", c->where, what ? what : "", what ? ": " : "",
+             (int)r->len, r->str);
+    drop(c, status, NULL);
+}
+
+static int reply_status(const redisReply *r) {
+    if (r->type != REDIS_REPLY_ERROR) {
+        return 0;
+    }
+    return sluice_reply_error_status(r->str, r->len);
+}
+
+static int unknown_command(const redisReply *r) {
+    return r->type == REDIS_REPLY_ERROR && strstr(r->str, "unknown command") != NULL;
+}
+
+static void step_auth(sluice_aconn *c, redisReply *r, int fn) {
+    (void)fn;
+    int st = reply_status(r);
+    if (st != 0) {
+        /* whatever AUTH objects to, the credentials did not work */
+        fail_handshake(c, st == SLUICE_EREDIS ? SLUICE_EAUTH : st, NULL, r);
+        return;
+    }
+    step_done(c);
+}
+
+static void step_select(sluice_aconn *c, redisReply *r, int fn) {
+    (void)fn;
+    int st = reply_status(r);
+    if (st != 0) {
+        fail_handshake(c, st, "SELECT", r);
+        return;
+    }
+    step_done(c);
+}
+
+/* FUNCTION LOAD: at the handshake a failure fails the connect, except that a user who may not
+ * load may still call; as a reload only the errstr records it (the re-sent call reports). */
+static void step_fload(sluice_aconn *c, redisReply *r, int fn) {
+    (void)fn;
+    int st = reply_status(r);
+    if (st == 0) {
+        SLUICE_LOG(SLUICE_LOG_INFO, "event=library_loaded server=%s", c->where);
+    } else if (!c->ready && unknown_command(r)) {
+        load_scripts(c); /* a server without functions (Redis < 7) */
+    } else if (!c->ready && st != SLUICE_ENOPERM) {
+        fail_handshake(c, st, "FUNCTION LOAD", r);
+        return;
+    } else {
+        snprintf(c->err, sizeof(c->err), "%s: FUNCTION LOAD: %.*s", c->where, (int)r->len, r->str);
+    }
+    if (!c->ready) {
+        step_done(c);
+    }
+}
+
+/* SCRIPT LOAD of one function: a failure leaves its sha empty; calls of it then fail. */
+static void step_sload(sluice_aconn *c, redisReply *r, int fn) {
+    if (r->type == REDIS_REPLY_STRING && r->len == 40) {
+        memcpy(c->sha[fn], r->str, 41);
+    } else {
+        snprintf(c->err, sizeof(c->err), "%s: SCRIPT LOAD %s: %.*s", c->where,
+                 sluice_fn_name((sluice_fn)fn), (int)r->len, r->str ? r->str : "unexpected reply");
+    }
+    if (!c->ready) {
+        step_done(c);
+    }
+}
+
+/* EVALSHA mode: one SCRIPT LOAD per function (the client has no SHA-1 of its own, and the
+ * server's reply is the sha to call). A failure is not fatal (see step_sload). */
+static void load_scripts(sluice_aconn *c) {
+    c->mode = MODE_EVAL;
+    memset(c->sha, 0, sizeof(c->sha));
+    for (int fn = 0; fn < SLUICE_FN_COUNT_; fn++) {
+        if (send_script_load(c, (sluice_fn)fn, step_sload) != 0) {
+            snprintf(c->err, sizeof(c->err), "%s: out of memory loading scripts", c->where);
+        }
+    }
+}
+
+/* 1 when the server runs exactly the embedded library (its version string carries a hash of
+ * the source), so nothing needs loading. */
+static int library_current(const redisReply *r) {
+    char needle[128];
+    if (r->type != REDIS_REPLY_STRING || r->len > 64) {
+        return 0;
+    }
+    snprintf(needle, sizeof(needle), "VERSION = '%.*s'", (int)r->len, r->str);
+    return strstr(sluice_lua_library(NULL), needle) != NULL;
+}
+
+/* The reply to FCALL sluice_version (or PING in forced EVALSHA mode) decides what to load. */
+static void step_probe(sluice_aconn *c, redisReply *r, int fn) {
+    (void)fn;
+    int st = reply_status(r);
+    if (c->o.force_eval || unknown_command(r)) {
+        if (st != 0 && !unknown_command(r)) {
+            fail_handshake(c, st, NULL, r);
+            return;
+        }
+        load_scripts(c);
+    } else if (st == SLUICE_ENOPERM || (st == SLUICE_ENOSCRIPT && c->o.no_load)) {
+        /* a restricted user may not call this; the calls themselves will say what is wrong */
+        snprintf(c->err, sizeof(c->err), "%s: %.*s", c->where, (int)r->len, r->str);
+    } else if (st != 0 && st != SLUICE_ENOSCRIPT) {
+        fail_handshake(c, st, NULL, r);
+        return;
+    } else if (!c->o.no_load && (st != 0 || !library_current(r))) {
+        if (send_function_load(c, step_fload) != 0) {
+            snprintf(c->err, sizeof(c->err), "%s: out of memory loading the library", c->where);
+        }
+    }
+    step_done(c);
+}
+
+/*
+ * AUTH, SELECT and the probe, pipelined. Runs inside hiredis' connect callback, where the
+ * context must not be freed (hiredis touches it after the callback returns): if a step cannot
+ * even be queued, the connect timer drops the link.
+ */
+static void handshake_start(sluice_aconn *c) {
+    int st = 0;
+    c->mode = MODE_FUNCTION;
+    if (c->url.password[0] != '\0') {
+        const char *argv[] = {"AUTH", c->url.user, c->url.password};
+        if (c->url.user[0] != '\0') {
+            st |= send_step(c, 3, argv, NULL, step_auth, -1);
+        } else {
+            argv[1] = c->url.password;
+            st |= send_step(c, 2, argv, NULL, step_auth, -1);
+        }
+    }
+    if (c->url.db != 0) {
+        char db[16];
+        snprintf(db, sizeof(db), "%d", c->url.db);
+        const char *argv[] = {"SELECT", db};
+        st |= send_step(c, 2, argv, NULL, step_select, -1);
+    }
+    if (c->o.force_eval) {
+        const char *argv[] = {"PING"};
+        st |= send_step(c, 1, argv, NULL, step_probe, -1);
+    } else {
+        const char *argv[] = {"FCALL", "sluice_version", "0"};
+        st |= send_step(c, 3, argv, NULL, step_probe, -1);
+    }
+    if (st != 0) {
+        snprintf(c->err, sizeof(c->err), "%s: out of memory starting the handshake", c->where);
+    }
+}
+
+static void on_connect(const redisAsyncContext *ac, int status) {
+    sluice__uvlink *l = ac->data;
+    sluice_aconn *c = l->data;
+    if (c == NULL) {
+        return;
+    }
+    if (status != REDIS_OK) {
+        /* hiredis frees the context when this returns */
+        link_lost(c, l, SLUICE_ECONN, ac->c.errstr);
+        return;
+    }
+    handshake_start(c);
+}
+
+static void on_disconnect(const redisAsyncContext *ac, int status) {
+    (void)status;
+    sluice__uvlink *l = ac->data;
+    sluice_aconn *c = l->data;
+    if (c != NULL) {
+        link_lost(c, l, SLUICE_ECONN, ac->c.errstr[0] ? ac->c.errstr : "connection closed");
+    }
+}
+
+static void on_connect_timeout(uv_timer_t *t) {
+    sluice_aconn *c = t->data;
+    if (c->link == NULL || c->link->ac == NULL) {
+        return;
+    }
+    char detail[128];
+    snprintf(detail, sizeof(detail), "%s within %d ms",
+             (c->link->ac->c.flags & REDIS_CONNECTED) ? "no reply to the handshake"
+                                                      : "could not connect",
+             c->o.connect_timeout_ms);
+    drop(c, SLUICE_ETIMEDOUT, detail);
+}
+
+/* A connect failing at once (unix socket missing, out of memory) is reported like any other,
+ * from this timer callback, never from inside sluice_aconn_new. hiredis 0.14 resolves a host
+ * name with a blocking getaddrinfo here; use IP literals or unix sockets on busy loops. */
+static void on_retry(uv_timer_t *t) {
+    sluice_aconn *c = t->data;
+    redisAsyncContext *ac = c->url.is_unix ? redisAsyncConnectUnix(c->url.path)
+                                           : redisAsyncConnect(c->url.host, c->url.port);
+    sluice__uvlink *l = NULL;
+    if (ac == NULL) {
+        snprintf(c->err, sizeof(c->err), "%s: out of memory", c->where);
+    } else if (ac->err) {
+        snprintf(c->err, sizeof(c->err), "%s: %s", c->where, ac->c.errstr);
+    } else if ((l = sluice__uvlink_attach(c->loop, ac, c, on_link_closed)) == NULL) {
+        snprintf(c->err, sizeof(c->err), "%s: cannot watch the socket", c->where);
+    }
+    if (l == NULL) {
+        if (ac != NULL) {
+            redisAsyncFree(ac);
+        }
+        schedule_retry(c);
+        report_down(c, SLUICE_ECONN);
+        return;
+    }
+    if (!c->url.is_unix) {
+        redisEnableKeepAlive(&ac->c); /* notices a vanished peer on an idle connection */
+    }
+    c->open_handles++;
+    c->link = l;
+    c->hs_left = 0;
+    memset(c->loaded_at, 0, sizeof(c->loaded_at));
+    redisAsyncSetConnectCallback(ac, on_connect);
+    redisAsyncSetDisconnectCallback(ac, on_disconnect);
+    uv_timer_start(&c->connect_timer, on_connect_timeout, (uint64_t)c->o.connect_timeout_ms, 0);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Replies                                                                                  */
+
+static void complete(sluice_aconn *c, request *q, int status, int sent, redisReply *reply) {
+    sluice_aconn_reply_cb cb = q->cb;
+    void *arg = q->arg;
+    c->npending--;
+    request_free(q);
+    cb(c, status, sent, reply, arg);
+}
+
+/*
+ * The server lost the library (FUNCTION DELETE, restart without persistence, SCRIPT FLUSH), so
+ * the call did not run: reload unless a reload was already sent after this call, and send the
+ * same bytes once more. 0 when re-sent.
+ */
+static int resend(sluice_aconn *c, sluice__uvlink *l, request *q) {
+    if (q->fn < 0 || q->resent || l->data != c || !c->ready ||
+        (c->mode == MODE_FUNCTION && c->o.no_load)) {
+        return -1;
+    }
+    if (c->loaded_at[q->fn] <= q->start) {
+        if (c->mode == MODE_FUNCTION) {
+            if (send_function_load(c, step_fload) != 0) {
+                return -1;
+            }
+            for (int i = 0; i < SLUICE_FN_COUNT_; i++) {
+                c->loaded_at[i] = l->appended;
+            }
+        } else {
+            if (send_script_load(c, (sluice_fn)q->fn, step_sload) != 0) {
+                return -1;
+            }
+            c->loaded_at[q->fn] = l->appended;
+        }
+        SLUICE_LOG(SLUICE_LOG_WARN, "event=library_missing server=%s fn=%s action=reload", c->where,
+                   sluice_fn_name((sluice_fn)q->fn));
+    }
+    q->resent = 1;
+    return append(c, l, q, q->cmd, sdslen(q->cmd)) == 0 ? 0 : -1;
+}
+
+static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
+    request *q = privdata;
+    sluice_aconn *c = q->conn;
+    sluice__uvlink *l = ac->data;
+    redisReply *reply = r;
+    list_unlink(c, q);
+    if (reply == NULL) {
+        /* hiredis is freeing the context: if we did not ask for it, the connection broke */
+        link_lost(c, l, SLUICE_ECONN, ac->c.errstr[0] ? ac->c.errstr : "connection lost");
+        if (q->cb == NULL) {
+            request_free(q);
+            return;
+        }
+        int st = q->timed_out ? SLUICE_ETIMEDOUT : c->closing ? SLUICE_ECANCELED : SLUICE_ECONN;
+        complete(c, q, st, q->end <= sluice__uvlink_written(l, ac), NULL);
+        return;
+    }
+    if (q->cb == NULL) {
+        if (l->data == c) {
+            q->step(c, reply, q->fn);
+        }
+        request_free(q);
+        return;
+    }
+    int st = reply_status(reply);
+    if (st == SLUICE_ENOSCRIPT && resend(c, l, q) == 0) {
+        return;
+    }
+    complete(c, q, st, 1, reply);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Public API                                                                               */
+
+sluice_aconn *sluice_aconn_new(uv_loop_t *loop, const sluice_url *url, const sluice_conn_options *o,
+                               sluice_aconn_state_cb state_cb, void *state_arg) {
+    if (loop == NULL || url == NULL) {
+        return NULL;
+    }
+    sluice_aconn *c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        return NULL;
+    }
+    c->loop = loop;
+    c->url = *url;
+    sluice__conn_options_fill(&c->o, o);
+    c->state_cb = state_cb;
+    c->state_arg = state_arg;
+    sluice_url_redact(url, c->where, sizeof(c->where));
+    c->seed = (unsigned)(uv_hrtime() ^ (uint64_t)getpid() ^ (uint64_t)(uintptr_t)c);
+    snprintf(c->err, sizeof(c->err), "%s: connecting", c->where);
+    uv_timer_t *timers[] = {&c->retry_timer, &c->connect_timer, &c->deadline_timer};
+    for (int i = 0; i < 3; i++) {
+        uv_timer_init(loop, timers[i]); /* cannot fail */
+        timers[i]->data = c;
+        c->open_handles++;
+    }
+    uv_timer_start(&c->retry_timer, on_retry, 0, 0);
+    return c;
+}
+
+int sluice_aconn_ready(const sluice_aconn *c) {
+    return c != NULL && c->ready && !c->closing;
+}
+
+size_t sluice_aconn_pending(const sluice_aconn *c) {
+    return c != NULL ? c->npending : 0;
+}
+
+const char *sluice_aconn_errstr(const sluice_aconn *c) {
+    return c != NULL ? c->err : "";
+}
+
+/* Queues the formatted `cmd` (taken over) as the caller's request. */
+static int submit(sluice_aconn *c, sds cmd, int fn, int timeout_ms, sluice_aconn_reply_cb cb,
+                  void *arg) {
+    sluice__uvlink *l = c->link;
+    size_t unsent = l->ac->c.obuf != NULL ? sdslen(l->ac->c.obuf) : 0;
+    if (unsent + sdslen(cmd) > ACONN_MAX_UNSENT) {
+        snprintf(c->err, sizeof(c->err), "%s: %zu bytes waiting to be written; refusing more",
+                 c->where, unsent);
+        sdsfree(cmd);
+        return SLUICE_ETOOBIG;
+    }
+    request *q = calloc(1, sizeof(*q));
+    if (q == NULL) {
+        sdsfree(cmd);
+        return SLUICE_ENOMEM;
+    }
+    q->conn = c;
+    q->cb = cb;
+    q->arg = arg;
+    q->cmd = cmd;
+    q->fn = fn;
+    q->deadline =
+        uv_now(c->loop) + (uint64_t)(timeout_ms > 0 ? timeout_ms : c->o.command_timeout_ms);
+    if (append(c, l, q, cmd, sdslen(cmd)) != 0) {
+        request_free(q);
+        return SLUICE_ECONN;
+    }
+    c->npending++;
+    return 0;
+}
+
+/* Commands after which the server does not answer one reply per request, which the callback
+ * contract (exactly once, in order) and hiredis 0.14's bookkeeping depend on. */
+static int one_reply_each(int argc, const char **argv, const size_t *lens) {
+    static const char *const bad[] = {"SUBSCRIBE",    "PSUBSCRIBE",   "SSUBSCRIBE", "UNSUBSCRIBE",
+                                      "PUNSUBSCRIBE", "SUNSUBSCRIBE", "MONITOR"};
+    size_t n = lens != NULL ? lens[0] : strlen(argv[0]);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        if (n == strlen(bad[i]) && strncasecmp(argv[0], bad[i], n) == 0) {
+            return 0;
+        }
+    }
+    /* CLIENT REPLY OFF|SKIP silences replies */
+    return !(argc >= 2 && n == 6 && strncasecmp(argv[0], "CLIENT", 6) == 0 &&
+             (lens != NULL ? lens[1] : strlen(argv[1])) == 5 &&
+             strncasecmp(argv[1], "REPLY", 5) == 0);
+}
+
+int sluice_aconn_command(sluice_aconn *c, int argc, const char **argv, const size_t *lens,
+                         int timeout_ms, sluice_aconn_reply_cb cb, void *arg) {
+    if (c == NULL || argc <= 0 || argv == NULL || cb == NULL) {
+        return SLUICE_EINVAL;
+    }
+    if (!one_reply_each(argc, argv, lens)) {
+        snprintf(c->err, sizeof(c->err), "%.*s is not supported on an async connection",
+                 (int)(lens != NULL ? lens[0] : strlen(argv[0])), argv[0]);
+        return SLUICE_EINVAL;
+    }
+    if (!sluice_aconn_ready(c) || c->link == NULL) {
+        return SLUICE_ECONN;
+    }
+    sds cmd = NULL;
+    if (redisFormatSdsCommandArgv(&cmd, argc, argv, lens) < 0) {
+        return SLUICE_ENOMEM;
+    }
+    return submit(c, cmd, -1, timeout_ms, cb, arg);
+}
+
+/* FCALL name nkeys keys... args... or EVALSHA sha nkeys keys... args... */
+static int format_fcall(const sluice_aconn *c, sluice_fn fn, int nkeys, const char **keys,
+                        const size_t *keylens, int nargs, const char **args, const size_t *arglens,
+                        sds *out) {
+    int argc = 3 + nkeys + nargs;
+    const char *stack_argv[32];
+    size_t stack_lens[32];
+    const char **argv = argc <= 32 ? stack_argv : malloc(sizeof(*argv) * (size_t)argc);
+    size_t *lens = argc <= 32 ? stack_lens : malloc(sizeof(*lens) * (size_t)argc);
+    int st = SLUICE_ENOMEM;
+    if (argv != NULL && lens != NULL) {
+        char nk[16];
+        snprintf(nk, sizeof(nk), "%d", nkeys);
+        argv[0] = c->mode == MODE_EVAL ? "EVALSHA" : "FCALL";
+        argv[1] = c->mode == MODE_EVAL ? c->sha[fn] : sluice_fn_name(fn);
+        argv[2] = nk;
+        for (int i = 0; i < 3; i++) {
+            lens[i] = strlen(argv[i]);
+        }
+        for (int i = 0; i < nkeys; i++) {
+            argv[3 + i] = keys[i];
+            lens[3 + i] = keylens != NULL ? keylens[i] : strlen(keys[i]);
+        }
+        for (int i = 0; i < nargs; i++) {
+            argv[3 + nkeys + i] = args[i];
+            lens[3 + nkeys + i] = arglens != NULL ? arglens[i] : strlen(args[i]);
+        }
+        st = redisFormatSdsCommandArgv(out, argc, argv, lens) < 0 ? SLUICE_ENOMEM : 0;
+    }
+    if (argv != stack_argv) {
+        free((void *)argv);
+    }
+    if (lens != stack_lens) {
+        free(lens);
+    }
+    return st;
+}
+
+int sluice_aconn_fcall(sluice_aconn *c, sluice_fn fn, int nkeys, const char **keys,
+                       const size_t *keylens, int nargs, const char **args, const size_t *arglens,
+                       int timeout_ms, sluice_aconn_reply_cb cb, void *arg) {
+    if (c == NULL || cb == NULL || (unsigned)fn >= SLUICE_FN_COUNT_ || nkeys < 0 || nargs < 0 ||
+        (nkeys > 0 && keys == NULL) || (nargs > 0 && args == NULL)) {
+        return SLUICE_EINVAL;
+    }
+    if (!sluice_aconn_ready(c) || c->link == NULL) {
+        return SLUICE_ECONN;
+    }
+    if (c->mode == MODE_EVAL && c->sha[fn][0] == '\0') {
+        /* c->err says why SCRIPT LOAD failed */
+        return SLUICE_ENOSCRIPT;
+    }
+    sds cmd = NULL;
+    int st = format_fcall(c, fn, nkeys, keys, keylens, nargs, args, arglens, &cmd);
+    if (st != 0) {
+        return st;
+    }
+    return submit(c, cmd, (int)fn, timeout_ms, cb, arg);
+}
+
+void sluice_aconn_close(sluice_aconn *c, void (*closed)(void *arg), void *arg) {
+    if (c == NULL || c->closing) {
+        return;
+    }
+    c->closing = 1;
+    c->ready = 0;
+    c->closed = closed;
+    c->closed_arg = arg;
+    uv_close((uv_handle_t *)&c->retry_timer, on_handle_closed);
+    uv_close((uv_handle_t *)&c->connect_timer, on_handle_closed);
+    uv_close((uv_handle_t *)&c->deadline_timer, on_handle_closed);
+    c->armed = 0;
+    sluice__uvlink *l = c->link;
+    c->link = NULL;
+    if (l != NULL) {
+        l->data = NULL;
+        if (l->ac != NULL) {
+            /* pending callbacks run with ECANCELED now, or right after the hiredis callback
+             * we are inside of returns */
+            redisAsyncFree(l->ac);
+        }
+    }
+}

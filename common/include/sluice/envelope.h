@@ -55,6 +55,8 @@ size_t sluice_envelope_size(const sluice_envelope *e);
 /*
  * Encodes `e` into out[0..cap). Returns 0 and sets *len, SLUICE_ETOOBIG when cap is too small
  * or a limit is broken, SLUICE_EINVAL for a NULL argument. Uses msgpack-c's packer.
+ * Also SLUICE_EINVAL for a NULL pointer with a non-zero length, and for header names, header
+ * values or a tenant that are not valid UTF-8 (the decoder would refuse them).
  */
 int sluice_envelope_encode(const sluice_envelope *e, unsigned char *out, size_t cap, size_t *len);
 
@@ -63,6 +65,9 @@ int sluice_envelope_encode(const sluice_envelope *e, unsigned char *out, size_t 
  * more than that). Headers are written to hdrs[0..max_hdrs) and out->headers points there; more
  * headers than max_hdrs is an error. Returns 0, SLUICE_ETOOBIG (over the size cap) or
  * SLUICE_EDECODE with a message naming the field or byte offset written to err (may be NULL).
+ * The header limit is min(max_hdrs, SLUICE_ENVELOPE_MAX_HEADERS); header values and "k" must be
+ * UTF-8 as well. SLUICE_EINVAL for a NULL buf (with len > 0) or out, or NULL hdrs with
+ * max_hdrs > 0. On any error *out is all zero.
  */
 int sluice_envelope_decode(const unsigned char *buf, size_t len, size_t max_bytes,
                            sluice_envelope *out, sluice_header *hdrs, size_t max_hdrs, char *err,

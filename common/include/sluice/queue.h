@@ -36,7 +36,9 @@ typedef struct sluice_keys {
 
 /*
  * Returns 0 when `name` is a valid queue name, else SLUICE_EINVAL with a message naming the
- * problem (empty, too long, the first bad character and its position) written to `err`.
+ * problem (empty, too long, the first bad character and its 0-based position) written to `err`.
+ * Reads at most SLUICE_QUEUE_NAME_MAX + 1 bytes of `name`, so the "too long" message gives the
+ * limit, not the full length.
  */
 int sluice_queue_name_check(const char *name, char *err, size_t errlen);
 

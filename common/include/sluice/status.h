@@ -51,7 +51,8 @@ const char *sluice_strerror(int status);
 const char *sluice_err_name(int status);
 
 /* Non-zero when retrying the same call later may succeed (connection, timeout, busy, loading,
- * OOM, MISCONF). EUNKNOWN is retryable only with an idempotency key. */
+ * OOM, MISCONF). EUNKNOWN is retryable only with an idempotency key, so this returns 0 for it
+ * and leaves that decision to the caller. */
 int sluice_status_is_transient(int status);
 
 #ifdef __cplusplus

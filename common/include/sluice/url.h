@@ -31,7 +31,9 @@ typedef struct sluice_url {
 
 /*
  * Parses `s` into `out`. Returns 0, or SLUICE_EINVAL with a message naming the bad part written
- * to `err` (may be NULL). Percent-escapes (%XX) are decoded in user and password.
+ * to `err` (may be NULL). Percent-escapes (%XX) are decoded in user and password. In redis://
+ * URLs the credentials end at the last '@', in unix:// URLs at the first "@/". Messages never
+ * contain the user or password; on error *out is all zero.
  */
 int sluice_url_parse(sluice_url *out, const char *s, char *err, size_t errlen);
 

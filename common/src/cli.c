@@ -1,0 +1,196 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cli.c - strict option parsing, clocks and number formatting for the sluice binaries.
+ *
+ * The parsers accept exactly one spelling of a number: optional '-' (integers only), decimal
+ * digits, and for sizes one k/m/g suffix. Leading whitespace, '+', hex, empty strings and
+ * trailing characters are refused, because a typo in a capacity or a concurrency should stop
+ * the program with a message naming the option, not silently become another value.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sluice/cli.h"
+#include "sluice/status.h"
+
+#if defined(__GNUC__)
+#define PRINTF_LIKE(f, a) __attribute__((format(printf, f, a)))
+#else
+#define PRINTF_LIKE(f, a)
+#endif
+
+static int usage_err(char *err, size_t errlen, const char *fmt, ...) PRINTF_LIKE(3, 4);
+
+static int usage_err(char *err, size_t errlen, const char *fmt, ...) {
+    if (err != NULL && errlen > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return SLUICE_EINVAL;
+}
+
+static int is_digit(char c) {
+    return c >= '0' && c <= '9';
+}
+
+static const char *opt_name(const char *opt) {
+    return opt != NULL ? opt : "value";
+}
+
+/*
+ * Parses the item s[0..len), which is followed by '\0' or ','. strtoll stops at either, so the
+ * end check is exact without copying the item.
+ */
+static int parse_ll_item(const char *opt, const char *s, size_t len, long long min, long long max,
+                         long long *out, char *err, size_t errlen) {
+    char *end = NULL;
+    long long v;
+    int shown = len > 200 ? 200 : (int)len; /* for messages only */
+    int digits_first = len > 0 && (is_digit(s[0]) || (s[0] == '-' && len > 1 && is_digit(s[1])));
+    if (!digits_first) {
+        return usage_err(err, errlen, "%s: \"%.*s\" is not a number", opt_name(opt), shown, s);
+    }
+    errno = 0;
+    v = strtoll(s, &end, 10);
+    if (end != s + len) {
+        return usage_err(err, errlen, "%s: \"%.*s\" is not a number", opt_name(opt), shown, s);
+    }
+    if (errno == ERANGE || v < min || v > max) {
+        return usage_err(err, errlen, "%s: %.*s is out of range %lld..%lld", opt_name(opt), shown,
+                         s, min, max);
+    }
+    *out = v;
+    return 0;
+}
+
+int sluice_parse_ll(const char *opt, const char *s, long long min, long long max, long long *out,
+                    char *err, size_t errlen) {
+    if (s == NULL || out == NULL) {
+        return usage_err(err, errlen, "%s: missing value", opt_name(opt));
+    }
+    return parse_ll_item(opt, s, strlen(s), min, max, out, err, errlen);
+}
+
+static size_t size_multiplier(char c) {
+    switch (c) {
+    case 'k':
+    case 'K':
+        return 1024u;
+    case 'm':
+    case 'M':
+        return 1024u * 1024u;
+    case 'g':
+    case 'G':
+        return 1024u * 1024u * 1024u;
+    default:
+        return 0;
+    }
+}
+
+int sluice_parse_size(const char *opt, const char *s, size_t min, size_t max, size_t *out,
+                      char *err, size_t errlen) {
+    char *end = NULL;
+    unsigned long long v;
+    size_t mult = 1;
+    if (s == NULL || out == NULL) {
+        return usage_err(err, errlen, "%s: missing value", opt_name(opt));
+    }
+    /* strtoull would accept (and negate) a '-'; insist on a digit first */
+    if (!is_digit(s[0])) {
+        return usage_err(err, errlen, "%s: \"%s\" is not a size", opt_name(opt), s);
+    }
+    errno = 0;
+    v = strtoull(s, &end, 10);
+    if (*end != '\0') {
+        mult = size_multiplier(*end);
+        if (mult == 0 || end[1] != '\0') {
+            return usage_err(err, errlen,
+                             "%s: \"%s\" is not a size (bytes, or a number with k, m "
+                             "or g)",
+                             opt_name(opt), s);
+        }
+    }
+    if (errno == ERANGE || v > SIZE_MAX / mult || v * mult < min || v * mult > max) {
+        return usage_err(err, errlen, "%s: %s is out of range %zu..%zu", opt_name(opt), s, min,
+                         max);
+    }
+    *out = (size_t)(v * mult);
+    return 0;
+}
+
+int sluice_parse_ll_list(const char *opt, const char *s, long long min, long long max,
+                         long long *out, size_t cap, size_t *n, char *err, size_t errlen) {
+    size_t count = 0;
+    if (s == NULL || out == NULL || n == NULL) {
+        return usage_err(err, errlen, "%s: missing value", opt_name(opt));
+    }
+    *n = 0;
+    for (const char *p = s;; p++) {
+        size_t len = strcspn(p, ",");
+        if (count == cap) {
+            return usage_err(err, errlen, "%s: more than %zu values in \"%s\"", opt_name(opt), cap,
+                             s);
+        }
+        if (len == 0) {
+            return usage_err(err, errlen, "%s: empty value %zu in \"%s\"", opt_name(opt), count + 1,
+                             s);
+        }
+        if (parse_ll_item(opt, p, len, min, max, &out[count], err, errlen) != 0) {
+            return SLUICE_EINVAL;
+        }
+        count++;
+        p += len;
+        if (*p == '\0') {
+            break;
+        }
+    }
+    *n = count;
+    return 0;
+}
+
+static uint64_t clock_ns(clockid_t id) {
+    struct timespec ts;
+    if (clock_gettime(id, &ts) != 0) {
+        return 0;
+    }
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t sluice_now_ns(void) {
+    return clock_ns(CLOCK_MONOTONIC);
+}
+
+uint64_t sluice_now_ms(void) {
+    return clock_ns(CLOCK_MONOTONIC) / 1000000u;
+}
+
+uint64_t sluice_wall_ms(void) {
+    return clock_ns(CLOCK_REALTIME) / 1000000u;
+}
+
+char *sluice_fmt_count(char *buf, size_t len, unsigned long long v) {
+    char tmp[32]; /* 20 digits and 6 separators */
+    size_t i = sizeof(tmp) - 1;
+    int digits = 0;
+    if (buf == NULL || len == 0) {
+        return buf;
+    }
+    tmp[i] = '\0';
+    do {
+        if (digits > 0 && digits % 3 == 0) {
+            tmp[--i] = ',';
+        }
+        tmp[--i] = (char)('0' + v % 10);
+        v /= 10;
+        digits++;
+    } while (v > 0);
+    snprintf(buf, len, "%s", tmp + i);
+    return buf;
+}

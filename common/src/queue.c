@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * queue.c - queue name checks and the Redis keys of a queue (data model version 1).
+ *
+ * A name is checked before it reaches any key or command, so a name can never inject a second
+ * hash tag, a glob character or a key separator. The check looks at no more than
+ * SLUICE_QUEUE_NAME_MAX + 1 bytes of the name, whatever its length.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "sluice/queue.h"
+#include "sluice/status.h"
+
+static int name_char_ok(unsigned char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '.' || c == '-';
+}
+
+static void set_err(char *err, size_t errlen, const char *msg) {
+    if (err != NULL && errlen > 0) {
+        snprintf(err, errlen, "%s", msg);
+    }
+}
+
+static void bad_char_err(char *err, size_t errlen, unsigned char c, size_t pos) {
+    char what[16];
+    if (err == NULL || errlen == 0) {
+        return;
+    }
+    if (c > 0x20 && c < 0x7f) {
+        snprintf(what, sizeof(what), "'%c' (0x%02x)", c, c);
+    } else if (c == ' ') {
+        snprintf(what, sizeof(what), "' ' (0x20)");
+    } else {
+        snprintf(what, sizeof(what), "byte 0x%02x", c);
+    }
+    snprintf(err, errlen, "queue name has %s at position %zu; allowed: A-Z a-z 0-9 _ . -", what,
+             pos);
+}
+
+int sluice_queue_name_check(const char *name, char *err, size_t errlen) {
+    size_t n;
+    if (name == NULL) {
+        set_err(err, errlen, "queue name is missing");
+        return SLUICE_EINVAL;
+    }
+    /* bounded: a 10 KB (or unterminated) name is never scanned past the limit */
+    n = strnlen(name, SLUICE_QUEUE_NAME_MAX + 1);
+    if (n == 0) {
+        set_err(err, errlen, "queue name is empty");
+        return SLUICE_EINVAL;
+    }
+    if (n > SLUICE_QUEUE_NAME_MAX) {
+        if (err != NULL && errlen > 0) {
+            snprintf(err, errlen, "queue name is longer than %d characters; the limit is %d",
+                     SLUICE_QUEUE_NAME_MAX, SLUICE_QUEUE_NAME_MAX);
+        }
+        return SLUICE_EINVAL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!name_char_ok((unsigned char)name[i])) {
+            bad_char_err(err, errlen, (unsigned char)name[i], i);
+            return SLUICE_EINVAL;
+        }
+    }
+    return 0;
+}
+
+int sluice_keys_init(sluice_keys *k, const char *queue, char *err, size_t errlen) {
+    int rc;
+    if (k == NULL) {
+        set_err(err, errlen, "NULL keys argument");
+        return SLUICE_EINVAL;
+    }
+    rc = sluice_queue_name_check(queue, err, errlen);
+    if (rc != 0) {
+        return rc;
+    }
+    /* 64 + 15 bytes at most: every key fits SLUICE_KEY_MAX */
+    snprintf(k->stream, sizeof(k->stream), "sluice:{%s}:stream", queue);
+    snprintf(k->dead, sizeof(k->dead), "sluice:{%s}:dead", queue);
+    snprintf(k->meta, sizeof(k->meta), "sluice:{%s}:meta", queue);
+    snprintf(k->stats, sizeof(k->stats), "sluice:{%s}:stats", queue);
+    snprintf(k->list, sizeof(k->list), "sluice:{%s}:list", queue);
+    snprintf(k->procs, sizeof(k->procs), "sluice:{%s}:procs", queue);
+    snprintf(k->prefix, sizeof(k->prefix), "sluice:{%s}:", queue);
+    return 0;
+}
+
+int sluice_backend_parse(const char *s, sluice_backend *out) {
+    if (s == NULL || out == NULL) {
+        return SLUICE_EINVAL;
+    }
+    if (strcmp(s, "stream") == 0) {
+        *out = SLUICE_BACKEND_STREAM;
+        return 0;
+    }
+    if (strcmp(s, "list") == 0) {
+        *out = SLUICE_BACKEND_LIST;
+        return 0;
+    }
+    return SLUICE_EINVAL;
+}
+
+const char *sluice_backend_name(sluice_backend b) {
+    switch (b) {
+    case SLUICE_BACKEND_STREAM:
+        return "stream";
+    case SLUICE_BACKEND_LIST:
+        return "list";
+    default:
+        return "unknown";
+    }
+}

@@ -1,0 +1,395 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * url.c - parsing and redacting Redis server URLs.
+ *
+ * Accepted forms:
+ *   redis://[user[:password]@]host[:port][/db]     host: name, IPv4, or [IPv6]
+ *   unix://[user[:password]@]/abs/path[?db=N]
+ * In a redis:// URL the credentials end at the last '@' (nothing after the host may contain
+ * one), so a password with a raw '/' or '@' still parses; in a unix:// URL they end at the first
+ * "@/". User and password are percent-decoded (%XX). Error messages name the bad part but never
+ * echo the credentials: they only quote the scheme, host, port, db or what follows the host.
+ * Pure: no I/O, no allocation (inet_pton only validates an IPv6 literal).
+ */
+#include <arpa/inet.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "sluice/status.h"
+#include "sluice/url.h"
+
+#define URL_PATH_MAX (sizeof(((sluice_url *)0)->path) - 1) /* 107 */
+
+typedef struct url_err {
+    char *buf;
+    size_t len;
+} url_err;
+
+#if defined(__GNUC__)
+#define PRINTF_LIKE(f, a) __attribute__((format(printf, f, a)))
+#else
+#define PRINTF_LIKE(f, a)
+#endif
+
+static int url_fail(url_err *e, const char *fmt, ...) PRINTF_LIKE(2, 3);
+
+static int url_fail(url_err *e, const char *fmt, ...) {
+    if (e->buf != NULL && e->len > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(e->buf, e->len, fmt, ap);
+        va_end(ap);
+    }
+    return SLUICE_EINVAL;
+}
+
+static int hex_value(char c) {
+    if (c >= '0' && c <= '9') {
+        return c - '0';
+    }
+    if (c >= 'a' && c <= 'f') {
+        return c - 'a' + 10;
+    }
+    if (c >= 'A' && c <= 'F') {
+        return c - 'A' + 10;
+    }
+    return -1;
+}
+
+/* Decodes src[0..len) into dst[0..cap) (NUL-terminated). `what` names it; never echoed. */
+static int pct_decode(char *dst, size_t cap, const char *src, size_t len, const char *what,
+                      url_err *e) {
+    size_t o = 0;
+    for (size_t i = 0; i < len; i++) {
+        int c = (unsigned char)src[i];
+        if (c == '%') {
+            int hi = i + 2 < len ? hex_value(src[i + 1]) : -1;
+            int lo = hi >= 0 ? hex_value(src[i + 2]) : -1;
+            if (lo < 0) {
+                return url_fail(e, "%s has a bad percent-escape (expected %%XX)", what);
+            }
+            c = hi * 16 + lo;
+            i += 2;
+            if (c == 0) {
+                return url_fail(e, "%s contains %%00", what);
+            }
+        }
+        if (o + 1 >= cap) {
+            return url_fail(e, "%s is longer than %zu bytes", what, cap - 1);
+        }
+        dst[o++] = (char)c;
+    }
+    dst[o] = '\0';
+    return 0;
+}
+
+static int parse_userinfo(sluice_url *u, const char *s, size_t len, url_err *e) {
+    const char *colon = memchr(s, ':', len);
+    size_t ulen = colon != NULL ? (size_t)(colon - s) : len;
+    if (pct_decode(u->user, sizeof(u->user), s, ulen, "user", e) != 0) {
+        return SLUICE_EINVAL;
+    }
+    if (colon == NULL) {
+        return 0;
+    }
+    return pct_decode(u->password, sizeof(u->password), colon + 1, len - ulen - 1, "password", e);
+}
+
+/* Digits only, saturating at `cap` so a long run of digits cannot overflow. */
+static int parse_digits(const char *s, size_t len, long cap, long *out) {
+    long v = 0;
+    if (len == 0) {
+        return -1;
+    }
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9') {
+            return -1;
+        }
+        v = v * 10 + (s[i] - '0');
+        if (v > cap) {
+            v = cap;
+        }
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_port(sluice_url *u, const char *s, size_t len, url_err *e) {
+    long v;
+    if (len == 0) {
+        return url_fail(e, "port is empty");
+    }
+    if (parse_digits(s, len, 65536, &v) != 0) {
+        return url_fail(e, "port \"%.*s\" is not a number", (int)len, s);
+    }
+    if (v < 1 || v > 65535) {
+        return url_fail(e, "port %.*s is out of range 1..65535", (int)len, s);
+    }
+    u->port = (int)v;
+    return 0;
+}
+
+static int parse_db(sluice_url *u, const char *s, size_t len, url_err *e) {
+    long v;
+    if (parse_digits(s, len, (long)INT_MAX + 1, &v) != 0) {
+        return url_fail(e, "db \"%.*s\" is not a non-negative integer", (int)len, s);
+    }
+    if (v > INT_MAX) {
+        return url_fail(e, "db %.*s is out of range 0..%d", (int)len, s, INT_MAX);
+    }
+    u->db = (int)v;
+    return 0;
+}
+
+static int host_char_ok(unsigned char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '-' || c == '_';
+}
+
+/* "[v6]" at s; returns the bytes used or -1. */
+static int parse_ipv6(sluice_url *u, const char *s, size_t *used, url_err *e) {
+    const char *close = strchr(s, ']');
+    unsigned char addr[16];
+    size_t len;
+    if (close == NULL) {
+        return url_fail(e, "IPv6 host has no closing ']'");
+    }
+    len = (size_t)(close - s - 1);
+    if (len == 0) {
+        return url_fail(e, "empty host");
+    }
+    if (len >= sizeof(u->host)) {
+        return url_fail(e, "host is longer than %zu bytes", sizeof(u->host) - 1);
+    }
+    memcpy(u->host, s + 1, len);
+    u->host[len] = '\0';
+    if (inet_pton(AF_INET6, u->host, addr) != 1) {
+        return url_fail(e, "host \"[%s]\" is not an IPv6 address", u->host);
+    }
+    *used = len + 2;
+    return 0;
+}
+
+static int parse_host(sluice_url *u, const char *s, size_t *used, url_err *e) {
+    size_t len;
+    if (s[0] == '[') {
+        return parse_ipv6(u, s, used, e);
+    }
+    len = strcspn(s, ":/?#");
+    if (len == 0) {
+        return url_fail(e, "empty host");
+    }
+    if (len >= sizeof(u->host)) {
+        return url_fail(e, "host is longer than %zu bytes", sizeof(u->host) - 1);
+    }
+    for (size_t i = 0; i < len; i++) {
+        if (!host_char_ok((unsigned char)s[i])) {
+            return url_fail(e, "host \"%.*s\" has '%c' at position %zu", (int)len, s, s[i], i);
+        }
+    }
+    memcpy(u->host, s, len);
+    u->host[len] = '\0';
+    *used = len;
+    return 0;
+}
+
+/* After "redis://". */
+static int parse_tcp(sluice_url *u, const char *s, url_err *e) {
+    const char *at = strrchr(s, '@');
+    const char *p = s;
+    size_t used = 0, len;
+    if (at != NULL) {
+        if (parse_userinfo(u, s, (size_t)(at - s), e) != 0) {
+            return SLUICE_EINVAL;
+        }
+        p = at + 1;
+    }
+    if (parse_host(u, p, &used, e) != 0) {
+        return SLUICE_EINVAL;
+    }
+    p += used;
+    if (*p == ':') {
+        len = strcspn(p + 1, "/?#");
+        if (parse_port(u, p + 1, len, e) != 0) {
+            return SLUICE_EINVAL;
+        }
+        p += 1 + len;
+    }
+    if (*p == '/') {
+        len = strcspn(p + 1, "/?#");
+        if (len > 0 && parse_db(u, p + 1, len, e) != 0) {
+            return SLUICE_EINVAL;
+        }
+        p += 1 + len;
+    }
+    if (*p != '\0') {
+        return url_fail(e, "unexpected \"%s\" after the %s", p, used > 0 ? "address" : "host");
+    }
+    return 0;
+}
+
+/* "?db=N" (or nothing) after a unix socket path. */
+static int parse_unix_query(sluice_url *u, const char *q, url_err *e) {
+    size_t len;
+    if (*q == '\0') {
+        return 0;
+    }
+    if (*q != '?') {
+        return url_fail(e, "unexpected \"%s\" after the socket path", q);
+    }
+    q++;
+    if (strncmp(q, "db=", 3) != 0) {
+        return url_fail(e, "unknown query parameter \"%.*s\" (only db=N is accepted)",
+                        (int)strcspn(q, "=&#"), q);
+    }
+    q += 3;
+    len = strcspn(q, "&#");
+    if (parse_db(u, q, len, e) != 0) {
+        return SLUICE_EINVAL;
+    }
+    if (q[len] != '\0') {
+        return url_fail(e, "unexpected \"%s\" after db=%.*s", q + len, (int)len, q);
+    }
+    return 0;
+}
+
+/* After "unix://". */
+static int parse_unix(sluice_url *u, const char *s, url_err *e) {
+    const char *path = s;
+    size_t len;
+    u->is_unix = 1;
+    if (s[0] != '/') {
+        const char *at = strstr(s, "@/");
+        if (at != NULL) {
+            if (parse_userinfo(u, s, (size_t)(at - s), e) != 0) {
+                return SLUICE_EINVAL;
+            }
+            path = at + 1;
+        }
+    }
+    len = strcspn(path, "?#");
+    if (len == 0) {
+        return url_fail(e, "unix socket path is empty (expected unix:///path/to/socket)");
+    }
+    /* the relative "path" may be credentials missing their '@/': do not echo it */
+    if (path[0] != '/') {
+        return url_fail(e, "unix socket path is relative (expected unix:///path/to/socket)");
+    }
+    if (len > URL_PATH_MAX) {
+        return url_fail(e, "unix socket path is %zu bytes; the limit is %zu", len, URL_PATH_MAX);
+    }
+    memcpy(u->path, path, len);
+    u->path[len] = '\0';
+    return parse_unix_query(u, path + len, e);
+}
+
+/* Refuses spaces and control characters anywhere: they are typos or injection attempts. */
+static int check_chars(const char *s, size_t n, url_err *e) {
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == ' ') {
+            return url_fail(e, "URL has a space at position %zu (percent-encode it as %%20)", i);
+        }
+        if (c < 0x20 || c == 0x7f) {
+            return url_fail(e, "URL has control character 0x%02x at position %zu", c, i);
+        }
+    }
+    return 0;
+}
+
+static int parse_scheme(sluice_url *u, const char *s, url_err *e) {
+    const char *sep;
+    if (strncasecmp(s, "redis://", 8) == 0) {
+        return parse_tcp(u, s + 8, e);
+    }
+    if (strncasecmp(s, "unix://", 7) == 0) {
+        return parse_unix(u, s + 7, e);
+    }
+    sep = strstr(s, "://");
+    if (sep != NULL && strcspn(s, ":@/") == (size_t)(sep - s)) {
+        return url_fail(e, "unknown scheme \"%.*s\" (expected redis:// or unix://)", (int)(sep - s),
+                        s);
+    }
+    return url_fail(e, "URL has no scheme (expected redis://host[:port][/db] or unix:///path)");
+}
+
+int sluice_url_parse(sluice_url *out, const char *s, char *err, size_t errlen) {
+    url_err e = {err, errlen};
+    size_t n;
+    int rc;
+    if (out != NULL) {
+        memset(out, 0, sizeof(*out));
+    }
+    if (out == NULL || s == NULL) {
+        return url_fail(&e, "missing URL");
+    }
+    out->port = 6379;
+    n = strnlen(s, SLUICE_URL_MAX + 1);
+    if (n > SLUICE_URL_MAX) {
+        return url_fail(&e, "URL is longer than %d bytes", SLUICE_URL_MAX);
+    }
+    if (n == 0) {
+        return url_fail(&e, "URL is empty");
+    }
+    rc = check_chars(s, n, &e);
+    if (rc == 0) {
+        rc = parse_scheme(out, s, &e);
+    }
+    if (rc != 0) {
+        memset(out, 0, sizeof(*out)); /* no half-parsed password left behind */
+    }
+    return rc;
+}
+
+/* Appends the user, percent-encoding anything outside the unreserved set. */
+static size_t encode_user(char *dst, size_t cap, const char *user) {
+    static const char hex[] = "0123456789ABCDEF";
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)user; *p != '\0' && o + 4 < cap; p++) {
+        if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
+            *p == '-' || *p == '.' || *p == '_' || *p == '~') {
+            dst[o++] = (char)*p;
+        } else {
+            dst[o++] = '%';
+            dst[o++] = hex[*p >> 4];
+            dst[o++] = hex[*p & 15];
+        }
+    }
+    dst[o] = '\0';
+    return o;
+}
+
+void sluice_url_redact(const sluice_url *u, char *buf, size_t len) {
+    char auth[3 * sizeof(u->user) + 8];
+    size_t a = 0;
+    if (buf == NULL || len == 0) {
+        return;
+    }
+    if (u == NULL) {
+        snprintf(buf, len, "(no url)");
+        return;
+    }
+    if (u->user[0] != '\0' || u->password[0] != '\0') {
+        a = encode_user(auth, sizeof(auth) - 6, u->user);
+        a += (size_t)snprintf(auth + a, sizeof(auth) - a, "%s@", u->password[0] ? ":***" : "");
+    }
+    auth[a] = '\0';
+    if (u->is_unix) {
+        snprintf(buf, len, u->db != 0 ? "unix://%s%s?db=%d" : "unix://%s%s", auth, u->path, u->db);
+    } else if (strchr(u->host, ':') != NULL) {
+        snprintf(buf, len, u->db != 0 ? "redis://%s[%s]:%d/%d" : "redis://%s[%s]:%d", auth, u->host,
+                 u->port, u->db);
+    } else {
+        snprintf(buf, len, u->db != 0 ? "redis://%s%s:%d/%d" : "redis://%s%s:%d", auth, u->host,
+                 u->port, u->db);
+    }
+}
+
+const char *sluice_url_default(void) {
+    const char *env = getenv("SLUICE_REDIS_URL");
+    return env != NULL && env[0] != '\0' ? env : SLUICE_DEFAULT_REDIS_URL;
+}
