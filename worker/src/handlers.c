@@ -13,6 +13,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,12 +74,23 @@ static void crash_handler(sluice_worker *w, const sluice_job *job, void *arg) {
 typedef struct sleeper {
     uv_timer_t timer;
     const sluice_job *job;
+    struct sleeper *prev, *next; /* the live sleepers, for sluice__handlers_abandon */
 } sleeper;
 
 static unsigned sleep_ms;
+static sleeper *sleepers;
 
 static void sleeper_closed(uv_handle_t *h) {
-    free(h->data);
+    sleeper *s = h->data;
+    if (s->prev != NULL) {
+        s->prev->next = s->next;
+    } else {
+        sleepers = s->next;
+    }
+    if (s->next != NULL) {
+        s->next->prev = s->prev;
+    }
+    free(s);
 }
 
 static void sleeper_cb(uv_timer_t *t) {
@@ -94,6 +106,12 @@ static void sleep_handler(sluice_worker *w, const sluice_job *job, void *arg) {
         return;
     }
     s->job = job;
+    s->prev = NULL;
+    s->next = sleepers;
+    if (sleepers != NULL) {
+        sleepers->prev = s;
+    }
+    sleepers = s;
     uv_timer_init(sluice_worker_loop(w), &s->timer);
     s->timer.data = s;
     uv_timer_start(&s->timer, sleeper_cb, sleep_ms, 0);
@@ -160,7 +178,9 @@ static void exec_handler(sluice_worker *w, const sluice_job *job, void *arg) {
                                .args = args,
                                .env = env,
                                .stdio_count = 3,
-                               .stdio = stdio};
+                               .stdio = stdio,
+                               /* own process group: abandoning kills the whole command */
+                               .flags = UV_PROCESS_DETACHED};
     int rc = uv_spawn(loop, &c->proc, &po);
     free(env);
     if (rc != 0) {
@@ -175,6 +195,21 @@ static void exec_handler(sluice_worker *w, const sluice_job *job, void *arg) {
     if (uv_write(&c->wr, (uv_stream_t *)&c->in, &buf, 1, child_written) != 0) {
         uv_close((uv_handle_t *)&c->in, child_closed);
     }
+}
+
+static void kill_child(uv_handle_t *h, void *arg) {
+    if (h->type == UV_PROCESS && !uv_is_closing(h)) {
+        kill(-((uv_process_t *)h)->pid, SIGKILL); /* its whole process group */
+    }
+}
+
+void sluice__handlers_abandon(uv_loop_t *loop) {
+    for (sleeper *s = sleepers; s != NULL; s = s->next) {
+        if (!uv_is_closing((uv_handle_t *)&s->timer)) {
+            uv_close((uv_handle_t *)&s->timer, sleeper_closed);
+        }
+    }
+    uv_walk(loop, kill_child, NULL);
 }
 
 int sluice__handler_parse(const char *spec, const char *queue, sluice_worker_options *o, char *err,

@@ -15,6 +15,10 @@ int sluice__handler_parse(const char *spec, const char *queue, sluice_worker_opt
 /* Opens FILE for --record. Returns 0 or -errno. */
 int sluice__handlers_record(const char *path);
 
+/* After the grace period: stops every sleep (no verdict) and kills every exec child, so the
+ * loop can end; their entries stay pending and are reclaimed by other workers. */
+void sluice__handlers_abandon(uv_loop_t *loop);
+
 /* environ plus `n` extra "K=V" strings (malloc'ed array, strings borrowed). */
 char **sluice__handlers_env(char extra[][160], size_t n);
 

@@ -53,6 +53,12 @@ static const char usage[] =
 
 static sluice_worker *worker;
 static int signals_seen;
+static uv_timer_t abandon_timer;
+static int grace_ms;
+
+static void abandon_cb(uv_timer_t *t) {
+    sluice__handlers_abandon(t->loop);
+}
 
 static void on_signal(uv_signal_t *s, int signum) {
     if (++signals_seen > 1) {
@@ -61,6 +67,8 @@ static void on_signal(uv_signal_t *s, int signum) {
         _exit(130);
     }
     sluice_worker_stop(worker);
+    /* the worker stops waiting after the grace period; then end what its handlers still run */
+    uv_timer_start(&abandon_timer, abandon_cb, (uint64_t)grace_ms + 50, 0);
 }
 
 static int bad(const char *msg) {
@@ -238,6 +246,9 @@ int main(int argc, char **argv) {
     uv_signal_start(&sigint, on_signal, SIGINT);
     uv_unref((uv_handle_t *)&sigterm); /* signals alone do not keep the loop running */
     uv_unref((uv_handle_t *)&sigint);
+    uv_timer_init(loop, &abandon_timer);
+    uv_unref((uv_handle_t *)&abandon_timer);
+    grace_ms = a.o.grace_ms;
     sluice_metrics *m = NULL;
     if (a.metrics != NULL &&
         sluice__metrics_start(loop, a.metrics, worker, &m, err, sizeof(err)) != 0) {
@@ -248,6 +259,7 @@ int main(int argc, char **argv) {
     sluice__metrics_stop(m);
     uv_close((uv_handle_t *)&sigterm, NULL);
     uv_close((uv_handle_t *)&sigint, NULL);
+    uv_close((uv_handle_t *)&abandon_timer, NULL);
     uv_run(loop, UV_RUN_DEFAULT);
     sluice_worker_stats s;
     sluice_worker_get_stats(worker, &s);

@@ -74,7 +74,8 @@ int sluice_worker_new(const sluice_worker_options *in, sluice_worker **out, char
         o.f = d.f;                                                                                 \
     }
     DEFAULT(concurrency)
-    DEFAULT(read_batch) DEFAULT(block_ms) DEFAULT(visibility_timeout_ms) DEFAULT(max_deliveries)
+    DEFAULT(read_batch)
+    DEFAULT(block_ms) DEFAULT(visibility_timeout_ms) DEFAULT(max_deliveries)
         DEFAULT(connect_timeout_ms) DEFAULT(command_timeout_ms)
 #undef DEFAULT
             if (o.group == NULL || o.group[0] == '\0') {
@@ -423,6 +424,9 @@ static void stop_cb(uv_async_t *a) {
 }
 
 void sluice_worker_stop(sluice_worker *w) {
+    if (w->closing) {
+        return; /* its async handle is closed or closing */
+    }
     uv_async_send(&w->stop_async);
 }
 
