@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_queue.c - queue names (FAULTS.md B10) and the keys of a queue (data model version 1).
+ * Every refused name is refused here, before anything could reach Redis. No network.
+ */
+#include <stdlib.h>
+
+#include "harness.h"
+#include "sluice/queue.h"
+#include "sluice/status.h"
+
+static char err[256];
+
+static void name_ok_at(int line, const char *name) {
+    err[0] = '\0';
+    if (sluice_queue_name_check(name, err, sizeof(err)) != 0) {
+        fprintf(stderr, "%s:%d: \"%s\" refused: %s\n", __FILE__, line, name, err);
+        exit(1);
+    }
+}
+
+static void name_bad_at(int line, const char *name, const char *want) {
+    int rc;
+    err[0] = '\0';
+    rc = sluice_queue_name_check(name, err, sizeof(err));
+    if (rc != SLUICE_EINVAL || strcmp(err, want) != 0) {
+        fprintf(stderr, "%s:%d: got %d \"%s\"; wanted EINVAL and \"%s\"\n", __FILE__, line, rc, err,
+                want);
+        exit(1);
+    }
+}
+
+#define NAME_OK(n)        name_ok_at(__LINE__, n)
+#define NAME_BAD(n, want) name_bad_at(__LINE__, n, want)
+
+static void test_good_names(void) {
+    char name[SLUICE_QUEUE_NAME_MAX + 1];
+    static const char ab_nul_cd[] = "ab\0cd"; /* a C string: the name is "ab" */
+    NAME_OK("a");
+    NAME_OK("orders");
+    NAME_OK("Orders_2026.v1-eu");
+    NAME_OK("-._");
+    NAME_OK(ab_nul_cd);
+    memset(name, 'q', SLUICE_QUEUE_NAME_MAX);
+    name[SLUICE_QUEUE_NAME_MAX] = '\0';
+    NAME_OK(name);
+    CHECK_EQ(sluice_queue_name_check("x", NULL, 0), 0);
+}
+
+static void test_bad_names(void) {
+    const char *tail = "; allowed: A-Z a-z 0-9 _ . -";
+    char want[128];
+    char *big = malloc(10 * 1024 + 1);
+    CHECK(big != NULL);
+    NAME_BAD("", "queue name is empty");
+    NAME_BAD(NULL, "queue name is missing");
+    snprintf(want, sizeof(want), "queue name has ' ' (0x20) at position 2%s", tail);
+    NAME_BAD("my queue", want);
+    snprintf(want, sizeof(want), "queue name has '{' (0x7b) at position 0%s", tail);
+    NAME_BAD("{orders}", want);
+    snprintf(want, sizeof(want), "queue name has '}' (0x7d) at position 1%s", tail);
+    NAME_BAD("a}b", want);
+    snprintf(want, sizeof(want), "queue name has '*' (0x2a) at position 6%s", tail);
+    NAME_BAD("orders*", want);
+    snprintf(want, sizeof(want), "queue name has ':' (0x3a) at position 6%s", tail);
+    NAME_BAD("sluice:x", want);
+    snprintf(want, sizeof(want), "queue name has byte 0x0a at position 1%s", tail);
+    NAME_BAD("a\nb", want);
+    snprintf(want, sizeof(want), "queue name has byte 0xc3 at position 3%s", tail);
+    NAME_BAD("caf\xc3\xa9", want);
+    memset(big, 'a', 10 * 1024);
+    big[10 * 1024] = '\0';
+    NAME_BAD(big, "queue name is longer than 64 characters; the limit is 64");
+    big[SLUICE_QUEUE_NAME_MAX + 1] = '\0';
+    NAME_BAD(big, "queue name is longer than 64 characters; the limit is 64");
+    free(big);
+    /* an unterminated 65-byte buffer: the check stops at byte 65 (ASan would see more) */
+    big = malloc(SLUICE_QUEUE_NAME_MAX + 1);
+    CHECK(big != NULL);
+    memset(big, 'a', SLUICE_QUEUE_NAME_MAX + 1);
+    CHECK_EQ(sluice_queue_name_check(big, err, sizeof(err)), SLUICE_EINVAL);
+    free(big);
+    /* a short err buffer is cut, not overrun */
+    char tiny[6];
+    CHECK_EQ(sluice_queue_name_check("a b", tiny, sizeof(tiny)), SLUICE_EINVAL);
+    CHECK_STREQ(tiny, "queue");
+}
+
+static void test_keys(void) {
+    sluice_keys k;
+    char name[SLUICE_QUEUE_NAME_MAX + 1];
+    CHECK_OK(sluice_keys_init(&k, "orders", err, sizeof(err)), "");
+    CHECK_STREQ(k.stream, "sluice:{orders}:stream");
+    CHECK_STREQ(k.dead, "sluice:{orders}:dead");
+    CHECK_STREQ(k.meta, "sluice:{orders}:meta");
+    CHECK_STREQ(k.stats, "sluice:{orders}:stats");
+    CHECK_STREQ(k.list, "sluice:{orders}:list");
+    CHECK_STREQ(k.procs, "sluice:{orders}:procs");
+    CHECK_STREQ(k.prefix, "sluice:{orders}:");
+    /* the longest name still fits every key */
+    memset(name, 'z', SLUICE_QUEUE_NAME_MAX);
+    name[SLUICE_QUEUE_NAME_MAX] = '\0';
+    CHECK_OK(sluice_keys_init(&k, name, err, sizeof(err)), "");
+    CHECK_EQ(strlen(k.stream), SLUICE_QUEUE_NAME_MAX + strlen("sluice:{}:stream"));
+    CHECK_EQ(strlen(k.procs), SLUICE_QUEUE_NAME_MAX + strlen("sluice:{}:procs"));
+    CHECK_EQ(sluice_keys_init(&k, "a{b}", err, sizeof(err)), SLUICE_EINVAL);
+    CHECK(strstr(err, "'{' (0x7b) at position 1") != NULL);
+    CHECK_EQ(sluice_keys_init(NULL, "a", err, sizeof(err)), SLUICE_EINVAL);
+    CHECK_EQ(sluice_keys_init(&k, NULL, NULL, 0), SLUICE_EINVAL);
+}
+
+static void test_backend(void) {
+    sluice_backend b = SLUICE_BACKEND_LIST;
+    CHECK_OK(sluice_backend_parse("stream", &b), "");
+    CHECK_EQ(b, SLUICE_BACKEND_STREAM);
+    CHECK_OK(sluice_backend_parse("list", &b), "");
+    CHECK_EQ(b, SLUICE_BACKEND_LIST);
+    CHECK_EQ(sluice_backend_parse("Stream", &b), SLUICE_EINVAL);
+    CHECK_EQ(sluice_backend_parse("", &b), SLUICE_EINVAL);
+    CHECK_EQ(sluice_backend_parse(NULL, &b), SLUICE_EINVAL);
+    CHECK_EQ(sluice_backend_parse("list", NULL), SLUICE_EINVAL);
+    CHECK_EQ(b, SLUICE_BACKEND_LIST);
+    CHECK_STREQ(sluice_backend_name(SLUICE_BACKEND_STREAM), "stream");
+    CHECK_STREQ(sluice_backend_name(SLUICE_BACKEND_LIST), "list");
+    CHECK_STREQ(sluice_backend_name((sluice_backend)7), "unknown");
+}
+
+int main(void) {
+    test_good_names();
+    test_bad_names();
+    test_keys();
+    test_backend();
+    printf("test_queue: 4 groups passed\n");
+    return 0;
+}

@@ -1,0 +1,237 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_url.c - Redis URL parsing and redaction: every accepted form, and the malformed URLs of
+ * FAULTS.md B11, each refused with a message naming the bad part and never the password.
+ * No network.
+ */
+#include <stdlib.h>
+
+#include "harness.h"
+#include "sluice/status.h"
+#include "sluice/url.h"
+
+static char err[512];
+
+static sluice_url parse_ok_at(int line, const char *s) {
+    sluice_url u;
+    err[0] = '\0';
+    if (sluice_url_parse(&u, s, err, sizeof(err)) != 0) {
+        fprintf(stderr, "%s:%d: \"%s\" refused: %s\n", __FILE__, line, s, err);
+        exit(1);
+    }
+    return u;
+}
+
+static void parse_bad_at(int line, const char *s, const char *needle) {
+    sluice_url u;
+    int rc;
+    err[0] = '\0';
+    rc = sluice_url_parse(&u, s, err, sizeof(err));
+    if (rc != SLUICE_EINVAL || strstr(err, needle) == NULL) {
+        fprintf(stderr, "%s:%d: \"%s\" gave %d \"%s\"; wanted EINVAL and \"%s\"\n", __FILE__, line,
+                s, rc, err, needle);
+        exit(1);
+    }
+    /* nothing half-parsed is left behind, and the secret never reaches the message */
+    CHECK_STREQ(u.password, "");
+    CHECK(strstr(err, "hunter2") == NULL);
+}
+
+#define PARSE_OK(s)       parse_ok_at(__LINE__, s)
+#define PARSE_BAD(s, msg) parse_bad_at(__LINE__, s, msg)
+
+static void test_tcp(void) {
+    sluice_url u = PARSE_OK("redis://127.0.0.1:6379");
+    CHECK_EQ(u.is_unix, 0);
+    CHECK_STREQ(u.host, "127.0.0.1");
+    CHECK_EQ(u.port, 6379);
+    CHECK_STREQ(u.user, "");
+    CHECK_STREQ(u.password, "");
+    CHECK_EQ(u.db, 0);
+    u = PARSE_OK("redis://cache.internal");
+    CHECK_STREQ(u.host, "cache.internal");
+    CHECK_EQ(u.port, 6379);
+    u = PARSE_OK("redis://worker:hunter2@redis-1:6380/2");
+    CHECK_STREQ(u.user, "worker");
+    CHECK_STREQ(u.password, "hunter2");
+    CHECK_STREQ(u.host, "redis-1");
+    CHECK_EQ(u.port, 6380);
+    CHECK_EQ(u.db, 2);
+    u = PARSE_OK("redis://:hunter2@host");
+    CHECK_STREQ(u.user, "");
+    CHECK_STREQ(u.password, "hunter2");
+    u = PARSE_OK("redis://alice@host");
+    CHECK_STREQ(u.user, "alice");
+    CHECK_STREQ(u.password, "");
+    u = PARSE_OK("redis://host/");
+    CHECK_EQ(u.db, 0);
+    u = PARSE_OK("redis://host:1/2147483647");
+    CHECK_EQ(u.port, 1);
+    CHECK_EQ(u.db, 2147483647);
+    u = PARSE_OK("redis://host:65535");
+    CHECK_EQ(u.port, 65535);
+    u = PARSE_OK("REDIS://Host_1");
+    CHECK_STREQ(u.host, "Host_1");
+}
+
+static void test_ipv6_and_escapes(void) {
+    sluice_url u = PARSE_OK("redis://[::1]:7000/3");
+    CHECK_STREQ(u.host, "::1");
+    CHECK_EQ(u.port, 7000);
+    CHECK_EQ(u.db, 3);
+    u = PARSE_OK("redis://[2001:db8::2]");
+    CHECK_STREQ(u.host, "2001:db8::2");
+    CHECK_EQ(u.port, 6379);
+    u = PARSE_OK("redis://us%40er:p%3Ass%2Fw%25@host");
+    CHECK_STREQ(u.user, "us@er");
+    CHECK_STREQ(u.password, "p:ss/w%");
+    /* credentials end at the last '@': a raw '@' or '/' in a password still works */
+    u = PARSE_OK("redis://u:pa@ss/w@host:6379");
+    CHECK_STREQ(u.password, "pa@ss/w");
+    CHECK_STREQ(u.host, "host");
+    u = PARSE_OK("redis://u:a:b@host");
+    CHECK_STREQ(u.user, "u");
+    CHECK_STREQ(u.password, "a:b");
+}
+
+static void test_unix(void) {
+    char path[200];
+    sluice_url u = PARSE_OK("unix:///tmp/redis.sock");
+    CHECK_EQ(u.is_unix, 1);
+    CHECK_STREQ(u.path, "/tmp/redis.sock");
+    CHECK_EQ(u.db, 0);
+    u = PARSE_OK("unix:///var/run/redis/redis.sock?db=5");
+    CHECK_STREQ(u.path, "/var/run/redis/redis.sock");
+    CHECK_EQ(u.db, 5);
+    u = PARSE_OK("unix://worker:hunter2@/run/r.sock?db=1");
+    CHECK_STREQ(u.user, "worker");
+    CHECK_STREQ(u.password, "hunter2");
+    CHECK_STREQ(u.path, "/run/r.sock");
+    CHECK_EQ(u.db, 1);
+    u = PARSE_OK("unix://:hunter2@/r.sock");
+    CHECK_STREQ(u.user, "");
+    CHECK_STREQ(u.password, "hunter2");
+    /* sun_path holds 107 bytes and a NUL */
+    snprintf(path, sizeof(path), "unix:///%0106d", 7);
+    u = PARSE_OK(path);
+    CHECK_EQ(strlen(u.path), 107);
+    snprintf(path, sizeof(path), "unix:///%0107d", 7);
+    PARSE_BAD(path, "unix socket path is 108 bytes; the limit is 107");
+    PARSE_BAD("unix://relative/redis.sock", "unix socket path is relative");
+    PARSE_BAD("unix://u:hunter2@relative", "unix socket path is relative");
+    PARSE_BAD("unix://", "unix socket path is empty");
+    PARSE_BAD("unix:///tmp/r.sock?db=x", "db \"x\" is not a non-negative integer");
+    PARSE_BAD("unix:///tmp/r.sock?db=", "db \"\" is not a non-negative integer");
+    PARSE_BAD("unix:///tmp/r.sock?timeout=5", "unknown query parameter \"timeout\"");
+    PARSE_BAD("unix:///tmp/r.sock?db=1&x=2", "unexpected \"&x=2\" after db=1");
+    PARSE_BAD("unix:///tmp/r.sock#x", "unexpected \"#x\" after the socket path");
+}
+
+/* B11 */
+static void test_bad(void) {
+    sluice_url u;
+    char long_url[SLUICE_URL_MAX + 16];
+    PARSE_BAD("http://host:6379", "unknown scheme \"http\"");
+    PARSE_BAD("rediss://host", "unknown scheme \"rediss\"");
+    PARSE_BAD("host:6379", "URL has no scheme");
+    PARSE_BAD("hunter2@host", "URL has no scheme");
+    PARSE_BAD("", "URL is empty");
+    PARSE_BAD("redis://", "empty host");
+    PARSE_BAD("redis://:6379", "empty host");
+    PARSE_BAD("redis://u:hunter2@", "empty host");
+    PARSE_BAD("redis://u:hunter2@:6379/1", "empty host");
+    PARSE_BAD("redis://host:0", "port 0 is out of range 1..65535");
+    PARSE_BAD("redis://host:65536", "port 65536 is out of range 1..65535");
+    PARSE_BAD("redis://host:99999999999999999999999", "out of range 1..65535");
+    PARSE_BAD("redis://host:abc", "port \"abc\" is not a number");
+    PARSE_BAD("redis://host:-1", "port \"-1\" is not a number");
+    PARSE_BAD("redis://host:", "port is empty");
+    PARSE_BAD("redis://host:6379:6380", "port \"6379:6380\" is not a number");
+    PARSE_BAD("redis://host/x", "db \"x\" is not a non-negative integer");
+    PARSE_BAD("redis://host/-1", "db \"-1\" is not a non-negative integer");
+    PARSE_BAD("redis://host/2147483648", "db 2147483648 is out of range 0..2147483647");
+    PARSE_BAD("redis://host/1/2", "unexpected \"/2\"");
+    PARSE_BAD("redis://host?db=1", "unexpected \"?db=1\"");
+    PARSE_BAD("redis://host#frag", "unexpected \"#frag\"");
+    PARSE_BAD("redis://ho st", "URL has a space at position 10");
+    PARSE_BAD("redis://u:hunter 2@host", "URL has a space at position 16");
+    PARSE_BAD("redis://host\n", "control character 0x0a at position 12");
+    PARSE_BAD("redis://host\x7f", "control character 0x7f");
+    PARSE_BAD("redis://[::1", "no closing ']'");
+    PARSE_BAD("redis://[zz::1]:6379", "host \"[zz::1]\" is not an IPv6 address");
+    PARSE_BAD("redis://[]:6379", "empty host");
+    PARSE_BAD("redis://h!st", "host \"h!st\" has '!' at position 1");
+    PARSE_BAD("redis://u:%zz@host", "password has a bad percent-escape");
+    PARSE_BAD("redis://u:hunter2%4@host", "password has a bad percent-escape");
+    PARSE_BAD("redis://u%00:p@host", "user contains %00");
+    memset(long_url, 'a', sizeof(long_url));
+    memcpy(long_url, "redis://u:", 10);
+    long_url[10 + 256] = '@';
+    long_url[10 + 256 + 1] = 'h';
+    long_url[10 + 256 + 2] = '\0';
+    PARSE_BAD(long_url, "password is longer than 255 bytes");
+    memset(long_url, 'a', sizeof(long_url));
+    memcpy(long_url, "redis://", 8);
+    long_url[SLUICE_URL_MAX] = '\0';
+    PARSE_BAD(long_url, "host is longer than 255 bytes"); /* 1024 bytes: the length is fine */
+    long_url[SLUICE_URL_MAX] = 'a';
+    long_url[SLUICE_URL_MAX + 1] = '\0';
+    PARSE_BAD(long_url, "URL is longer than 1024 bytes");
+    CHECK_EQ(sluice_url_parse(&u, NULL, NULL, 0), SLUICE_EINVAL);
+    CHECK_EQ(sluice_url_parse(NULL, "redis://h", err, sizeof(err)), SLUICE_EINVAL);
+}
+
+static void redacts_to_at(int line, const char *url, const char *want) {
+    sluice_url u = parse_ok_at(line, url);
+    char buf[512];
+    sluice_url_redact(&u, buf, sizeof(buf));
+    if (strcmp(buf, want) != 0) {
+        fprintf(stderr, "%s:%d: redact(\"%s\") = \"%s\", wanted \"%s\"\n", __FILE__, line, url, buf,
+                want);
+        exit(1);
+    }
+}
+
+#define REDACTS_TO(url, want) redacts_to_at(__LINE__, url, want)
+
+static void test_redact(void) {
+    sluice_url u = PARSE_OK("redis://worker:hunter2@host:6380/2");
+    char small[10];
+    REDACTS_TO("redis://worker:hunter2@host:6380/2", "redis://worker:***@host:6380/2");
+    REDACTS_TO("redis://host", "redis://host:6379");
+    REDACTS_TO("redis://:hunter2@host", "redis://:***@host:6379");
+    REDACTS_TO("redis://alice@host/0", "redis://alice@host:6379");
+    REDACTS_TO("redis://[::1]:7000/1", "redis://[::1]:7000/1");
+    REDACTS_TO("redis://us%40er:x@h", "redis://us%40er:***@h:6379");
+    REDACTS_TO("unix:///tmp/r.sock", "unix:///tmp/r.sock");
+    REDACTS_TO("unix:///tmp/r.sock?db=3", "unix:///tmp/r.sock?db=3");
+    REDACTS_TO("unix://u:hunter2@/tmp/r.sock", "unix://u:***@/tmp/r.sock");
+    /* always NUL-terminated, even when cut short */
+    sluice_url_redact(&u, small, sizeof(small));
+    CHECK_STREQ(small, "redis://w");
+    sluice_url_redact(&u, small, 0);
+    sluice_url_redact(NULL, small, sizeof(small));
+    CHECK(strlen(small) < sizeof(small));
+}
+
+static void test_default(void) {
+    unsetenv("SLUICE_REDIS_URL");
+    CHECK_STREQ(sluice_url_default(), SLUICE_DEFAULT_REDIS_URL);
+    setenv("SLUICE_REDIS_URL", "", 1);
+    CHECK_STREQ(sluice_url_default(), "redis://127.0.0.1:6379");
+    setenv("SLUICE_REDIS_URL", "unix:///tmp/x.sock", 1);
+    CHECK_STREQ(sluice_url_default(), "unix:///tmp/x.sock");
+    unsetenv("SLUICE_REDIS_URL");
+    (void)PARSE_OK(SLUICE_DEFAULT_REDIS_URL);
+}
+
+int main(void) {
+    test_tcp();
+    test_ipv6_and_escapes();
+    test_unix();
+    test_bad();
+    test_redact();
+    test_default();
+    printf("test_url: 6 groups passed\n");
+    return 0;
+}
