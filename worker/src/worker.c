@@ -69,16 +69,18 @@ int sluice_worker_new(const sluice_worker_options *in, sluice_worker **out, char
         err = ebuf;
         errlen = sizeof(ebuf);
     }
-#define DEFAULT(f)                                                                                 \
-    if (o.f == 0) {                                                                                \
-        o.f = d.f;                                                                                 \
+    int *fields[] = {&o.concurrency,           &o.read_batch,     &o.block_ms,
+                     &o.visibility_timeout_ms, &o.max_deliveries, &o.connect_timeout_ms,
+                     &o.command_timeout_ms};
+    const int defaults[] = {d.concurrency,           d.read_batch,     d.block_ms,
+                            d.visibility_timeout_ms, d.max_deliveries, d.connect_timeout_ms,
+                            d.command_timeout_ms};
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+        if (*fields[i] == 0) { /* zero means "default" */
+            *fields[i] = defaults[i];
+        }
     }
-    DEFAULT(concurrency)
-    DEFAULT(read_batch)
-    DEFAULT(block_ms) DEFAULT(visibility_timeout_ms) DEFAULT(max_deliveries)
-        DEFAULT(connect_timeout_ms) DEFAULT(command_timeout_ms)
-#undef DEFAULT
-            if (o.group == NULL || o.group[0] == '\0') {
+    if (o.group == NULL || o.group[0] == '\0') {
         o.group = SLUICE_DEFAULT_GROUP;
     }
     sluice_keys keys;
