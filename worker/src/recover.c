@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sluice/cli.h"
 #include "sluice/log.h"
 
 #include "worker_internal.h"
@@ -121,9 +122,11 @@ void sluice__touch_tick(uv_timer_t *t) {
     if (w->o.backend != SLUICE_BACKEND_STREAM || !sluice_aconn_ready(w->cmd)) {
         return;
     }
+    /* only jobs running long enough to be at risk: a third of the visibility timeout */
+    uint64_t old = sluice_now_ns() - (uint64_t)w->o.visibility_timeout_ms * 1000000u / 3;
     size_t n = 0;
     for (job *j = w->in_flight.next; j != &w->in_flight; j = j->next) {
-        n += j->state == JOB_HANDLING;
+        n += j->state == JOB_HANDLING && j->start_ns <= old;
     }
     if (n == 0) {
         return;
@@ -136,7 +139,7 @@ void sluice__touch_tick(uv_timer_t *t) {
     args[1] = w->consumer;
     size_t k = 2;
     for (job *j = w->in_flight.next; j != &w->in_flight && k < n + 2; j = j->next) {
-        if (j->state == JOB_HANDLING) {
+        if (j->state == JOB_HANDLING && j->start_ns <= old) {
             args[k++] = j->id;
         }
     }
