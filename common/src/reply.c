@@ -49,7 +49,10 @@ int sluice_reply_error_status(const char *str, size_t len) {
     if (has_prefix(str, len, "ERR") && contains(str, len, "unction not found")) {
         return SLUICE_ENOSCRIPT;
     }
-    if (contains(str, len, "no permissions") || contains(str, len, "NOPERM")) {
+    /* Redis 7.0 refusing a command inside a function: "ERR The user executing the script can't
+     * run this command or subcommand" */
+    if (contains(str, len, "no permissions") || contains(str, len, "NOPERM") ||
+        contains(str, len, "can't run this command")) {
         return SLUICE_ENOPERM;
     }
     return SLUICE_EREDIS;

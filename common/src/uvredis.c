@@ -635,6 +635,9 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
     if (st == SLUICE_ENOSCRIPT && resend(c, l, q) == 0) {
         return;
     }
+    if (reply->type == REDIS_REPLY_ERROR) { /* the errstr tells the caller what Redis said */
+        snprintf(c->err, sizeof(c->err), "%s: %.*s", c->where, (int)reply->len, reply->str);
+    }
     complete(c, q, st, 1, reply);
 }
 

@@ -8,7 +8,8 @@
  *                  SLUICE_DELIVERIES are in its environment.
  *   crash-on:TEXT  abort() the whole worker when the payload contains TEXT, else done (for
  *                  testing poison messages)
- * With --record FILE, each DONE verdict appends "<id> <payload>\n" to FILE with one write(2)
+ * With --record FILE, each DONE verdict appends "<id> <payload> <wall_ms>\n" to FILE (payload
+ * bytes outside 0x21..0x7e as '?'; wall_ms = sluice_wall_ms() at the verdict) with one write(2)
  * before the acknowledgement is sent, so an external checker can prove nothing was lost.
  */
 #include <errno.h>
@@ -20,6 +21,7 @@
 #include <unistd.h>
 
 #include "handlers.h"
+#include "sluice/cli.h"
 
 static int record_fd = -1;
 
@@ -34,11 +36,13 @@ static void record(const sluice_job *job) {
     }
     char line[600];
     size_t n = (size_t)snprintf(line, sizeof(line), "%s ", job->id);
-    for (size_t i = 0; i < job->payload_len && n < sizeof(line) - 2; i++) {
+    for (size_t i = 0; i < job->payload_len && n < sizeof(line) - 24; i++) {
         unsigned char ch = job->payload[i];
         line[n++] = (ch > 0x20 && ch < 0x7f) ? (char)ch : '?';
     }
-    line[n++] = '\n';
+    /* the wall-clock time of the verdict, for end-to-end latency (sluice-bench scale) */
+    n += (size_t)snprintf(line + n, sizeof(line) - n, " %llu\n",
+                          (unsigned long long)sluice_wall_ms());
     if (write(record_fd, line, n) < 0) {
         /* the entry is still acknowledged; the checker will report it as missing */
     }

@@ -298,10 +298,10 @@ static void on_acked(sluice_aconn *c, int status, int sent, redisReply *r, void 
     ack_batch *b = arg;
     sluice_worker *w = b->w;
     if (status != 0 && status != SLUICE_ECANCELED && !w->closing) {
-        /* keep them: the next flush after the connection is back sends them again */
-        w->st.redis_errors++;
-        SLUICE_LOG(SLUICE_LOG_WARN, "event=ack_failed n=%zu status=%s detail=\"%s\"", b->n,
-                   sluice_err_name(status), sluice_aconn_errstr(c));
+        /* keep them: the next flush after the connection is back sends them again; a
+         * permission or type error stops the worker (sluice__worker_error) */
+        sluice__worker_error(w, "ack_failed", status, sluice_aconn_errstr(c));
+        w->ack_pause_until_ms = sluice_now_ms() + 200; /* no storm while Redis refuses */
         for (size_t i = 0; i < b->n; i++) {
             ackq_push(w, b->jobs[i]);
         }
@@ -353,7 +353,10 @@ static int send_acks(sluice_worker *w, ack_batch *b) {
 }
 
 void sluice__jobs_flush(sluice_worker *w) {
-    while (w->ackq_n > 0 && sluice_aconn_ready(w->cmd)) {
+    if (w->ackq_n > 0 && w->ack_pause_until_ms > 0 && sluice_now_ms() < w->ack_pause_until_ms) {
+        return;
+    }
+    while (w->ackq_n > 0 && !w->fatal && sluice_aconn_ready(w->cmd)) {
         size_t n = w->ackq_n > 1000 ? 1000 : w->ackq_n;
         ack_batch *b = malloc(sizeof(*b) + n * sizeof(job *));
         if (b == NULL) {

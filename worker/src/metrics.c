@@ -1,16 +1,620 @@
 /* SPDX-License-Identifier: MIT */
-/* metrics.c - sluice-worker's Prometheus endpoint (see metrics.h). Not written yet. */
+/*
+ * metrics.c - sluice-worker's Prometheus endpoint (see metrics.h).
+ *
+ * A small HTTP/1.0-style responder on the worker's own loop: it reads one request (at most
+ * REQ_MAX bytes, within READ_TIMEOUT_MS), answers GET or HEAD /metrics with the text exposition
+ * format 0.0.4, 404 for any other path, 405 for other methods, 431 for an oversized request,
+ * and closes the connection. At most MAX_CLIENTS connections are open at once; more are closed
+ * on accept.
+ *
+ * Exposed: the worker's counters (processed, failed, retried, dead, reclaimed, read, redis
+ * errors), in flight, the handler latency histogram (buckets sluice_worker_latency_bounds), and
+ * what an autoscaler needs about the queue: depth, lag (entries not yet delivered to the group)
+ * and pending (delivered, not yet acknowledged). Those three come from a query every
+ * QUERY_MS on a connection of our own (stream: XLEN + XINFO GROUPS; list: meta.list_depth and
+ * LLEN of the list) and are left out when the last answer is older than STALE_MS, so a scaler
+ * never acts on a stale number.
+ *
+ * Life cycle: every handle here is unref'd (they never keep the loop alive on their own), and
+ * the module closes itself as soon as the worker starts closing (checked every loop iteration
+ * and every QUERY_MS), because its Redis connection's handles are ref'd and would otherwise keep
+ * sluice_worker_run() from returning. sluice__metrics_stop() frees it once libuv closed all.
+ */
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sluice/cli.h"
+#include "sluice/log.h"
+#include "sluice/redis.h"
 
 #include "metrics.h"
 
-int sluice__metrics_start(uv_loop_t *loop, const char *addr, sluice_worker *w, sluice_metrics **out,
-                          char *err, size_t errlen) {
-    snprintf(err, errlen, "--metrics: not available in this build yet");
-    *out = NULL;
+#define REQ_MAX         8192  /* bytes of one request */
+#define MAX_CLIENTS     64    /* connections open at once */
+#define READ_TIMEOUT_MS 5000  /* to receive the whole request */
+#define QUERY_MS        1000  /* queue depth / lag refresh */
+#define STALE_MS        5000  /* older queue figures are not exposed */
+#define BODY_MAX        65536 /* bytes of one response */
+
+typedef struct client client;
+
+struct sluice_metrics {
+    uv_loop_t *loop;
+    sluice_worker *w;
+    sluice_worker_info info;
+    sluice_keys keys;
+    uv_tcp_t server;
+    uv_timer_t tick;    /* queue query + shutdown check */
+    uv_check_t watch;   /* notices the worker closing */
+    sluice_aconn *conn; /* queue queries */
+    int handles;        /* our own handles and the connection, not yet closed */
+    int nclients;
+    client *clients;
+    int closing, stop_called;
+    int querying;     /* replies still to come in the current query round */
+    int round_failed; /* one of them failed */
+    long long q_depth, q_lag, q_pending;
+    uint64_t q_at_ms; /* when the last complete answer came (0 = never) */
+    unsigned long long q_errors;
+    char label_consumer[300]; /* escaped label value */
+};
+
+struct client {
+    uv_tcp_t tcp;
+    uv_timer_t timer;
+    uv_write_t wr;
+    sluice_metrics *m;
+    client *prev, *next;
+    int open; /* handles not yet closed */
+    int answered;
+    size_t len;
+    char *resp;
+    char req[REQ_MAX];
+};
+
+/* ---- growable text buffer with a hard cap ---- */
+
+typedef struct buf {
+    char *p;
+    size_t len, cap;
+    int failed;
+} buf;
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static void
+bprintf(buf *b, const char *fmt, ...) {
+    va_list ap;
+    for (int attempt = 0; attempt < 2 && !b->failed; attempt++) {
+        va_start(ap, fmt);
+        int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            b->failed = 1;
+        } else if (b->p != NULL && (size_t)n < b->cap - b->len) {
+            b->len += (size_t)n;
+            return;
+        } else {
+            size_t cap = b->cap ? b->cap : 4096;
+            while (cap < b->len + (size_t)n + 1) {
+                cap *= 2;
+            }
+            char *p = cap <= BODY_MAX ? realloc(b->p, cap) : NULL;
+            b->failed = p == NULL;
+            b->p = p ? p : b->p;
+            b->cap = p ? cap : b->cap;
+        }
+    }
+}
+
+/* ---- exposition ---- */
+
+/* A label value with \, " and newline escaped. */
+static void escape_label(char *out, size_t len, const char *s) {
+    size_t n = 0;
+    for (; *s != '\0' && n + 3 < len; s++) {
+        if (*s == '\\' || *s == '"' || *s == '\n') {
+            out[n++] = '\\';
+            out[n++] = *s == '\n' ? 'n' : *s;
+        } else {
+            out[n++] = *s;
+        }
+    }
+    out[n] = '\0';
+}
+
+static void counter(buf *b, const sluice_metrics *m, const char *name, const char *help,
+                    unsigned long long v) {
+    bprintf(b, "# HELP sluice_worker_%s %s\n# TYPE sluice_worker_%s counter\n", name, help, name);
+    bprintf(b, "sluice_worker_%s{queue=\"%s\",consumer=\"%s\"} %llu\n", name, m->info.queue,
+            m->label_consumer, v);
+}
+
+static void histogram(buf *b, const sluice_metrics *m, const sluice_worker_stats *s) {
+    const char *l = "sluice_worker_handler_seconds";
+    unsigned long long cum = 0;
+    bprintf(b, "# HELP %s Time from handing a message to the handler to its verdict.\n", l);
+    bprintf(b, "# TYPE %s histogram\n", l);
+    for (int i = 0; i < 16; i++) {
+        char le[32];
+        cum += s->latency_buckets[i];
+        if (i < 15) {
+            snprintf(le, sizeof(le), "%g", sluice_worker_latency_bounds[i]);
+        } else {
+            snprintf(le, sizeof(le), "+Inf");
+        }
+        bprintf(b, "%s_bucket{queue=\"%s\",consumer=\"%s\",le=\"%s\"} %llu\n", l, m->info.queue,
+                m->label_consumer, le, cum);
+    }
+    bprintf(b, "%s_sum{queue=\"%s\",consumer=\"%s\"} %.6f\n", l, m->info.queue, m->label_consumer,
+            s->latency_sum_s);
+    bprintf(b, "%s_count{queue=\"%s\",consumer=\"%s\"} %llu\n", l, m->info.queue, m->label_consumer,
+            cum);
+}
+
+static void queue_gauge(buf *b, const sluice_metrics *m, const char *name, const char *help,
+                        long long v) {
+    bprintf(b, "# HELP sluice_queue_%s %s\n# TYPE sluice_queue_%s gauge\n", name, help, name);
+    bprintf(b, "sluice_queue_%s{queue=\"%s\",group=\"%s\"} %lld\n", name, m->info.queue,
+            m->info.group, v);
+}
+
+static void queue_metrics(buf *b, const sluice_metrics *m) {
+    int fresh = m->q_at_ms != 0 && sluice_now_ms() - m->q_at_ms <= STALE_MS;
+    bprintf(b, "# HELP sluice_worker_queue_query_errors_total Failed depth/lag queries.\n");
+    bprintf(b, "# TYPE sluice_worker_queue_query_errors_total counter\n");
+    bprintf(b, "sluice_worker_queue_query_errors_total{queue=\"%s\",consumer=\"%s\"} %llu\n",
+            m->info.queue, m->label_consumer, m->q_errors);
+    if (!fresh) {
+        return; /* absent rather than stale */
+    }
+    queue_gauge(b, m, "depth", "Entries in the bucket: waiting + in flight (XLEN).", m->q_depth);
+    queue_gauge(b, m, "lag", "Entries not yet delivered to the consumer group.", m->q_lag);
+    queue_gauge(b, m, "pending", "Entries delivered and not yet acknowledged.", m->q_pending);
+    bprintf(b, "# HELP sluice_queue_age_seconds Age of the depth/lag/pending figures.\n");
+    bprintf(b, "# TYPE sluice_queue_age_seconds gauge\n");
+    bprintf(b, "sluice_queue_age_seconds{queue=\"%s\",group=\"%s\"} %.3f\n", m->info.queue,
+            m->info.group, (double)(sluice_now_ms() - m->q_at_ms) / 1000.0);
+}
+
+static void render(buf *b, const sluice_metrics *m) {
+    sluice_worker_stats s;
+    sluice_worker_get_stats(m->w, &s);
+    counter(b, m, "processed_total", "Messages processed (DONE) and acknowledged.", s.processed);
+    counter(b, m, "failed_total", "FAIL verdicts.", s.failed);
+    counter(b, m, "retried_total", "RETRY verdicts.", s.retried);
+    counter(b, m, "dead_total", "Entries this worker moved to the dead stream.", s.dead);
+    counter(b, m, "reclaimed_total", "Entries claimed from other consumers.", s.reclaimed);
+    counter(b, m, "read_total", "Entries read.", s.read);
+    counter(b, m, "redis_errors_total", "Failed Redis calls.", s.redis_errors);
+    bprintf(b, "# HELP sluice_worker_in_flight Messages read and not yet acknowledged.\n");
+    bprintf(b, "# TYPE sluice_worker_in_flight gauge\n");
+    bprintf(b, "sluice_worker_in_flight{queue=\"%s\",consumer=\"%s\"} %d\n", m->info.queue,
+            m->label_consumer, s.in_flight);
+    histogram(b, m, &s);
+    queue_metrics(b, m);
+}
+
+/* ---- clients ---- */
+
+static void maybe_free(sluice_metrics *m) {
+    if (m->stop_called && m->handles == 0 && m->nclients == 0) {
+        free(m);
+    }
+}
+
+static void client_closed(uv_handle_t *h) {
+    client *c = h->data;
+    if (--c->open > 0) {
+        return;
+    }
+    sluice_metrics *m = c->m;
+    if (c->prev != NULL) {
+        c->prev->next = c->next;
+    } else {
+        m->clients = c->next;
+    }
+    if (c->next != NULL) {
+        c->next->prev = c->prev;
+    }
+    m->nclients--;
+    free(c->resp);
+    free(c);
+    maybe_free(m);
+}
+
+static void client_close(client *c) {
+    if (!uv_is_closing((uv_handle_t *)&c->tcp)) {
+        uv_close((uv_handle_t *)&c->tcp, client_closed);
+        uv_close((uv_handle_t *)&c->timer, client_closed);
+    }
+}
+
+static void written(uv_write_t *req, int status) {
+    client_close(req->data);
+}
+
+static void respond(client *c, const char *status, const char *type, const char *body, size_t blen,
+                    int head) {
+    buf r = {NULL, 0, 0, 0};
+    c->answered = 1;
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    bprintf(&r,
+            "HTTP/1.0 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+            "Connection: close\r\n\r\n",
+            status, type, blen);
+    if (!head && blen > 0) {
+        bprintf(&r, "%.*s", (int)blen, body);
+    }
+    if (r.failed) {
+        free(r.p);
+        client_close(c);
+        return;
+    }
+    c->resp = r.p;
+    uv_buf_t b = uv_buf_init(r.p, (unsigned)r.len);
+    c->wr.data = c;
+    if (uv_write(&c->wr, (uv_stream_t *)&c->tcp, &b, 1, written) != 0) {
+        client_close(c);
+    }
+}
+
+static void respond_text(client *c, const char *status, const char *msg, int head) {
+    respond(c, status, "text/plain; charset=utf-8", msg, strlen(msg), head);
+}
+
+/* Answers once the request head is complete: "METHOD PATH VERSION\r\n...\r\n\r\n". */
+static void handle_request(client *c) {
+    char method[16] = "", path[256] = "";
+    if (sscanf(c->req, "%15s %255s", method, path) != 2) {
+        respond_text(c, "400 Bad Request", "bad request\n", 0);
+        return;
+    }
+    int head = strcmp(method, "HEAD") == 0;
+    if (strcmp(method, "GET") != 0 && !head) {
+        respond_text(c, "405 Method Not Allowed", "method not allowed\n", 0);
+        return;
+    }
+    if (strcspn(path, "?") != 8 || strncmp(path, "/metrics", 8) != 0) {
+        respond_text(c, "404 Not Found", "not found: try /metrics\n", head);
+        return;
+    }
+    buf body = {NULL, 0, 0, 0};
+    render(&body, c->m);
+    if (body.failed) {
+        respond_text(c, "500 Internal Server Error", "metrics too large\n", head);
+    } else {
+        respond(c, "200 OK", "text/plain; version=0.0.4; charset=utf-8", body.p, body.len, head);
+    }
+    free(body.p);
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b) {
+    client *c = h->data;
+    *b = uv_buf_init(c->req + c->len, (unsigned)(REQ_MAX - 1 - c->len));
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b) {
+    client *c = s->data;
+    if (n < 0) {
+        client_close(c); /* EOF before a complete request, or an error */
+        return;
+    }
+    c->len += (size_t)n;
+    c->req[c->len] = '\0';
+    if (strstr(c->req, "\r\n\r\n") != NULL || strstr(c->req, "\n\n") != NULL) {
+        handle_request(c);
+    } else if (c->len >= REQ_MAX - 1) {
+        respond_text(c, "431 Request Header Fields Too Large", "request too large\n", 0);
+    }
+}
+
+static void on_read_timeout(uv_timer_t *t) {
+    client *c = t->data;
+    if (!c->answered) {
+        client_close(c);
+    }
+}
+
+static void on_connection(uv_stream_t *server, int status) {
+    sluice_metrics *m = server->data;
+    client *c = status == 0 && !m->closing ? calloc(1, sizeof(*c)) : NULL;
+    if (c == NULL) {
+        return;
+    }
+    c->m = m;
+    c->tcp.data = c->timer.data = c;
+    uv_tcp_init(m->loop, &c->tcp);
+    uv_timer_init(m->loop, &c->timer);
+    uv_unref((uv_handle_t *)&c->tcp);
+    uv_unref((uv_handle_t *)&c->timer);
+    c->open = 2;
+    c->next = m->clients;
+    if (m->clients != NULL) {
+        m->clients->prev = c;
+    }
+    m->clients = c;
+    m->nclients++;
+    if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0 || m->nclients > MAX_CLIENTS) {
+        client_close(c); /* over the limit: the client sees the connection closed */
+        return;
+    }
+    uv_timer_start(&c->timer, on_read_timeout, READ_TIMEOUT_MS, 0);
+    uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+}
+
+/* ---- queue figures ---- */
+
+/* Counts one reply of the current round; the round counts once all its replies are in. */
+static void query_done(sluice_metrics *m, int ok) {
+    m->round_failed |= !ok;
+    if (--m->querying > 0) {
+        return;
+    }
+    if (m->round_failed) {
+        m->q_errors++;
+    } else {
+        m->q_at_ms = sluice_now_ms();
+    }
+}
+
+static void on_depth(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
+    sluice_metrics *m = arg;
+    if (status == SLUICE_ECANCELED) {
+        return;
+    }
+    int ok = status == 0 && (r->type == REDIS_REPLY_INTEGER || r->type == REDIS_REPLY_STRING ||
+                             r->type == REDIS_REPLY_NIL);
+    if (ok) {
+        m->q_depth = r->type == REDIS_REPLY_INTEGER  ? r->integer
+                     : r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10)
+                                                     : 0;
+    }
+    query_done(m, ok);
+}
+
+/* XINFO GROUPS: lag and pending of our group. A missing stream means an empty queue. */
+static void on_groups(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
+    sluice_metrics *m = arg;
+    if (status == SLUICE_ECANCELED) {
+        return;
+    }
+    int ok = status == 0 && r->type == REDIS_REPLY_ARRAY;
+    if (status != 0 && r != NULL && r->type == REDIS_REPLY_ERROR && strstr(r->str, "no such key")) {
+        m->q_lag = m->q_pending = 0;
+        ok = 1;
+    }
+    for (size_t i = 0; ok && status == 0 && i < r->elements; i++) {
+        const redisReply *g = r->element[i];
+        long long vals[3] = {-1, -1, -1}; /* name matches, lag, pending */
+        for (size_t j = 0; g->type == REDIS_REPLY_ARRAY && j + 1 < g->elements; j += 2) {
+            const char *k = g->element[j]->str;
+            const redisReply *v = g->element[j + 1];
+            if (strcmp(k, "name") == 0 && v->type == REDIS_REPLY_STRING) {
+                vals[0] = strcmp(v->str, m->info.group) == 0;
+            } else if (strcmp(k, "lag") == 0 && v->type == REDIS_REPLY_INTEGER) {
+                vals[1] = v->integer;
+            } else if (strcmp(k, "pending") == 0 && v->type == REDIS_REPLY_INTEGER) {
+                vals[2] = v->integer;
+            }
+        }
+        if (vals[0] == 1) {
+            m->q_lag = vals[1] >= 0 ? vals[1] : m->q_depth - vals[2]; /* lag unknown: estimate */
+            m->q_pending = vals[2] >= 0 ? vals[2] : 0;
+        }
+    }
+    query_done(m, ok);
+}
+
+/* List backend: LLEN of the list = not yet taken by any worker. */
+static void on_waiting(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
+    sluice_metrics *m = arg;
+    if (status == SLUICE_ECANCELED) {
+        return;
+    }
+    int ok = status == 0 && r->type == REDIS_REPLY_INTEGER;
+    if (ok) {
+        m->q_lag = r->integer;
+        m->q_pending = m->q_depth > r->integer ? m->q_depth - r->integer : 0;
+    }
+    query_done(m, ok);
+}
+
+static void query(sluice_metrics *m) {
+    if (m->querying > 0) {
+        return;
+    }
+    if (m->conn == NULL || !sluice_aconn_ready(m->conn)) {
+        m->q_errors++; /* Redis unreachable: the figures age out after STALE_MS */
+        return;
+    }
+    int list = m->info.backend == SLUICE_BACKEND_LIST;
+    const char *a1[] = {"XLEN", m->keys.stream};
+    const char *l1[] = {"HGET", m->keys.meta, "list_depth"};
+    const char *a2[] = {"XINFO", "GROUPS", m->keys.stream};
+    const char *l2[] = {"LLEN", m->keys.list};
+    m->querying = 2;
+    m->round_failed = 0;
+    if (sluice_aconn_command(m->conn, list ? 3 : 2, list ? l1 : a1, NULL, QUERY_MS, on_depth, m) !=
+        0) {
+        m->querying = 0;
+        m->q_errors++;
+        return;
+    }
+    if (sluice_aconn_command(m->conn, list ? 2 : 3, list ? l2 : a2, NULL, QUERY_MS,
+                             list ? on_waiting : on_groups, m) != 0) {
+        query_done(m, 0);
+    }
+}
+
+/* ---- life cycle ---- */
+
+static void handle_closed(uv_handle_t *h) {
+    sluice_metrics *m = h->data;
+    m->handles--;
+    maybe_free(m);
+}
+
+static void conn_closed(void *arg) {
+    sluice_metrics *m = arg;
+    m->handles--;
+    maybe_free(m);
+}
+
+/* Closes everything; the memory goes once the last handle is closed and stop was called. */
+static void shut(sluice_metrics *m) {
+    if (m->closing) {
+        return;
+    }
+    m->closing = 1;
+    uv_close((uv_handle_t *)&m->server, handle_closed);
+    uv_close((uv_handle_t *)&m->tick, handle_closed);
+    uv_close((uv_handle_t *)&m->watch, handle_closed);
+    for (client *c = m->clients; c != NULL; c = c->next) {
+        client_close(c);
+    }
+    if (m->conn != NULL) {
+        sluice_aconn_close(m->conn, conn_closed, m);
+        m->conn = NULL;
+    }
+}
+
+static int worker_closing(sluice_metrics *m) {
+    sluice_worker_info info;
+    sluice_worker_get_info(m->w, &info);
+    return info.stopping == 2;
+}
+
+static void on_watch(uv_check_t *h) {
+    sluice_metrics *m = h->data;
+    if (worker_closing(m)) {
+        shut(m);
+    }
+}
+
+static void on_tick(uv_timer_t *t) {
+    sluice_metrics *m = t->data;
+    if (worker_closing(m)) {
+        shut(m);
+    } else {
+        query(m);
+    }
+}
+
+/* "HOST:PORT", "[V6]:PORT" or ":PORT" (all interfaces) into a socket address. */
+static int parse_addr(const char *s, struct sockaddr_storage *ss, char *err, size_t errlen) {
+    char host[128];
+    const char *colon = strrchr(s, ':');
+    long long port;
+    if (colon == NULL || (size_t)(colon - s) >= sizeof(host)) {
+        snprintf(err, errlen, "--metrics: \"%s\" is not HOST:PORT", s);
+        return -1;
+    }
+    if (sluice_parse_ll("--metrics port", colon + 1, 0, 65535, &port, err, errlen) != 0) {
+        return -1;
+    }
+    size_t hl = (size_t)(colon - s);
+    if (hl >= 2 && s[0] == '[' && s[hl - 1] == ']') {
+        snprintf(host, sizeof(host), "%.*s", (int)(hl - 2), s + 1);
+        if (uv_ip6_addr(host, (int)port, (struct sockaddr_in6 *)ss) == 0) {
+            return 0;
+        }
+    } else {
+        snprintf(host, sizeof(host), "%.*s", (int)hl, s);
+        if (hl == 0 || strcmp(host, "*") == 0) {
+            snprintf(host, sizeof(host), "0.0.0.0");
+        } else if (strcmp(host, "localhost") == 0) {
+            snprintf(host, sizeof(host), "127.0.0.1");
+        }
+        if (uv_ip4_addr(host, (int)port, (struct sockaddr_in *)ss) == 0) {
+            return 0;
+        }
+    }
+    snprintf(err, errlen, "--metrics: \"%s\" is not an IP address (HOST:PORT, [IPv6]:PORT)", host);
     return -1;
 }
 
+static int listen_on(sluice_metrics *m, const char *addr, char *err, size_t errlen) {
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof(ss));
+    if (parse_addr(addr, &ss, err, errlen) != 0) {
+        return -1;
+    }
+    int rc = uv_tcp_bind(&m->server, (const struct sockaddr *)&ss, 0);
+    if (rc == 0) {
+        rc = uv_listen((uv_stream_t *)&m->server, 128, on_connection);
+    }
+    if (rc != 0) {
+        snprintf(err, errlen, "--metrics: cannot listen on %s: %s", addr, uv_strerror(rc));
+        return -1;
+    }
+    struct sockaddr_storage got;
+    int len = sizeof(got);
+    char ip[64] = "?";
+    int port = 0;
+    if (uv_tcp_getsockname(&m->server, (struct sockaddr *)&got, &len) == 0) {
+        if (got.ss_family == AF_INET6) {
+            uv_ip6_name((struct sockaddr_in6 *)&got, ip, sizeof(ip));
+            port = ntohs(((struct sockaddr_in6 *)&got)->sin6_port);
+        } else {
+            uv_ip4_name((struct sockaddr_in *)&got, ip, sizeof(ip));
+            port = ntohs(((struct sockaddr_in *)&got)->sin_port);
+        }
+    }
+    SLUICE_LOG(SLUICE_LOG_INFO, "event=metrics_listening addr=%s port=%d path=/metrics", ip, port);
+    return 0;
+}
+
+static void init_handles(sluice_metrics *m) {
+    uv_tcp_init(m->loop, &m->server);
+    uv_timer_init(m->loop, &m->tick);
+    uv_check_init(m->loop, &m->watch);
+    m->server.data = m->tick.data = m->watch.data = m;
+    m->handles = 3;
+    uv_unref((uv_handle_t *)&m->server);
+    uv_unref((uv_handle_t *)&m->tick);
+    uv_unref((uv_handle_t *)&m->watch);
+}
+
+int sluice__metrics_start(uv_loop_t *loop, const char *addr, sluice_worker *w, sluice_metrics **out,
+                          char *err, size_t errlen) {
+    sluice_metrics *m = calloc(1, sizeof(*m));
+    *out = NULL;
+    if (m == NULL) {
+        snprintf(err, errlen, "--metrics: out of memory");
+        return -1;
+    }
+    m->loop = loop;
+    m->w = w;
+    sluice_worker_get_info(w, &m->info);
+    sluice_keys_init(&m->keys, m->info.queue, NULL, 0); /* the worker checked the name */
+    escape_label(m->label_consumer, sizeof(m->label_consumer), m->info.consumer);
+    init_handles(m);
+    if (listen_on(m, addr, err, errlen) != 0) {
+        m->stop_called = 1;
+        shut(m); /* freed once libuv closed the handles */
+        return -1;
+    }
+    sluice_conn_options co;
+    sluice_conn_options_init(&co);
+    co.no_load = 1; /* only plain reads here */
+    m->conn = sluice_aconn_new(loop, m->info.url, &co, NULL, NULL);
+    m->handles += m->conn != NULL;
+    uv_timer_start(&m->tick, on_tick, QUERY_MS / 4, QUERY_MS);
+    uv_check_start(&m->watch, on_watch);
+    *out = m;
+    return 0;
+}
+
 void sluice__metrics_stop(sluice_metrics *m) {
-    (void)m;
+    if (m == NULL) {
+        return;
+    }
+    m->stop_called = 1;
+    shut(m);
+    maybe_free(m);
 }

@@ -183,19 +183,24 @@ static void check_done(sluice_worker *w);
 
 /* ---- the consumer group ---- */
 
+static void read_retry_cb(uv_timer_t *t);
+
 static void on_group(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
     sluice_worker *w = arg;
     w->creating_group = 0;
     if (status == 0) {
         SLUICE_LOG(SLUICE_LOG_INFO, "event=group_created queue=%s group=%s", w->queue, w->group);
     }
-    if (status == 0 ||
-        (r != NULL && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "BUSYGROUP", 9) == 0)) {
+    int exists = r != NULL && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "BUSYGROUP", 9) == 0;
+    /* At maxmemory Redis refuses XGROUP CREATE with OOM even when the group exists: go on; if
+     * it really is missing, the read says NOGROUP and we come back here after a pause. */
+    if (status == 0 || exists || status == SLUICE_EOOM) {
         w->group_ready = 1;
         sluice__worker_kick(w);
         sluice__reclaim_start(w);
     } else if (status != SLUICE_ECANCELED) {
         sluice__worker_error(w, "group_create_failed", status, sluice_aconn_errstr(c));
+        uv_timer_start(&w->retry_timer, read_retry_cb, 500, 0); /* kick creates it again */
     }
 }
 
@@ -306,7 +311,7 @@ static void on_read(sluice_aconn *c, int status, int sent, redisReply *r, void *
                    "note=\"the stream or its group was deleted or Redis lost its data\"",
                    w->queue, w->group);
         w->group_ready = 0;
-        create_group(w);
+        uv_timer_start(&w->retry_timer, read_retry_cb, 200, 0); /* kick creates it again */
     } else if (status != 0 && status != SLUICE_ECANCELED) {
         sluice__worker_error(w, "read_failed", status, sluice_aconn_errstr(c));
         uv_timer_start(&w->retry_timer, read_retry_cb, 100, 0);
@@ -331,7 +336,11 @@ void sluice__worker_kick(sluice_worker *w) {
         check_done(w);
         return;
     }
-    if (w->reading || !w->group_ready || !sluice_aconn_ready(w->rd)) {
+    if (!w->group_ready) {
+        create_group(w);
+        return;
+    }
+    if (w->reading || !sluice_aconn_ready(w->rd)) {
         return;
     }
     int free_slots = sluice__worker_free_slots(w);
@@ -396,7 +405,8 @@ static void close_all(sluice_worker *w) {
 
 /* Stops once nothing is in flight, no read is outstanding and every ack was sent. */
 static void check_done(sluice_worker *w) {
-    if (w->stopping && !w->closing && w->n_in_flight == 0 && !w->reading) {
+    /* after a fatal error nothing in flight can be settled: do not wait for the grace */
+    if (w->stopping && !w->closing && (w->fatal || (w->n_in_flight == 0 && !w->reading))) {
         close_all(w);
     }
 }

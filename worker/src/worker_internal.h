@@ -62,6 +62,7 @@ struct sluice_worker {
     job **ackq; /* settled DONE jobs waiting for the next ack call */
     size_t ackq_n, ackq_cap;
     job *free_jobs;
+    uint64_t ack_pause_until_ms; /* after a refused ack: wait before sending again */
 
     int reading;    /* a read is outstanding on rd */
     int list_idle;  /* list backend: the last LMOVE batch found nothing: block next */

@@ -34,6 +34,7 @@
 #include "sluice/envelope.h"
 #include "sluice/queue.h"
 #include "sluice/status.h"
+#include "sluice/url.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -134,6 +135,20 @@ uv_loop_t *sluice_worker_loop(sluice_worker *w);
 
 void sluice_worker_get_stats(const sluice_worker *w, sluice_worker_stats *s);
 const char *sluice_worker_consumer(const sluice_worker *w);
+
+/* What a worker drains, from where, and how far it is in stopping: for code that watches it
+ * on the same loop (the metrics endpoint). Strings are borrowed until sluice_worker_free. */
+typedef struct sluice_worker_info {
+    const char *queue;
+    const char *group;
+    const char *consumer;
+    sluice_backend backend;
+    const sluice_url *url; /* the server it connects to (with credentials: never log it) */
+    int stopping;          /* 0 running, 1 stop asked (finishing in-flight work), 2 closing */
+} sluice_worker_info;
+
+/* Fills `out`. Call on the loop thread (or before sluice_worker_run). */
+void sluice_worker_get_info(const sluice_worker *w, sluice_worker_info *out);
 const char *sluice_worker_errstr(const sluice_worker *w);
 
 /* Frees a worker that is not running. NULL is a no-op. */

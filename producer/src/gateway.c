@@ -1,0 +1,466 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sluice-gateway - an HTTP/1.1 admission gateway for web clients.
+ *
+ * One process, one libuv loop: a TCP listener, one async producer (one Redis connection) per
+ * served queue, and the client connections (gateway_http.c) whose requests gateway_routes.c
+ * serves. Admissions from all connections that arrive in one loop iteration go to Redis in one
+ * coalesced call per queue, which is what makes tens of thousands of requests per second
+ * possible on one core.
+ *
+ * This file: options, the listener, signals and the graceful stop (SIGTERM/SIGINT: stop
+ * accepting, close idle connections, answer what is in progress with Connection: close, then
+ * exit 0; after --grace ms or a second signal, cancel what is left and exit).
+ */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sluice/cli.h"
+#include "sluice/log.h"
+#include "sluice/url.h"
+
+#include "gateway.h"
+
+static const char usage[] =
+    "usage: sluice-gateway --listen HOST:PORT --queue NAME[:CAPACITY] [--queue ...] [options]\n"
+    "\n"
+    "Serves HTTP/1.1 with keep-alive: POST /v1/queues/NAME/messages admits the request body into\n"
+    "the queue (202 Accepted, or 429 Too Many Requests with Retry-After when the queue is full,\n"
+    "or 503 with Retry-After when Redis is unavailable); GET /v1/queues/NAME shows the queue;\n"
+    "GET /metrics (Prometheus) and GET /healthz.\n"
+    "\n"
+    "  -l, --listen HOST:PORT        IPv4 or [IPv6] address and port (port 0: any free port,\n"
+    "                                logged as event=listening)\n"
+    "  -q, --queue NAME[:CAPACITY]   a queue to serve (repeatable, up to 64); CAPACITY is used\n"
+    "                                while the queue's meta has none (default 1000)\n"
+    "  -r, --redis URL               redis://[user:pass@]host:port[/db] or unix:///path\n"
+    "                                (default $SLUICE_REDIS_URL, else redis://127.0.0.1:6379)\n"
+    "      --timeout MS              deadline of one admission in Redis (default 2000)\n"
+    "      --connect-timeout MS      Redis connect timeout (default 2000)\n"
+    "      --batch N                 most admissions per Redis call, 1..10000 (default 1000)\n"
+    "      --max-pending N           admissions waiting per queue; beyond: 503 (default 65536)\n"
+    "      --retry-after-max S       ceiling of Retry-After in seconds (default 60)\n"
+    "      --max-body SIZE           largest request body, e.g. 64k (default 1m, at most 15m)\n"
+    "      --max-connections N       open client connections (default 1024)\n"
+    "      --max-headers N           headers per request (default 64)\n"
+    "      --max-header-size SIZE    one header, name + value (default 8k)\n"
+    "      --max-headers-total SIZE  request target + all headers (default 16k)\n"
+    "      --header-timeout MS       first byte to end of headers (default 10000)\n"
+    "      --body-timeout MS         end of headers to end of body (default 30000)\n"
+    "      --idle-timeout MS         keep-alive connection between requests (default 30000)\n"
+    "      --grace MS                on SIGTERM/SIGINT, time to finish requests (default 10000)\n"
+    "      --log-level LEVEL         error, warn, info, debug or off (default info)\n"
+    "  -h, --help                    this text\n"
+    "\n"
+    "Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage or bad input (also: cannot listen).\n"
+    "Redis being unavailable is not fatal: requests get 503 until it is back.\n";
+
+enum {
+    OPT_TIMEOUT = 256,
+    OPT_CONNECT_TIMEOUT,
+    OPT_BATCH,
+    OPT_MAX_PENDING,
+    OPT_RETRY_MAX,
+    OPT_MAX_BODY,
+    OPT_MAX_CONNS,
+    OPT_MAX_HEADERS,
+    OPT_MAX_HEADER_SIZE,
+    OPT_MAX_HEADERS_TOTAL,
+    OPT_HEADER_TIMEOUT,
+    OPT_BODY_TIMEOUT,
+    OPT_IDLE_TIMEOUT,
+    OPT_GRACE,
+    OPT_LOG_LEVEL,
+};
+
+static const struct option longopts[] = {
+    {"listen", required_argument, NULL, 'l'},
+    {"queue", required_argument, NULL, 'q'},
+    {"redis", required_argument, NULL, 'r'},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT},
+    {"batch", required_argument, NULL, OPT_BATCH},
+    {"max-pending", required_argument, NULL, OPT_MAX_PENDING},
+    {"retry-after-max", required_argument, NULL, OPT_RETRY_MAX},
+    {"max-body", required_argument, NULL, OPT_MAX_BODY},
+    {"max-connections", required_argument, NULL, OPT_MAX_CONNS},
+    {"max-headers", required_argument, NULL, OPT_MAX_HEADERS},
+    {"max-header-size", required_argument, NULL, OPT_MAX_HEADER_SIZE},
+    {"max-headers-total", required_argument, NULL, OPT_MAX_HEADERS_TOTAL},
+    {"header-timeout", required_argument, NULL, OPT_HEADER_TIMEOUT},
+    {"body-timeout", required_argument, NULL, OPT_BODY_TIMEOUT},
+    {"idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT},
+    {"grace", required_argument, NULL, OPT_GRACE},
+    {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+typedef struct config {
+    const char *listen;
+    struct sockaddr_storage addr;
+    const char *redis_url;
+    long long timeout_ms, connect_timeout_ms, batch, max_pending, retry_max, grace_ms;
+    int log_level;
+} config;
+
+static gw_server server;
+static uv_timer_t stop_timer;
+static uint64_t stop_deadline;
+
+gw_queue *gw_find_queue(gw_server *s, const char *name, size_t len) {
+    for (size_t i = 0; i < s->nqueues; i++) {
+        if (strlen(s->queues[i].name) == len && memcmp(s->queues[i].name, name, len) == 0) {
+            return &s->queues[i];
+        }
+    }
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Options                                                                                  */
+
+/* "127.0.0.1:8080", "[::1]:8080" -> addr. */
+static int parse_listen(config *cfg, const char *v, char *err, size_t n) {
+    char host[64];
+    long long port;
+    const char *colon = strrchr(v, ':');
+    size_t hl = colon ? (size_t)(colon - v) : 0;
+    if (colon == NULL || hl == 0 || hl >= sizeof(host)) {
+        snprintf(err, n, "--listen: \"%s\" is not HOST:PORT (e.g. 127.0.0.1:8080)", v);
+        return -1;
+    }
+    if (sluice_parse_ll("--listen port", colon + 1, 0, 65535, &port, err, n) != 0) {
+        return -1;
+    }
+    int v6 = v[0] == '[' && v[hl - 1] == ']';
+    snprintf(host, sizeof(host), "%.*s", (int)(v6 ? hl - 2 : hl), v6 ? v + 1 : v);
+    int rc = v6 ? uv_ip6_addr(host, (int)port, (struct sockaddr_in6 *)&cfg->addr)
+                : uv_ip4_addr(host, (int)port, (struct sockaddr_in *)&cfg->addr);
+    if (rc != 0) {
+        snprintf(err, n, "--listen: \"%s\" is not an IP address (use 127.0.0.1 or [::1])", host);
+        return -1;
+    }
+    cfg->listen = v;
+    return 0;
+}
+
+/* "NAME[:CAPACITY]" -> a new served queue. */
+static int parse_queue(gw_server *s, const char *v, char *err, size_t n) {
+    const char *colon = strchr(v, ':');
+    size_t nl = colon ? (size_t)(colon - v) : strlen(v);
+    char name[SLUICE_QUEUE_NAME_MAX + 1], detail[256];
+    long long cap = 1000;
+    if (s->nqueues == GW_MAX_QUEUES) {
+        snprintf(err, n, "--queue: more than %d queues", GW_MAX_QUEUES);
+        return -1;
+    }
+    if (nl > SLUICE_QUEUE_NAME_MAX) {
+        snprintf(err, n, "--queue: \"%.80s...\": the name is longer than %d characters", v,
+                 SLUICE_QUEUE_NAME_MAX);
+        return -1;
+    }
+    memcpy(name, v, nl);
+    name[nl] = '\0';
+    if (sluice_queue_name_check(name, detail, sizeof(detail)) != 0) {
+        snprintf(err, n, "--queue: \"%s\": %s", v, detail);
+        return -1;
+    }
+    if (colon != NULL &&
+        sluice_parse_ll("--queue capacity", colon + 1, 0, (long long)1e12, &cap, err, n) != 0) {
+        return -1;
+    }
+    if (gw_find_queue(s, name, nl) != NULL) {
+        snprintf(err, n, "--queue: \"%s\" is given twice", name);
+        return -1;
+    }
+    gw_queue *q = &s->queues[s->nqueues++];
+    memcpy(q->name, name, nl + 1);
+    q->capacity = cap;
+    return 0;
+}
+
+static int parse_ms(const char *opt, const char *v, int *out, char *err, size_t n) {
+    long long x;
+    if (sluice_parse_ll(opt, v, 1, 86400000, &x, err, n) != 0) {
+        return -1;
+    }
+    *out = (int)x;
+    return 0;
+}
+
+static int parse_limit(gw_limits *l, int ch, const char *v, char *err, size_t n) {
+    long long x = 0;
+    int rc = 0;
+    switch (ch) {
+    case OPT_MAX_BODY:
+        return sluice_parse_size("--max-body", v, 0, 15u << 20, &l->max_body, err, n);
+    case OPT_MAX_HEADER_SIZE:
+        return sluice_parse_size("--max-header-size", v, 64, 1u << 20, &l->max_header_line, err, n);
+    case OPT_MAX_HEADERS_TOTAL:
+        return sluice_parse_size("--max-headers-total", v, 256, 1u << 20, &l->max_headers_total,
+                                 err, n);
+    case OPT_MAX_CONNS:
+        rc = sluice_parse_ll("--max-connections", v, 1, 1000000, &x, err, n);
+        l->max_connections = (int)x;
+        return rc;
+    case OPT_MAX_HEADERS:
+        rc = sluice_parse_ll("--max-headers", v, 1, 10000, &x, err, n);
+        l->max_headers = (int)x;
+        return rc;
+    case OPT_HEADER_TIMEOUT:
+        return parse_ms("--header-timeout", v, &l->header_timeout_ms, err, n);
+    case OPT_BODY_TIMEOUT:
+        return parse_ms("--body-timeout", v, &l->body_timeout_ms, err, n);
+    case OPT_IDLE_TIMEOUT:
+        return parse_ms("--idle-timeout", v, &l->idle_timeout_ms, err, n);
+    default:
+        snprintf(err, n, "unknown option");
+        return -1;
+    }
+}
+
+static int parse_opt(config *cfg, gw_server *s, int ch, const char *v, char *err, size_t n) {
+    switch (ch) {
+    case 'l':
+        return parse_listen(cfg, v, err, n);
+    case 'q':
+        return parse_queue(s, v, err, n);
+    case 'r':
+        cfg->redis_url = v;
+        return 0;
+    case OPT_TIMEOUT:
+        return sluice_parse_ll("--timeout", v, 1, 3600000, &cfg->timeout_ms, err, n);
+    case OPT_CONNECT_TIMEOUT:
+        return sluice_parse_ll("--connect-timeout", v, 1, 3600000, &cfg->connect_timeout_ms, err,
+                               n);
+    case OPT_BATCH:
+        return sluice_parse_ll("--batch", v, 1, 10000, &cfg->batch, err, n);
+    case OPT_MAX_PENDING:
+        return sluice_parse_ll("--max-pending", v, 1, 10000000, &cfg->max_pending, err, n);
+    case OPT_RETRY_MAX:
+        return sluice_parse_ll("--retry-after-max", v, 1, 86400, &cfg->retry_max, err, n);
+    case OPT_GRACE:
+        return sluice_parse_ll("--grace", v, 0, 3600000, &cfg->grace_ms, err, n);
+    case OPT_LOG_LEVEL:
+        cfg->log_level = sluice_log_level_parse(v);
+        if (cfg->log_level == -2) {
+            snprintf(err, n, "--log-level: \"%s\" is not error, warn, info, debug or off", v);
+            return -1;
+        }
+        return 0;
+    default:
+        return parse_limit(&s->lim, ch, v, err, n);
+    }
+}
+
+static void defaults(config *cfg, gw_server *s) {
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->redis_url = sluice_url_default();
+    cfg->timeout_ms = 2000;
+    cfg->connect_timeout_ms = 2000;
+    cfg->batch = 1000;
+    cfg->max_pending = 65536;
+    cfg->retry_max = 60;
+    cfg->grace_ms = 10000;
+    cfg->log_level = SLUICE_LOG_INFO;
+    s->lim = (gw_limits){.max_body = 1u << 20,
+                         .max_header_line = 8192,
+                         .max_headers_total = 16384,
+                         .max_headers = 64,
+                         .max_connections = 1024,
+                         .header_timeout_ms = 10000,
+                         .body_timeout_ms = 30000,
+                         .idle_timeout_ms = 30000};
+}
+
+/* Returns 0, or the exit code. */
+static int parse_args(int argc, char **argv, config *cfg, gw_server *s) {
+    char err[512];
+    int ch;
+    defaults(cfg, s);
+    while ((ch = getopt_long(argc, argv, "l:q:r:h", longopts, NULL)) != -1) {
+        if (ch == 'h') {
+            fputs(usage, stdout);
+            exit(SLUICE_EXIT_OK);
+        }
+        if (ch == '?' || parse_opt(cfg, s, ch, optarg, err, sizeof(err)) != 0) {
+            if (ch != '?') {
+                fprintf(stderr, "sluice-gateway: %s\n", err);
+            }
+            fprintf(stderr, "Try 'sluice-gateway --help'.\n");
+            return SLUICE_EXIT_USAGE;
+        }
+    }
+    const char *missing = cfg->listen == NULL ? "--listen HOST:PORT is required"
+                          : s->nqueues == 0   ? "at least one --queue NAME is required"
+                                              : NULL;
+    if (optind < argc) {
+        fprintf(stderr, "sluice-gateway: unexpected argument \"%s\"\n", argv[optind]);
+        return SLUICE_EXIT_USAGE;
+    }
+    if (missing != NULL) {
+        fprintf(stderr, "sluice-gateway: %s\nTry 'sluice-gateway --help'.\n", missing);
+        return SLUICE_EXIT_USAGE;
+    }
+    sluice_url u;
+    if (sluice_url_parse(&u, cfg->redis_url, err, sizeof(err)) != 0) {
+        fprintf(stderr, "sluice-gateway: --redis: %s\n", err);
+        return SLUICE_EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Start and stop                                                                           */
+
+static int start_producers(gw_server *s, const config *cfg) {
+    char err[512];
+    for (size_t i = 0; i < s->nqueues; i++) {
+        sluice_producer_options o;
+        sluice_producer_options_init(&o);
+        o.redis_url = cfg->redis_url;
+        o.queue = s->queues[i].name;
+        o.capacity = s->queues[i].capacity;
+        o.max_payload = s->lim.max_body;
+        o.max_batch = (size_t)cfg->batch;
+        o.connect_timeout_ms = (int)cfg->connect_timeout_ms;
+        o.command_timeout_ms = (int)cfg->timeout_ms;
+        o.retry_after_max_s = (unsigned)cfg->retry_max;
+        sluice_aproducer_options ao;
+        sluice_aproducer_options_init(&ao);
+        ao.max_queued = (size_t)cfg->max_pending;
+        ao.drain_sample_ms = 1000; /* keeps Retry-After current between rejections */
+        if (sluice_aproducer_new(s->loop, &o, &ao, &s->queues[i].ap, err, sizeof(err)) != 0) {
+            fprintf(stderr, "sluice-gateway: queue %s: %s\n", s->queues[i].name, err);
+            return SLUICE_EXIT_USAGE;
+        }
+    }
+    return 0;
+}
+
+/* Closes the producers (what is left gets ECANCELED -> 503) and the process handles. */
+static void finish(gw_server *s) {
+    for (size_t i = 0; i < s->nqueues; i++) {
+        sluice_aproducer_close(s->queues[i].ap, NULL, NULL);
+    }
+    uv_close((uv_handle_t *)&s->sigterm, NULL);
+    uv_close((uv_handle_t *)&s->sigint, NULL);
+    uv_close((uv_handle_t *)&stop_timer, NULL);
+}
+
+static void hard_stop(gw_server *s) {
+    SLUICE_LOG(SLUICE_LOG_WARN, "event=stop_now connections=%zu", s->nconns);
+    s->stopping = 2;
+    while (s->conns != NULL) {
+        gw_conn_close(s->conns);
+    }
+    finish(s);
+}
+
+static void on_stop_tick(uv_timer_t *t) {
+    gw_server *s = t->data;
+    size_t pending = 0;
+    for (size_t i = 0; i < s->nqueues; i++) {
+        pending += sluice_aproducer_pending(s->queues[i].ap);
+    }
+    if (s->nconns == 0 && pending == 0) {
+        SLUICE_LOG(SLUICE_LOG_INFO, "event=stopped");
+        uv_timer_stop(t);
+        s->stopping = 2;
+        finish(s);
+    } else if (uv_now(s->loop) >= stop_deadline) {
+        uv_timer_stop(t);
+        hard_stop(s);
+    }
+}
+
+static void on_signal(uv_signal_t *h, int signum) {
+    gw_server *s = h->data;
+    if (s->stopping == 2) {
+        return;
+    }
+    if (s->stopping) {
+        hard_stop(s); /* a second signal */
+        return;
+    }
+    s->stopping = 1;
+    SLUICE_LOG(SLUICE_LOG_INFO, "event=stopping signal=%s connections=%zu",
+               signum == SIGTERM ? "TERM" : "INT", s->nconns);
+    uv_close((uv_handle_t *)&s->listener, NULL);
+    for (gw_conn *c = s->conns, *next; c != NULL; c = next) {
+        next = c->next;
+        gw_conn_stop_idle(c);
+    }
+    stop_deadline = uv_now(s->loop) + (uint64_t)s->grace_ms;
+    uv_timer_start(&stop_timer, on_stop_tick, 0, 20);
+}
+
+static void on_connection(uv_stream_t *l, int status) {
+    gw_server *s = l->data;
+    if (status < 0) {
+        SLUICE_LOG(SLUICE_LOG_WARN, "event=accept_failed error=%s", uv_strerror(status));
+        return;
+    }
+    gw_accept(s);
+}
+
+static int start_listener(gw_server *s, const config *cfg) {
+    struct sockaddr_storage bound;
+    int len = sizeof(bound), rc;
+    char host[64] = "?";
+    uv_tcp_init(s->loop, &s->listener);
+    s->listener.data = s;
+    if ((rc = uv_tcp_bind(&s->listener, (struct sockaddr *)&cfg->addr, 0)) != 0 ||
+        (rc = uv_listen((uv_stream_t *)&s->listener, 511, on_connection)) != 0) {
+        fprintf(stderr, "sluice-gateway: cannot listen on %s: %s\n", cfg->listen, uv_strerror(rc));
+        return SLUICE_EXIT_USAGE;
+    }
+    uv_tcp_getsockname(&s->listener, (struct sockaddr *)&bound, &len);
+    int port;
+    if (bound.ss_family == AF_INET6) {
+        uv_ip6_name((struct sockaddr_in6 *)&bound, host, sizeof(host));
+        port = ntohs(((struct sockaddr_in6 *)&bound)->sin6_port);
+    } else {
+        uv_ip4_name((struct sockaddr_in *)&bound, host, sizeof(host));
+        port = ntohs(((struct sockaddr_in *)&bound)->sin_port);
+    }
+    char where[SLUICE_URL_MAX];
+    sluice_url u;
+    sluice_url_parse(&u, cfg->redis_url, NULL, 0);
+    sluice_url_redact(&u, where, sizeof(where));
+    memset(&u, 0, sizeof(u));
+    /* the one line a supervisor (or a test) waits for, even with --log-level off */
+    fprintf(stderr, "sluice-gateway: event=listening addr=%s%s%s:%d redis=%s queues=%zu\n",
+            bound.ss_family == AF_INET6 ? "[" : "", host, bound.ss_family == AF_INET6 ? "]" : "",
+            port, where, s->nqueues);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    config cfg;
+    gw_server *s = &server;
+    int rc = parse_args(argc, argv, &cfg, s);
+    if (rc != 0) {
+        return rc;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    sluice_log_set_level(cfg.log_level, "sluice-gateway");
+    s->loop = uv_default_loop();
+    s->grace_ms = (int)cfg.grace_ms;
+    if ((rc = start_producers(s, &cfg)) != 0 || (rc = start_listener(s, &cfg)) != 0) {
+        return rc;
+    }
+    uv_signal_init(s->loop, &s->sigterm);
+    uv_signal_init(s->loop, &s->sigint);
+    uv_timer_init(s->loop, &stop_timer);
+    s->sigterm.data = s->sigint.data = stop_timer.data = s;
+    uv_signal_start(&s->sigterm, on_signal, SIGTERM);
+    uv_signal_start(&s->sigint, on_signal, SIGINT);
+    uv_run(s->loop, UV_RUN_DEFAULT);
+    uv_loop_close(s->loop);
+    return SLUICE_EXIT_OK;
+}

@@ -1,0 +1,466 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * gateway_routes.c - what a complete request to sluice-gateway means.
+ *
+ *   POST /v1/queues/{queue}/messages  admit the body: 202 {"id","depth","capacity"};
+ *                                     429 + Retry-After when full; 503 + Retry-After when Redis
+ *                                     is unavailable or the outcome is unknown (fail-closed)
+ *   GET  /v1/queues/{queue}           depth, capacity, pending, consumers, counters, drain rate
+ *   GET  /metrics                     Prometheus text format
+ *   GET  /healthz                     200 when every queue's Redis connection is up, else 503
+ *
+ * An unknown queue or path is 404, a wrong method 405 (with Allow). X-Request-Id and
+ * Content-Type go into the envelope as headers "request-id" and "content-type";
+ * Idempotency-Key becomes the admission's idempotency key. Error bodies never carry Redis
+ * addresses or server error text: those go to the log.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sluice/log.h"
+
+#include "gateway.h"
+
+#define IDEM_KEY_MAX 200
+#define METRICS_MAX  (1u << 20) /* bytes of one /metrics answer */
+#define JSON_MAX     1024
+
+static const double lat_bounds[GW_LAT_BUCKETS - 1] = {
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5};
+
+const char *gw_reason(int status) {
+    switch (status) {
+    case 200:
+        return "OK";
+    case 202:
+        return "Accepted";
+    case 400:
+        return "Bad Request";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 408:
+        return "Request Timeout";
+    case 413:
+        return "Content Too Large";
+    case 414:
+        return "URI Too Long";
+    case 429:
+        return "Too Many Requests";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 503:
+        return "Service Unavailable";
+    default:
+        return status < 500 ? "Client Error" : "Internal Server Error";
+    }
+}
+
+void gw_count_response(gw_server *s, int status) {
+    if (status >= 100 && status < 600) {
+        s->m.by_code[status]++;
+    }
+}
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 4, 5)))
+#endif
+static void
+reply_json(gw_conn *c, int status, const char *extra, const char *fmt, ...) {
+    char body[JSON_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(body, sizeof(body), fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof(body)) {
+        n = snprintf(body, sizeof(body), "{\"error\":\"response too large\"}\n");
+        status = 500;
+    }
+    gw_respond(c, status, "application/json", extra, body, (size_t)n, 0);
+}
+
+static void not_found(gw_conn *c) {
+    reply_json(c, 404, NULL, "{\"error\":\"not found\"}\n");
+}
+
+static void not_allowed(gw_conn *c, const char *allow) {
+    char extra[64];
+    snprintf(extra, sizeof(extra), "Allow: %s\r\n", allow);
+    reply_json(c, 405, extra, "{\"error\":\"method not allowed\",\"allow\":\"%s\"}\n", allow);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* POST /v1/queues/{queue}/messages                                                         */
+
+static void observe_latency(gw_server *s, uint64_t started_ns) {
+    double secs = (double)(uv_hrtime() - started_ns) / 1e9;
+    int b = 0;
+    while (b < GW_LAT_BUCKETS - 1 && secs > lat_bounds[b]) {
+        b++;
+    }
+    s->m.lat[b]++;
+    s->m.lat_sum += secs;
+    s->m.lat_count++;
+}
+
+/* Printable ASCII without spaces or quotes: safe in JSON, headers, logs and Redis keys. */
+static int visible(const char *v, size_t len, size_t max) {
+    if (len == 0 || len > max) {
+        return 0;
+    }
+    for (size_t i = 0; i < len; i++) {
+        if (v[i] <= 0x20 || v[i] >= 0x7f || v[i] == '"' || v[i] == '\\') {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* "X-Request-Id: ...\r\n" echoed back when the client sent a well-formed one. */
+static void request_id_header(const gw_conn *c, char *out, size_t outlen) {
+    size_t len;
+    const char *v = gw_header(c, "x-request-id", &len);
+    out[0] = '\0';
+    if (v != NULL && visible(v, len, 200)) {
+        snprintf(out, outlen, "X-Request-Id: %.*s\r\n", (int)len, v);
+    }
+}
+
+static void answer_failure(gw_conn *c, const sluice_admit_result *res, const char *extra) {
+    char hdrs[320];
+    snprintf(hdrs, sizeof(hdrs), "Retry-After: 1\r\n%s", extra);
+    if (res->status == SLUICE_EUNKNOWN) {
+        reply_json(c, 503, hdrs,
+                   "{\"error\":\"outcome unknown\",\"detail\":\"the reply from redis was lost: "
+                   "the message may or may not have been admitted; retry with the same "
+                   "Idempotency-Key\"}\n");
+    } else if (sluice_status_is_transient(res->status) || res->status == SLUICE_ECANCELED) {
+        reply_json(c, 503, hdrs, "{\"error\":\"redis unavailable\",\"detail\":\"%s\"}\n",
+                   sluice_strerror(res->status));
+    } else {
+        reply_json(c, 500, extra, "{\"error\":\"%s\"}\n", sluice_strerror(res->status));
+    }
+}
+
+static void on_admitted(sluice_aproducer *ap, const sluice_admit_result *res, void *arg) {
+    gw_conn *c = arg;
+    observe_latency(c->srv, c->started_ns);
+    if (res->outcome == SLUICE_FAILED || res->outcome == SLUICE_OPEN) {
+        SLUICE_LOG(SLUICE_LOG_DEBUG, "event=admit_failed queue=%s status=%s detail=\"%s\"",
+                   sluice_aproducer_queue(ap), sluice_err_name(res->status),
+                   sluice_aproducer_errstr(ap));
+    }
+    if (gw_conn_release(c)) {
+        return;
+    }
+    char extra[300], hdrs[340];
+    request_id_header(c, extra, sizeof(extra));
+    switch (res->outcome) {
+    case SLUICE_ADMITTED:
+    case SLUICE_DUPLICATE:
+        reply_json(c, 202, extra, "{\"id\":\"%s\",\"depth\":%lld,\"capacity\":%lld%s}\n", res->id,
+                   res->depth, res->capacity,
+                   res->outcome == SLUICE_DUPLICATE ? ",\"duplicate\":true" : "");
+        break;
+    case SLUICE_FULL:
+        snprintf(hdrs, sizeof(hdrs), "Retry-After: %u\r\n%s", res->retry_after_s, extra);
+        reply_json(c, 429, hdrs,
+                   "{\"error\":\"queue full\",\"depth\":%lld,\"capacity\":%lld,"
+                   "\"retry_after\":%u}\n",
+                   res->depth, res->capacity, res->retry_after_s);
+        break;
+    default:
+        answer_failure(c, res, extra);
+        break;
+    }
+}
+
+static void post_message(gw_conn *c, gw_queue *q) {
+    sluice_header h[2];
+    size_t n = 0, len;
+    char key[IDEM_KEY_MAX + 1];
+    const char *v = gw_header(c, "x-request-id", &len);
+    if (v != NULL) {
+        h[n++] = (sluice_header){"request-id", 10, v, len};
+    }
+    if ((v = gw_header(c, "content-type", &len)) != NULL) {
+        h[n++] = (sluice_header){"content-type", 12, v, len};
+    }
+    const char *idem = NULL;
+    if ((v = gw_header(c, "idempotency-key", &len)) != NULL) {
+        if (!visible(v, len, IDEM_KEY_MAX)) {
+            reply_json(c, 400, NULL,
+                       "{\"error\":\"Idempotency-Key must be 1-%d visible ASCII characters\"}\n",
+                       IDEM_KEY_MAX);
+            return;
+        }
+        memcpy(key, v, len);
+        key[len] = '\0';
+        idem = key;
+    }
+    sluice_message m = {c->body, c->body_len, n > 0 ? h : NULL, n, NULL, idem};
+    int st = sluice_aproducer_admit(q->ap, &m, on_admitted, c);
+    if (st == 0) {
+        c->inflight++;
+        return;
+    }
+    sluice_admit_result res = {SLUICE_FAILED, st, -1, -1, 0, ""};
+    if (st == SLUICE_ETOOBIG || st == SLUICE_ENOMEM) { /* too many admissions waiting */
+        res.status = SLUICE_EBUSY;
+    }
+    observe_latency(c->srv, c->started_ns);
+    answer_failure(c, &res, "");
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* GET /v1/queues/{queue}, /healthz                                                         */
+
+static void on_info(sluice_aproducer *ap, int status, const sluice_queue_info *in, void *arg) {
+    gw_conn *c = arg;
+    if (gw_conn_release(c)) {
+        return;
+    }
+    if (status != 0) {
+        reply_json(c, 503, "Retry-After: 1\r\n",
+                   "{\"error\":\"redis unavailable\",\"detail\":\"%s\"}\n",
+                   sluice_strerror(status));
+        return;
+    }
+    char rate[32];
+    if (in->drain_rate >= 0) {
+        snprintf(rate, sizeof(rate), "%.3f", in->drain_rate);
+    } else {
+        snprintf(rate, sizeof(rate), "null");
+    }
+    long long depth = in->depth, cap = in->capacity;
+    reply_json(c, 200, NULL,
+               "{\"queue\":\"%s\",\"depth\":%lld,\"capacity\":%lld,\"pending\":%lld,"
+               "\"consumers\":%lld,\"admitted\":%lld,\"rejected\":%lld,\"acked\":%lld,"
+               "\"retried\":%lld,\"dead\":%lld,\"drain_rate\":%s,\"full\":%s,"
+               "\"retry_after\":%u}\n",
+               sluice_aproducer_queue(ap), depth, cap, in->pending, in->consumers, in->admitted,
+               in->rejected, in->acked, in->retried, in->dead, rate,
+               depth >= cap ? "true" : "false",
+               depth >= cap ? sluice_aproducer_retry_after(ap, depth, cap) : 0);
+}
+
+static void get_queue(gw_conn *c, gw_queue *q) {
+    int st = sluice_aproducer_info(q->ap, on_info, c);
+    if (st == 0) {
+        c->inflight++;
+        return;
+    }
+    reply_json(c, 503, "Retry-After: 1\r\n",
+               "{\"error\":\"redis unavailable\",\"detail\":\"%s\"}\n", sluice_strerror(st));
+}
+
+static void healthz(gw_conn *c) {
+    gw_server *s = c->srv;
+    char body[JSON_MAX];
+    size_t len = 0;
+    int up = 1;
+    len += (size_t)snprintf(body, sizeof(body), "{\"queues\":{");
+    for (size_t i = 0; i < s->nqueues && len < sizeof(body) - 128; i++) {
+        int ready = sluice_aproducer_ready(s->queues[i].ap);
+        up &= ready;
+        len += (size_t)snprintf(body + len, sizeof(body) - len, "%s\"%s\":\"%s\"", i ? "," : "",
+                                s->queues[i].name, ready ? "up" : "down");
+    }
+    len += (size_t)snprintf(body + len, sizeof(body) - len, "},\"status\":\"%s\"}\n",
+                            up ? "ok" : "redis unavailable");
+    gw_respond(c, up ? 200 : 503, "application/json", up ? NULL : "Retry-After: 1\r\n", body, len,
+               0);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* GET /metrics                                                                             */
+
+typedef struct sbuf {
+    char *p;
+    size_t len, cap;
+    int full; /* METRICS_MAX reached or out of memory */
+} sbuf;
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static void
+sb_printf(sbuf *b, const char *fmt, ...) {
+    for (int attempt = 0; attempt < 2 && !b->full; attempt++) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+        va_end(ap);
+        if (n >= 0 && (size_t)n < b->cap - b->len) {
+            b->len += (size_t)n;
+            return;
+        }
+        size_t cap = b->cap * 2 + (size_t)(n > 0 ? n : 0);
+        char *p = cap <= METRICS_MAX ? realloc(b->p, cap) : NULL;
+        if (p == NULL) {
+            b->full = 1;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+}
+
+static void metrics_http(sbuf *b, const gw_server *s) {
+    sb_printf(b, "# HELP sluice_gateway_http_responses_total HTTP responses by status code.\n"
+                 "# TYPE sluice_gateway_http_responses_total counter\n");
+    for (int code = 100; code < 600; code++) {
+        if (s->m.by_code[code] > 0) {
+            sb_printf(b, "sluice_gateway_http_responses_total{code=\"%d\"} %llu\n", code,
+                      s->m.by_code[code]);
+        }
+    }
+    sb_printf(b,
+              "# HELP sluice_gateway_connections Open client connections.\n"
+              "# TYPE sluice_gateway_connections gauge\nsluice_gateway_connections %zu\n"
+              "# HELP sluice_gateway_connections_total Client connections accepted.\n"
+              "# TYPE sluice_gateway_connections_total counter\n"
+              "sluice_gateway_connections_total %llu\n"
+              "# HELP sluice_gateway_connections_refused_total Connections refused over "
+              "--max-connections.\n"
+              "# TYPE sluice_gateway_connections_refused_total counter\n"
+              "sluice_gateway_connections_refused_total %llu\n",
+              s->nconns, s->m.accepted, s->m.refused);
+    sb_printf(b, "# HELP sluice_gateway_admission_duration_seconds From a complete POST to its "
+                 "answer.\n# TYPE sluice_gateway_admission_duration_seconds histogram\n");
+    unsigned long long cum = 0;
+    for (int i = 0; i < GW_LAT_BUCKETS; i++) {
+        cum += s->m.lat[i];
+        if (i < GW_LAT_BUCKETS - 1) {
+            sb_printf(b, "sluice_gateway_admission_duration_seconds_bucket{le=\"%g\"} %llu\n",
+                      lat_bounds[i], cum);
+        } else {
+            sb_printf(b, "sluice_gateway_admission_duration_seconds_bucket{le=\"+Inf\"} %llu\n",
+                      cum);
+        }
+    }
+    sb_printf(b,
+              "sluice_gateway_admission_duration_seconds_sum %.6f\n"
+              "sluice_gateway_admission_duration_seconds_count %llu\n",
+              s->m.lat_sum, s->m.lat_count);
+}
+
+static void metrics_queues(sbuf *b, const gw_server *s) {
+    static const char *const names[] = {"admitted", "duplicate", "full", "failed", "unknown"};
+    sb_printf(b, "# HELP sluice_gateway_admissions_total Admission outcomes by queue "
+                 "(unknown: reply lost, counted in failed too).\n"
+                 "# TYPE sluice_gateway_admissions_total counter\n");
+    for (size_t i = 0; i < s->nqueues; i++) {
+        sluice_aproducer_counters k;
+        sluice_aproducer_get_counters(s->queues[i].ap, &k);
+        unsigned long long v[] = {k.admitted, k.duplicate, k.full, k.failed, k.unknown};
+        for (int j = 0; j < 5; j++) {
+            sb_printf(b, "sluice_gateway_admissions_total{queue=\"%s\",outcome=\"%s\"} %llu\n",
+                      s->queues[i].name, names[j], v[j]);
+        }
+    }
+    sb_printf(b, "# HELP sluice_gateway_redis_calls_total Admission calls written to Redis "
+                 "(each carries one or more admissions).\n"
+                 "# TYPE sluice_gateway_redis_calls_total counter\n");
+    for (size_t i = 0; i < s->nqueues; i++) {
+        sluice_aproducer_counters k;
+        sluice_aproducer_get_counters(s->queues[i].ap, &k);
+        sb_printf(b, "sluice_gateway_redis_calls_total{queue=\"%s\"} %llu\n", s->queues[i].name,
+                  k.calls);
+    }
+    sb_printf(b, "# HELP sluice_gateway_redis_up 1 when the queue's Redis connection is ready.\n"
+                 "# TYPE sluice_gateway_redis_up gauge\n");
+    for (size_t i = 0; i < s->nqueues; i++) {
+        sb_printf(b, "sluice_gateway_redis_up{queue=\"%s\"} %d\n", s->queues[i].name,
+                  sluice_aproducer_ready(s->queues[i].ap));
+    }
+    sb_printf(b, "# HELP sluice_gateway_drain_rate Smoothed acks per second (-1: unknown).\n"
+                 "# TYPE sluice_gateway_drain_rate gauge\n");
+    for (size_t i = 0; i < s->nqueues; i++) {
+        double r = sluice_aproducer_drain_rate(s->queues[i].ap);
+        sb_printf(b, "sluice_gateway_drain_rate{queue=\"%s\"} %.3f\n", s->queues[i].name,
+                  r < 0 ? -1.0 : r);
+    }
+}
+
+static void metrics(gw_conn *c) {
+    sbuf b = {malloc(8192), 0, 8192, 0};
+    if (b.p == NULL) {
+        reply_json(c, 503, "Retry-After: 1\r\n", "{\"error\":\"out of memory\"}\n");
+        return;
+    }
+    metrics_http(&b, c->srv);
+    metrics_queues(&b, c->srv);
+    if (b.full) {
+        reply_json(c, 500, NULL, "{\"error\":\"metrics too large\"}\n");
+    } else {
+        gw_respond(c, 200, "text/plain; version=0.0.4; charset=utf-8", NULL, b.p, b.len, 0);
+    }
+    free(b.p);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Routing                                                                                  */
+
+static int path_is(const char *p, size_t len, const char *want) {
+    return len == strlen(want) && memcmp(p, want, len) == 0;
+}
+
+static int is_get(const gw_conn *c) {
+    return c->method == HTTP_GET || c->method == HTTP_HEAD;
+}
+
+/* /v1/queues/{queue} and /v1/queues/{queue}/messages; rest = what follows "/v1/queues/". */
+static void route_queue(gw_conn *c, const char *rest, size_t len) {
+    const char *slash = memchr(rest, '/', len);
+    size_t nl = slash ? (size_t)(slash - rest) : len;
+    gw_queue *q = gw_find_queue(c->srv, rest, nl);
+    if (q == NULL) {
+        not_found(c);
+    } else if (slash == NULL) {
+        if (is_get(c)) {
+            get_queue(c, q);
+        } else {
+            not_allowed(c, "GET, HEAD");
+        }
+    } else if (path_is(slash, len - nl, "/messages")) {
+        if (c->method == HTTP_POST) {
+            post_message(c, q);
+        } else {
+            not_allowed(c, "POST");
+        }
+    } else {
+        not_found(c);
+    }
+}
+
+void gw_route(gw_conn *c) {
+    size_t ulen;
+    const char *url = gw_url(c, &ulen);
+    struct http_parser_url u;
+    http_parser_url_init(&u);
+    if (ulen == 0 || http_parser_parse_url(url, ulen, 0, &u) != 0 ||
+        !(u.field_set & (1 << UF_PATH))) {
+        reply_json(c, 400, NULL, "{\"error\":\"malformed request target\"}\n");
+        return;
+    }
+    const char *path = url + u.field_data[UF_PATH].off;
+    size_t plen = u.field_data[UF_PATH].len;
+    static const char prefix[] = "/v1/queues/";
+    if (path_is(path, plen, "/healthz") || path_is(path, plen, "/metrics")) {
+        if (!is_get(c)) {
+            not_allowed(c, "GET, HEAD");
+        } else if (path[1] == 'h') {
+            healthz(c);
+        } else {
+            metrics(c);
+        }
+    } else if (plen > sizeof(prefix) - 1 && memcmp(path, prefix, sizeof(prefix) - 1) == 0) {
+        route_queue(c, path + sizeof(prefix) - 1, plen - (sizeof(prefix) - 1));
+    } else {
+        not_found(c);
+    }
+}

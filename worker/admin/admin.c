@@ -1,0 +1,310 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sluice-admin - operate a sluice queue: look at it, tune it, repair it.
+ *
+ * This file parses the command line (one option table; each subcommand names the options that
+ * apply to it, so `--prune` on `stats` is a usage error rather than silently ignored), checks
+ * the queue name before any Redis call, connects, and dispatches. The subcommands live in
+ * admin_stats.c, admin_dead.c and admin_consumers.c.
+ *
+ * Exit codes: 0 ok, 1 nothing to do or some entries did not fit, 2 usage or bad input,
+ * 3 Redis unavailable or refusing.
+ */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sluice/cli.h"
+#include "sluice/queue.h"
+#include "sluice/url.h"
+
+#include "admin.h"
+
+static const char usage[] =
+    "usage: sluice-admin COMMAND QUEUE [ARGS] [options]\n"
+    "\n"
+    "Look at, tune and repair a sluice queue.\n"
+    "\n"
+    "Commands:\n"
+    "  stats QUEUE                  depth / capacity, waiting vs in flight, pending per\n"
+    "                               consumer, dead letters, counters and their rates\n"
+    "  watch QUEUE                  the same, refreshed like top until Ctrl-C\n"
+    "  capacity QUEUE [N]           print the capacity, or set it to N (producers honour it\n"
+    "                               on their next admission)\n"
+    "  dead list QUEUE              dead letters, oldest first (--limit N, default 50)\n"
+    "  dead show QUEUE DEAD_ID      one dead letter with its decoded envelope\n"
+    "  dead replay QUEUE [DEAD_ID...]\n"
+    "                               admit dead letters again through the admission function:\n"
+    "                               what fits is removed from the dead stream, the rest is\n"
+    "                               reported and kept (exit 1)\n"
+    "  dead purge QUEUE [DEAD_ID...] --yes\n"
+    "                               delete dead letters (all, or the ones named)\n"
+    "  consumers QUEUE [--prune IDLE_MS]\n"
+    "                               list consumers; --prune deletes those idle at least\n"
+    "                               IDLE_MS, after moving their pending entries to a live\n"
+    "                               consumer (a consumer whose entries cannot move is kept)\n"
+    "  purge QUEUE --yes            delete every key of the queue (both backends)\n"
+    "\n"
+    "Options:\n"
+    "  -r, --redis URL              redis://[user:pass@]host:port[/db] or unix:///path\n"
+    "                               (default $SLUICE_REDIS_URL, else redis://127.0.0.1:6379)\n"
+    "  -b, --backend stream|list    the queue's backend (default: detected)\n"
+    "      --group NAME             consumer group (default workers)\n"
+    "      --json                   print one JSON object (watch: one per refresh)\n"
+    "      --sample MS              stats: measure rates over MS (default 1000, 0 = none)\n"
+    "      --interval MS            watch: refresh period (default 1000)\n"
+    "      --count N                watch: stop after N refreshes (default: until Ctrl-C)\n"
+    "      --limit N                dead list: entries shown (default 50);\n"
+    "                               dead replay: entries replayed at most (default all)\n"
+    "      --default-capacity N     dead replay: capacity when the queue has none set\n"
+    "                               (default 1000, the producers' default)\n"
+    "      --yes                    purge, dead purge: really delete\n"
+    "  -h, --help                   this text\n"
+    "\n"
+    "Exit codes: 0 ok, 1 nothing to do or some did not fit, 2 usage or bad input,\n"
+    "3 redis unavailable or refusing.\n";
+
+enum {
+    OPT_JSON = 256,
+    OPT_GROUP,
+    OPT_SAMPLE,
+    OPT_INTERVAL,
+    OPT_COUNT,
+    OPT_LIMIT,
+    OPT_DEFCAP,
+    OPT_PRUNE,
+    OPT_YES,
+};
+
+/* Bits naming the options a subcommand accepts (--redis, --json and --help: all of them). */
+enum {
+    A_BACKEND = 1 << 0,
+    A_GROUP = 1 << 1,
+    A_SAMPLE = 1 << 2,
+    A_WATCH = 1 << 3,
+    A_LIMIT = 1 << 4,
+    A_DEFCAP = 1 << 5,
+    A_PRUNE = 1 << 6,
+    A_YES = 1 << 7,
+};
+
+static const struct option longopts[] = {
+    {"redis", required_argument, NULL, 'r'},
+    {"backend", required_argument, NULL, 'b'},
+    {"group", required_argument, NULL, OPT_GROUP},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"sample", required_argument, NULL, OPT_SAMPLE},
+    {"interval", required_argument, NULL, OPT_INTERVAL},
+    {"count", required_argument, NULL, OPT_COUNT},
+    {"limit", required_argument, NULL, OPT_LIMIT},
+    {"default-capacity", required_argument, NULL, OPT_DEFCAP},
+    {"prune", required_argument, NULL, OPT_PRUNE},
+    {"yes", no_argument, NULL, OPT_YES},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+static const struct command {
+    const char *name;
+    int (*fn)(admin *a);
+    unsigned allowed;
+} commands[] = {
+    {"stats", admin_stats, A_BACKEND | A_GROUP | A_SAMPLE},
+    {"watch", admin_watch, A_BACKEND | A_GROUP | A_WATCH},
+    {"capacity", admin_capacity, 0},
+    {"dead", admin_dead, A_BACKEND | A_LIMIT | A_DEFCAP | A_YES},
+    {"consumers", admin_consumers, A_BACKEND | A_GROUP | A_PRUNE},
+    {"purge", admin_purge, A_YES},
+};
+
+static int fail_usage(const char *cmd, const char *msg) {
+    fprintf(stderr, "sluice-admin%s%s: %s\nTry 'sluice-admin --help'.\n", cmd ? " " : "",
+            cmd ? cmd : "", msg);
+    return SLUICE_EXIT_USAGE;
+}
+
+/* The bit an option needs, 0 for the ones every subcommand takes. */
+static unsigned option_bit(int ch) {
+    switch (ch) {
+    case 'b':
+        return A_BACKEND;
+    case OPT_GROUP:
+        return A_GROUP;
+    case OPT_SAMPLE:
+        return A_SAMPLE;
+    case OPT_INTERVAL:
+    case OPT_COUNT:
+        return A_WATCH;
+    case OPT_LIMIT:
+        return A_LIMIT;
+    case OPT_DEFCAP:
+        return A_DEFCAP;
+    case OPT_PRUNE:
+        return A_PRUNE;
+    case OPT_YES:
+        return A_YES;
+    default:
+        return 0;
+    }
+}
+
+static int parse_number(int ch, const char *v, admin *a, char *err, size_t n) {
+    switch (ch) {
+    case OPT_SAMPLE:
+        return sluice_parse_ll("--sample", v, 0, 600000, &a->sample_ms, err, n);
+    case OPT_INTERVAL:
+        return sluice_parse_ll("--interval", v, 50, 3600000, &a->interval_ms, err, n);
+    case OPT_COUNT:
+        return sluice_parse_ll("--count", v, 1, 1000000000, &a->count, err, n);
+    case OPT_LIMIT:
+        return sluice_parse_ll("--limit", v, 1, 1000000000, &a->limit, err, n);
+    case OPT_DEFCAP:
+        return sluice_parse_ll("--default-capacity", v, 0, (long long)1e12, &a->default_cap, err,
+                               n);
+    case OPT_PRUNE:
+        return sluice_parse_ll("--prune", v, 0, (long long)1e12, &a->prune_ms, err, n);
+    default:
+        snprintf(err, n, "unknown option");
+        return -1;
+    }
+}
+
+static int parse_one(admin *a, int ch, const char *v, char *err, size_t n) {
+    switch (ch) {
+    case 'r':
+        if (sluice_url_parse(&a->url, v, err, n) != 0) {
+            return -1;
+        }
+        return 0;
+    case 'b':
+        if (sluice_backend_parse(v, &a->backend) != 0) {
+            snprintf(err, n, "--backend: \"%s\" is not stream or list", v);
+            return -1;
+        }
+        a->backend_given = 1;
+        return 0;
+    case OPT_GROUP:
+        a->group = v;
+        return 0;
+    case OPT_JSON:
+        a->json = 1;
+        return 0;
+    case OPT_YES:
+        a->yes = 1;
+        return 0;
+    default:
+        return parse_number(ch, v, a, err, n);
+    }
+}
+
+static void defaults(admin *a) {
+    memset(a, 0, sizeof(*a));
+    a->group = SLUICE_DEFAULT_GROUP;
+    a->sample_ms = 1000;
+    a->interval_ms = 1000;
+    a->prune_ms = -1;
+    a->default_cap = 1000;
+}
+
+static const struct command *find_command(const char *name) {
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+        if (strcmp(commands[i].name, name) == 0) {
+            return &commands[i];
+        }
+    }
+    return NULL;
+}
+
+/*
+ * Parses every option, wherever it is (`sluice-admin --redis URL stats Q` and
+ * `sluice-admin stats Q --redis URL` alike), then takes the command from the first positional
+ * and checks that each option given applies to it. Returns 0 or an exit code.
+ */
+static int parse_args(admin *a, int argc, char **argv, const struct command **cmd) {
+    char err[512];
+    int ch;
+    unsigned seen = 0;
+    if (sluice_url_parse(&a->url, sluice_url_default(), err, sizeof(err)) != 0) {
+        return fail_usage(NULL, err); /* a bad $SLUICE_REDIS_URL */
+    }
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, ":r:b:h", longopts, NULL)) != -1) {
+        if (ch == 'h') {
+            fputs(usage, stdout);
+            exit(0);
+        }
+        if (ch == '?' || ch == ':') {
+            snprintf(err, sizeof(err), "%s option '%s'",
+                     ch == '?' ? "unknown" : "missing value for", argv[optind - 1]);
+            return fail_usage(NULL, err);
+        }
+        if (parse_one(a, ch, optarg, err, sizeof(err)) != 0) {
+            return fail_usage(NULL, err);
+        }
+        seen |= option_bit(ch);
+    }
+    if (optind >= argc) {
+        fputs(usage, stderr);
+        return SLUICE_EXIT_USAGE;
+    }
+    if ((*cmd = find_command(argv[optind])) == NULL) {
+        snprintf(err, sizeof(err), "unknown command '%.200s'", argv[optind]);
+        return fail_usage(NULL, err);
+    }
+    for (int i = 0; longopts[i].name != NULL; i++) {
+        if ((option_bit(longopts[i].val) & seen & ~(*cmd)->allowed) != 0) {
+            snprintf(err, sizeof(err), "option '--%s' does not apply to '%s'", longopts[i].name,
+                     (*cmd)->name);
+            return fail_usage((*cmd)->name, err);
+        }
+    }
+    a->cmd = (*cmd)->name;
+    a->args = argv + optind + 1;
+    a->nargs = argc - optind - 1;
+    return 0;
+}
+
+/* Takes QUEUE from the positionals ("dead" has its action first) and builds the keys. */
+static int take_queue(admin *a) {
+    char err[256];
+    int at = strcmp(a->cmd, "dead") == 0 ? 1 : 0;
+    if (a->nargs <= at) {
+        return fail_usage(a->cmd, at ? "usage: dead list|show|replay|purge QUEUE ..."
+                                     : "QUEUE is required");
+    }
+    if (sluice_keys_init(&a->keys, a->args[at], err, sizeof(err)) != 0) {
+        char msg[600];
+        snprintf(msg, sizeof(msg), "QUEUE \"%.200s\": %s", a->args[at], err);
+        return fail_usage(a->cmd, msg);
+    }
+    a->queue = a->args[at];
+    if (a->group[0] == '\0' || strlen(a->group) > 200) {
+        return fail_usage(a->cmd, "--group: 1..200 characters");
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    static admin a;
+    const struct command *c = NULL;
+    signal(SIGPIPE, SIG_IGN);
+    defaults(&a);
+    int rc = parse_args(&a, argc, argv, &c);
+    if (rc == 0) {
+        rc = take_queue(&a);
+    }
+    if (rc != 0) {
+        return rc;
+    }
+    sluice_url_redact(&a.url, a.where, sizeof(a.where));
+    a.conn = sluice_conn_new(&a.url, NULL);
+    if (a.conn == NULL) {
+        admin_err(&a, "out of memory");
+        return SLUICE_EXIT_REDIS;
+    }
+    rc = c->fn(&a);
+    sluice_conn_free(a.conn);
+    return rc;
+}

@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * admin.h - what the modules of sluice-admin share:
+ *   admin.c            main: options, dispatch, usage
+ *   admin_util.c       Redis calls with one-line failure messages, reply helpers, JSON output
+ *   admin_stats.c      stats, watch, capacity
+ *   admin_dead.c       dead list | show | replay | purge
+ *   admin_consumers.c  consumers [--prune], purge
+ *
+ * sluice-admin talks to Redis over one blocking connection (sluice_conn). Every subcommand
+ * returns an exit code: 0 ok, 1 nothing to do or some did not fit, 2 usage, 3 Redis
+ * unavailable or refusing. A failed call prints one line naming what failed; the caller just
+ * returns the code.
+ */
+#ifndef SLUICE_ADMIN_H
+#define SLUICE_ADMIN_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include <hiredis/hiredis.h>
+
+#include "sluice/queue.h"
+#include "sluice/redis.h"
+#include "sluice/url.h"
+
+/* The parsed command line and the connection of one run. */
+typedef struct admin {
+    const char *cmd;   /* "stats", "dead", ... */
+    const char *queue; /* validated queue name */
+    sluice_keys keys;
+    const char *group;      /* consumer group, default "workers" */
+    sluice_backend backend; /* the queue's backend (from --backend or detected) */
+    int backend_given;      /* --backend was given */
+    int json;
+    int yes;
+    long long sample_ms;   /* stats: rate sample, default 1000, 0 = no rates */
+    long long interval_ms; /* watch: refresh period, default 1000 */
+    long long count;       /* watch: refreshes, 0 = until SIGINT */
+    long long limit;       /* dead list/replay: entries, default 50 / all */
+    long long prune_ms;    /* consumers --prune IDLE_MS; -1 = no pruning */
+    long long default_cap; /* dead replay: capacity when the queue has none, default 1000 */
+    char **args;           /* positional arguments after QUEUE (subcommand-specific) */
+    int nargs;
+    sluice_url url;
+    char where[300]; /* redacted URL for messages */
+    sluice_conn *conn;
+} admin;
+
+/* ---- admin_util.c ---- */
+
+/* Prints "sluice-admin CMD: <message>" on stderr (one line). */
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+void admin_err(const admin *a, const char *fmt, ...);
+
+/*
+ * Runs one command given as NULL-terminated strings. Returns 0 with *out set (caller frees), or
+ * SLUICE_EXIT_REDIS after printing why (unreachable, timed out, error reply). `what` names the
+ * step in that message ("reading the dead stream").
+ */
+int admin_call(admin *a, redisReply **out, const char *what, ...);
+
+/* The same with an argv array (binary-safe lengths may be NULL). */
+int admin_callv(admin *a, redisReply **out, const char *what, int argc, const char **argv,
+                const size_t *lens);
+
+/* Connects (exit code 3 with a message when Redis cannot be reached). */
+int admin_connect(admin *a);
+
+/* Sets a->backend from TYPE of the stream / list keys unless --backend was given. */
+int admin_detect_backend(admin *a);
+
+/* An integer from an integer or numeric string reply; `dflt` for nil or anything else. */
+long long admin_reply_ll(const redisReply *r, long long dflt);
+
+/* In a flat [name, value, ...] array reply, the value of `name`, or NULL. */
+const redisReply *admin_field(const redisReply *r, const char *name);
+
+/* Writes s[0..len) as a JSON string literal (quotes included); bytes >= 0x80 as \u00XX. */
+void admin_json_str(FILE *f, const char *s, size_t len);
+
+/* Writes s[0..len) for a terminal: printable ASCII as is, the rest as \xHH, at most `max` bytes
+ * of input (then "..."). */
+void admin_print_safe(FILE *f, const char *s, size_t len, size_t max);
+
+/* "1.2s", "3m04s", "2h01m", "-" for negative: a person's reading of a duration in ms. */
+char *admin_fmt_ms(char *buf, size_t len, long long ms);
+
+/* ---- subcommands ---- */
+
+int admin_stats(admin *a);
+int admin_watch(admin *a);
+int admin_capacity(admin *a);
+int admin_dead(admin *a);
+int admin_consumers(admin *a);
+int admin_purge(admin *a);
+
+#endif

@@ -1,0 +1,540 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * admin_dead.c - `sluice-admin dead list | show | replay | purge`: the dead-letter stream.
+ *
+ * Each dead letter (sluice:{Q}:dead) has the fields id (the original entry id), m (the
+ * envelope), deliveries, consumer and reason; both backends share it.
+ *
+ * Replay goes through the admission function (sluice_admit / sluice_list_admit), so capacity
+ * is respected exactly as for producers. A zero-envelope admission call first tells how much
+ * room there is without counting anything as rejected; then that many are admitted in one call
+ * and exactly the admitted ones are deleted from the dead stream. Whatever did not fit stays
+ * and is reported (exit 1). The admission and the XDEL are two calls: if the connection dies
+ * between them, those letters are both in the queue and still in the dead stream (replayed
+ * twice if replayed again) - the report says so.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sluice/cli.h"
+#include "sluice/envelope.h"
+#include "sluice/status.h"
+
+#include "admin.h"
+
+#define PAGE     100 /* dead letters per XRANGE / admission call */
+#define KEPT_MAX 20  /* ids of kept letters listed in the report */
+
+/* ---- reading entries ---- */
+
+/* The value of field `name` of an XRANGE entry [id, [f, v, ...]], or NULL. */
+static const redisReply *entry_field(const redisReply *e, const char *name) {
+    if (e->type != REDIS_REPLY_ARRAY || e->elements != 2) {
+        return NULL;
+    }
+    const redisReply *v = admin_field(e->element[1], name);
+    return v != NULL && v->type == REDIS_REPLY_STRING ? v : NULL;
+}
+
+static const char *entry_str(const redisReply *e, const char *name) {
+    const redisReply *v = entry_field(e, name);
+    return v != NULL ? v->str : "";
+}
+
+/* 1 when s looks like a stream id: MS or MS-SEQ, digits only. */
+static int is_stream_id(const char *s) {
+    size_t n = strspn(s, "0123456789");
+    if (n == 0 || n > 20) {
+        return 0;
+    }
+    if (s[n] == '\0') {
+        return 1;
+    }
+    size_t m = strspn(s + n + 1, "0123456789");
+    return s[n] == '-' && m > 0 && m <= 20 && s[n + 1 + m] == '\0';
+}
+
+static int check_ids(admin *a, int from) {
+    for (int i = from; i < a->nargs; i++) {
+        if (!is_stream_id(a->args[i])) {
+            admin_err(a, "\"%s\" is not a dead-letter id (MS-SEQ, as `dead list` shows)",
+                      a->args[i]);
+            return SLUICE_EXIT_USAGE;
+        }
+    }
+    return 0;
+}
+
+/* One page of dead letters after `after` ("-" = from the start). */
+static int read_page(admin *a, const char *after, long long count, redisReply **out) {
+    char start[64], n[24];
+    snprintf(start, sizeof(start), "%s%s", strcmp(after, "-") == 0 ? "" : "(", after);
+    snprintf(n, sizeof(n), "%lld", count);
+    int rc = admin_call(a, out, "reading the dead stream", "XRANGE", a->keys.dead, start, "+",
+                        "COUNT", n, NULL);
+    if (rc == 0 && (*out)->type != REDIS_REPLY_ARRAY) {
+        admin_err(a, "XRANGE: unexpected reply");
+        freeReplyObject(*out);
+        return SLUICE_EXIT_REDIS;
+    }
+    return rc;
+}
+
+static long long dead_len(admin *a, int *rc) {
+    redisReply *r;
+    *rc = admin_call(a, &r, "XLEN", "XLEN", a->keys.dead, NULL);
+    long long n = *rc == 0 ? admin_reply_ll(r, 0) : 0;
+    freeReplyObject(r);
+    return n;
+}
+
+/* ---- list, show ---- */
+
+static void list_row(const admin *a, const redisReply *e, int first) {
+    const redisReply *m = entry_field(e, "m");
+    sluice_envelope env;
+    sluice_header h[SLUICE_ENVELOPE_MAX_HEADERS];
+    int ok = m != NULL && sluice_envelope_decode((const unsigned char *)m->str, m->len, 0, &env, h,
+                                                 SLUICE_ENVELOPE_MAX_HEADERS, NULL, 0) == 0;
+    const char *reason = entry_str(e, "reason");
+    if (a->json) {
+        printf("%s{\"dead_id\":\"%s\",\"id\":", first ? "" : ",", e->element[0]->str);
+        admin_json_str(stdout, entry_str(e, "id"), strlen(entry_str(e, "id")));
+        printf(",\"deliveries\":%lld,\"consumer\":",
+               admin_reply_ll(entry_field(e, "deliveries"), 0));
+        admin_json_str(stdout, entry_str(e, "consumer"), strlen(entry_str(e, "consumer")));
+        printf(",\"reason\":");
+        admin_json_str(stdout, reason, strlen(reason));
+        printf(",\"payload\":");
+        ok ? admin_json_str(stdout, (const char *)env.payload, env.payload_len)
+           : (void)printf("null");
+        printf("}");
+        return;
+    }
+    printf("%-22s %-22s %5lld  %-20.20s %-30.30s ", e->element[0]->str, entry_str(e, "id"),
+           admin_reply_ll(entry_field(e, "deliveries"), 0), entry_str(e, "consumer"), reason);
+    if (ok) {
+        admin_print_safe(stdout, (const char *)env.payload, env.payload_len, 40);
+    } else {
+        printf("(%s)", m == NULL || m->len == 0 ? "no body" : "undecodable envelope");
+    }
+    printf("\n");
+}
+
+static int dead_list(admin *a) {
+    int rc;
+    if (a->nargs > 2) {
+        admin_err(a, "unexpected argument '%s'", a->args[2]);
+        return SLUICE_EXIT_USAGE;
+    }
+    if ((rc = admin_connect(a)) != 0) {
+        return rc;
+    }
+    long long total = dead_len(a, &rc), limit = a->limit > 0 ? a->limit : 50;
+    redisReply *r;
+    if (rc != 0 || (rc = read_page(a, "-", limit, &r)) != 0) {
+        return rc;
+    }
+    if (a->json) {
+        printf("{\"queue\":\"%s\",\"dead\":%lld,\"entries\":[", a->queue, total);
+    } else {
+        printf("dead letters of %s: %lld (showing %zu, oldest first)\n", a->queue, total,
+               r->elements);
+        if (r->elements > 0) {
+            printf("%-22s %-22s %5s  %-20s %-30s %s\n", "DEAD_ID", "ORIGINAL_ID", "DELIV",
+                   "CONSUMER", "REASON", "PAYLOAD");
+        }
+    }
+    for (size_t i = 0; i < r->elements; i++) {
+        list_row(a, r->element[i], i == 0);
+    }
+    if (a->json) {
+        printf("]}\n");
+    }
+    freeReplyObject(r);
+    return 0;
+}
+
+/* The wall-clock time in a stream id's millisecond part, as "YYYY-MM-DD HH:MM:SS.mmm UTC". */
+static char *id_time(const char *id, char *buf, size_t len) {
+    long long ms = strtoll(id, NULL, 10);
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    size_t n = strftime(buf, len, "%Y-%m-%d %H:%M:%S", &tm);
+    snprintf(buf + n, len - n, ".%03lld UTC", ms % 1000);
+    return buf;
+}
+
+static void show_envelope(const redisReply *m) {
+    sluice_envelope env;
+    sluice_header h[SLUICE_ENVELOPE_MAX_HEADERS];
+    char err[200];
+    if (m == NULL || m->len == 0) {
+        printf("  envelope      (no body: the entry was gone when it was dead-lettered)\n");
+        return;
+    }
+    if (sluice_envelope_decode((const unsigned char *)m->str, m->len, 0, &env, h,
+                               SLUICE_ENVELOPE_MAX_HEADERS, err, sizeof(err)) != 0) {
+        printf("  envelope      undecodable (%zu bytes): %s\n", m->len, err);
+        return;
+    }
+    if (env.tenant != NULL) {
+        printf("  tenant        ");
+        admin_print_safe(stdout, env.tenant, env.tenant_len, 200);
+        printf("\n");
+    }
+    for (size_t i = 0; i < env.nheaders; i++) {
+        printf("  header        ");
+        admin_print_safe(stdout, h[i].name, h[i].name_len, 200);
+        printf(": ");
+        admin_print_safe(stdout, h[i].value, h[i].value_len, 500);
+        printf("\n");
+    }
+    printf("  payload       %zu bytes: ", env.payload_len);
+    admin_print_safe(stdout, (const char *)env.payload, env.payload_len, 4096);
+    printf("\n");
+}
+
+static int dead_show(admin *a) {
+    if (a->nargs != 3) {
+        admin_err(a, "usage: dead show QUEUE DEAD_ID");
+        return SLUICE_EXIT_USAGE;
+    }
+    int rc = check_ids(a, 2);
+    redisReply *r;
+    if (rc != 0 || (rc = admin_connect(a)) != 0 ||
+        (rc = admin_call(a, &r, "reading the dead stream", "XRANGE", a->keys.dead, a->args[2],
+                         a->args[2], NULL)) != 0) {
+        return rc;
+    }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements == 0) {
+        admin_err(a, "no dead letter %s in queue %s", a->args[2], a->queue);
+        freeReplyObject(r);
+        return SLUICE_EXIT_REJECTED;
+    }
+    const redisReply *e = r->element[0];
+    if (a->json) {
+        printf("{\"queue\":\"%s\",\"entries\":[", a->queue);
+        list_row(a, e, 1);
+        printf("]}\n");
+    } else {
+        char t1[64], t2[64];
+        printf("dead letter %s of %s\n", e->element[0]->str, a->queue);
+        printf("  dead-lettered %s\n", id_time(e->element[0]->str, t1, sizeof(t1)));
+        printf("  original id   %s (admitted %s)\n", entry_str(e, "id"),
+               id_time(entry_str(e, "id"), t2, sizeof(t2)));
+        printf("  deliveries    %s\n  consumer      %s\n  reason        %s\n",
+               entry_str(e, "deliveries"), entry_str(e, "consumer"), entry_str(e, "reason"));
+        show_envelope(entry_field(e, "m"));
+    }
+    freeReplyObject(r);
+    return 0;
+}
+
+/* ---- replay ---- */
+
+typedef struct replay {
+    long long replayed, not_fit, skipped, missing, seen;
+    long long depth, capacity;
+    int full;           /* stop admitting: something did not fit */
+    long long dup_risk; /* admitted, but the XDEL that follows failed */
+    size_t nkept;       /* ids listed in kept[] */
+    char kept[KEPT_MAX][48];
+} replay;
+
+static void keep(replay *st, const char *id) {
+    if (st->nkept < KEPT_MAX) {
+        snprintf(st->kept[st->nkept++], sizeof(st->kept[0]), "%s", id);
+    }
+}
+
+/* FCALL admit with bodies[0..n) (n may be 0: a probe). Sets depth/capacity; *admitted. */
+static int admit(admin *a, replay *st, const char **bodies, const size_t *lens, size_t n,
+                 long long *admitted) {
+    int list = a->backend == SLUICE_BACKEND_LIST;
+    const char *keys[] = {list ? a->keys.list : a->keys.stream, a->keys.meta, a->keys.stats};
+    const char *args[2 + PAGE];
+    size_t arglens[2 + PAGE];
+    char cap[24];
+    snprintf(cap, sizeof(cap), "%lld", a->default_cap);
+    args[0] = cap, arglens[0] = strlen(cap);
+    args[1] = "0", arglens[1] = 1;
+    for (size_t i = 0; i < n; i++) {
+        args[2 + i] = bodies[i], arglens[2 + i] = lens[i];
+    }
+    redisReply *r = NULL;
+    int s = sluice_conn_fcall(a->conn, list ? SLUICE_FN_LIST_ADMIT : SLUICE_FN_ADMIT, 3, keys, NULL,
+                              (int)(2 + n), args, arglens, &r, NULL);
+    if (s != 0 || r->type != REDIS_REPLY_ARRAY || r->elements < 3) {
+        admin_err(a, "admitting: %s: %s", sluice_strerror(s ? s : SLUICE_EPROTO),
+                  r && r->type == REDIS_REPLY_ERROR ? r->str : sluice_conn_errstr(a->conn));
+        freeReplyObject(r);
+        return SLUICE_EXIT_REDIS;
+    }
+    *admitted = r->element[0]->integer;
+    st->depth = r->element[1]->integer;
+    st->capacity = r->element[2]->integer;
+    freeReplyObject(r);
+    return 0;
+}
+
+static int delete_ids(admin *a, replay *st, const char **ids, size_t n) {
+    const char *argv[2 + PAGE];
+    argv[0] = "XDEL", argv[1] = a->keys.dead;
+    memcpy(argv + 2, ids, n * sizeof(*ids));
+    redisReply *r;
+    int rc = admin_callv(a, &r, "deleting replayed letters", (int)(2 + n), argv, NULL);
+    freeReplyObject(r);
+    if (rc != 0) {
+        st->dup_risk = (long long)n;
+    }
+    return rc;
+}
+
+/* Replays the entries of one page that have a body, while they fit. */
+static int replay_page(admin *a, replay *st, redisReply **es, size_t n) {
+    const char *bodies[PAGE], *ids[PAGE];
+    size_t lens[PAGE], nb = 0;
+    long long room = 0, done = 0;
+    for (size_t i = 0; i < n; i++) {
+        const redisReply *m = entry_field(es[i], "m");
+        st->seen++;
+        if (m == NULL || m->len == 0) {
+            st->skipped++; /* nothing to replay: the entry was gone when it died */
+            keep(st, es[i]->element[0]->str);
+            continue;
+        }
+        bodies[nb] = m->str, lens[nb] = m->len, ids[nb++] = es[i]->element[0]->str;
+    }
+    int rc = 0;
+    if (!st->full && nb > 0 && (rc = admit(a, st, NULL, NULL, 0, &room)) == 0) {
+        room = st->capacity - st->depth;
+        size_t k = room <= 0 ? 0 : (room < (long long)nb ? (size_t)room : nb);
+        if (k > 0 && (rc = admit(a, st, bodies, lens, k, &done)) == 0 && done > 0) {
+            rc = delete_ids(a, st, ids, (size_t)done);
+            st->replayed += done;
+        }
+    }
+    if ((size_t)done < nb) {
+        st->full = 1;
+        st->not_fit += (long long)nb - done;
+        for (size_t i = (size_t)done; i < nb; i++) {
+            keep(st, ids[i]);
+        }
+    }
+    return rc;
+}
+
+/* 1 when args[j] was named before it (a letter named twice is replayed once). */
+static int named_before(const admin *a, int j) {
+    for (int k = 2; k < j; k++) {
+        if (strcmp(a->args[k], a->args[j]) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Replays the named letters (args[2..]), a page at a time. */
+static int replay_named(admin *a, replay *st) {
+    int rc = 0;
+    for (int i = 2; rc == 0 && i < a->nargs; i += PAGE) {
+        redisReply *es[PAGE], *rs[PAGE];
+        size_t n = 0, nr = 0;
+        for (int j = i; j < a->nargs && j < i + PAGE; j++) {
+            if (named_before(a, j)) {
+                continue;
+            }
+            if ((rc = admin_call(a, &rs[nr], "reading the dead stream", "XRANGE", a->keys.dead,
+                                 a->args[j], a->args[j], NULL)) != 0) {
+                break;
+            }
+            redisReply *r = rs[nr++];
+            if (r->type == REDIS_REPLY_ARRAY && r->elements == 1) {
+                es[n++] = r->element[0];
+            } else {
+                admin_err(a, "no dead letter %s in queue %s", a->args[j], a->queue);
+                st->missing++;
+            }
+        }
+        if (rc == 0) {
+            rc = replay_page(a, st, es, n);
+        }
+        while (nr > 0) {
+            freeReplyObject(rs[--nr]);
+        }
+    }
+    return rc;
+}
+
+/* Replays from the oldest on, at most `limit` letters (bounded by the length at the start). */
+static int replay_all(admin *a, replay *st) {
+    int rc;
+    long long limit = dead_len(a, &rc);
+    if (a->limit > 0 && a->limit < limit) {
+        limit = a->limit;
+    }
+    char after[48] = "-";
+    while (rc == 0 && st->seen < limit) {
+        redisReply *r;
+        long long want = limit - st->seen < PAGE ? limit - st->seen : PAGE;
+        if ((rc = read_page(a, after, want, &r)) != 0) {
+            break;
+        }
+        if (r->elements == 0) {
+            freeReplyObject(r);
+            break;
+        }
+        snprintf(after, sizeof(after), "%s", r->element[r->elements - 1]->element[0]->str);
+        rc = replay_page(a, st, r->element, r->elements);
+        freeReplyObject(r);
+    }
+    return rc;
+}
+
+static void replay_report(const admin *a, const replay *st) {
+    if (a->json) {
+        printf("{\"queue\":\"%s\",\"replayed\":%lld,\"not_fitted\":%lld,\"skipped_no_body\":%lld,"
+               "\"not_found\":%lld,\"depth\":%lld,\"capacity\":%lld,\"kept\":[",
+               a->queue, st->replayed, st->not_fit, st->skipped, st->missing, st->depth,
+               st->capacity);
+        for (size_t i = 0; i < st->nkept; i++) {
+            printf("%s\"%s\"", i ? "," : "", st->kept[i]);
+        }
+        printf("]}\n");
+        return;
+    }
+    printf("replayed %lld dead letter%s into %s", st->replayed, st->replayed == 1 ? "" : "s",
+           a->queue);
+    if (st->depth >= 0) {
+        printf(" (depth %lld / capacity %lld)", st->depth, st->capacity);
+    }
+    printf("\n");
+    if (st->not_fit > 0) {
+        printf("%lld did not fit (the queue is full) and stay in the dead stream\n", st->not_fit);
+    }
+    if (st->skipped > 0) {
+        printf("%lld have no body (nothing to replay) and stay in the dead stream\n", st->skipped);
+    }
+    for (size_t i = 0; i < st->nkept; i++) {
+        printf("  kept %s\n", st->kept[i]);
+    }
+}
+
+static int dead_replay(admin *a) {
+    static replay st;
+    int rc = check_ids(a, 2);
+    if (rc != 0 || (rc = admin_connect(a)) != 0 || (rc = admin_detect_backend(a)) != 0) {
+        return rc;
+    }
+    st.depth = st.capacity = -1;
+    rc = a->nargs > 2 ? replay_named(a, &st) : replay_all(a, &st);
+    if (st.dup_risk > 0) {
+        admin_err(a,
+                  "%lld letters were admitted but are still in the dead stream too: check "
+                  "`dead list` before replaying again",
+                  st.dup_risk);
+    }
+    if (rc != 0) {
+        return rc;
+    }
+    if (st.seen == 0 && st.missing == 0) {
+        a->json ? printf("{\"queue\":\"%s\",\"replayed\":0,\"not_fitted\":0,"
+                         "\"skipped_no_body\":0,\"not_found\":0,\"kept\":[]}\n",
+                         a->queue)
+                : printf("nothing to replay: queue %s has no dead letters\n", a->queue);
+        return SLUICE_EXIT_REJECTED;
+    }
+    replay_report(a, &st);
+    return (st.not_fit || st.skipped || st.missing) ? SLUICE_EXIT_REJECTED : SLUICE_EXIT_OK;
+}
+
+/* ---- purge ---- */
+
+static int purge_named(admin *a) {
+    const char **argv = calloc((size_t)a->nargs, sizeof(*argv));
+    if (argv == NULL) {
+        admin_err(a, "out of memory");
+        return SLUICE_EXIT_REDIS;
+    }
+    argv[0] = "XDEL", argv[1] = a->keys.dead;
+    for (int i = 2; i < a->nargs; i++) {
+        argv[i] = a->args[i];
+    }
+    redisReply *r;
+    int rc = admin_callv(a, &r, "deleting dead letters", a->nargs, argv, NULL);
+    free(argv);
+    if (rc != 0) {
+        return rc;
+    }
+    long long n = admin_reply_ll(r, 0), asked = a->nargs - 2;
+    freeReplyObject(r);
+    if (a->json) {
+        printf("{\"queue\":\"%s\",\"deleted\":%lld,\"not_found\":%lld}\n", a->queue, n, asked - n);
+    } else {
+        printf("deleted %lld of %lld dead letters of %s\n", n, asked, a->queue);
+    }
+    return n == asked ? SLUICE_EXIT_OK : SLUICE_EXIT_REJECTED;
+}
+
+static int purge_all(admin *a) {
+    redisReply *r;
+    int rc = admin_call(a, &r, "MULTI", "MULTI", NULL);
+    freeReplyObject(r);
+    if (rc != 0 || (rc = admin_call(a, &r, "XLEN", "XLEN", a->keys.dead, NULL)) != 0) {
+        return rc;
+    }
+    freeReplyObject(r);
+    if ((rc = admin_call(a, &r, "DEL", "DEL", a->keys.dead, NULL)) != 0) {
+        return rc;
+    }
+    freeReplyObject(r);
+    if ((rc = admin_call(a, &r, "deleting the dead stream", "EXEC", NULL)) != 0) {
+        return rc;
+    }
+    long long n =
+        r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? admin_reply_ll(r->element[0], 0) : 0;
+    freeReplyObject(r);
+    if (a->json) {
+        printf("{\"queue\":\"%s\",\"deleted\":%lld,\"not_found\":0}\n", a->queue, n);
+    } else {
+        printf("deleted %lld dead letters of %s\n", n, a->queue);
+    }
+    return n > 0 ? SLUICE_EXIT_OK : SLUICE_EXIT_REJECTED;
+}
+
+static int dead_purge(admin *a) {
+    int rc = check_ids(a, 2);
+    if (rc != 0 || (rc = admin_connect(a)) != 0) {
+        return rc;
+    }
+    if (!a->yes) {
+        long long n = a->nargs > 2 ? a->nargs - 2 : dead_len(a, &rc);
+        if (rc == 0) {
+            admin_err(a, "would delete %lld dead letter%s of %s: add --yes to do it", n,
+                      n == 1 ? "" : "s", a->queue);
+        }
+        return rc != 0 ? rc : SLUICE_EXIT_USAGE;
+    }
+    return a->nargs > 2 ? purge_named(a) : purge_all(a);
+}
+
+int admin_dead(admin *a) {
+    const char *act = a->args[0];
+    if (strcmp(act, "list") == 0) {
+        return dead_list(a);
+    }
+    if (strcmp(act, "show") == 0) {
+        return dead_show(a);
+    }
+    if (strcmp(act, "replay") == 0) {
+        return dead_replay(a);
+    }
+    if (strcmp(act, "purge") == 0) {
+        return dead_purge(a);
+    }
+    admin_err(a, "unknown action '%s': use list, show, replay or purge", act);
+    return SLUICE_EXIT_USAGE;
+}

@@ -1,0 +1,473 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * admin_stats.c - `sluice-admin stats`, `watch` and `capacity`.
+ *
+ * A snapshot is read in one MULTI/EXEC so that depth, pending and the counters describe the same
+ * instant (waiting = depth - pending is only meaningful then). Rates are counter deltas between
+ * two snapshots divided by the monotonic time between them: stats takes the second one after
+ * --sample ms, watch uses the previous refresh.
+ *
+ * Stream backend: depth = XLEN, in flight = the group's pending count, waiting = depth - pending,
+ * lag = XINFO GROUPS' lag (entries never delivered to the group). List backend: depth =
+ * meta.list_depth, waiting = LLEN of the list, in flight = sum of LLEN of the processing lists.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sluice/cli.h"
+
+#include "admin.h"
+
+#define MAX_ROWS 256 /* consumers shown; all are counted */
+
+static const char *const counter_names[] = {"admitted", "rejected", "acked",
+                                            "retried",  "dead",     "reclaimed"};
+enum { NCOUNTERS = sizeof(counter_names) / sizeof(counter_names[0]) };
+
+typedef struct row {
+    char name[160];
+    long long pending;
+    long long idle_ms; /* -1: unknown (list backend) */
+} row;
+
+typedef struct snapshot {
+    uint64_t at_ns;
+    long long depth, capacity; /* capacity -1: not set */
+    long long waiting, in_flight, lag, dead;
+    int group_exists;
+    long long counters[NCOUNTERS];
+    size_t nconsumers; /* all of them; rows holds the first MAX_ROWS */
+    row rows[MAX_ROWS];
+} snapshot;
+
+/* ---- reading a snapshot ---- */
+
+static void read_counters(snapshot *s, const redisReply *h) {
+    for (size_t i = 0; i < NCOUNTERS; i++) {
+        s->counters[i] = admin_reply_ll(admin_field(h, counter_names[i]), 0);
+    }
+}
+
+static void read_group(admin *a, snapshot *s, const redisReply *groups) {
+    if (groups == NULL || groups->type != REDIS_REPLY_ARRAY) {
+        return;
+    }
+    for (size_t i = 0; i < groups->elements; i++) {
+        const redisReply *g = groups->element[i];
+        const redisReply *name = admin_field(g, "name");
+        if (name != NULL && name->type == REDIS_REPLY_STRING && strcmp(name->str, a->group) == 0) {
+            s->group_exists = 1;
+            s->in_flight = admin_reply_ll(admin_field(g, "pending"), 0);
+            s->lag = admin_reply_ll(admin_field(g, "lag"), -1);
+        }
+    }
+}
+
+static void read_consumers(snapshot *s, const redisReply *cs) {
+    if (cs == NULL || cs->type != REDIS_REPLY_ARRAY) {
+        return;
+    }
+    s->nconsumers = cs->elements;
+    for (size_t i = 0; i < cs->elements && i < MAX_ROWS; i++) {
+        const redisReply *c = cs->element[i];
+        const redisReply *name = admin_field(c, "name");
+        row *r = &s->rows[i];
+        snprintf(r->name, sizeof(r->name), "%s",
+                 name && name->type == REDIS_REPLY_STRING ? name->str : "?");
+        r->pending = admin_reply_ll(admin_field(c, "pending"), 0);
+        r->idle_ms = admin_reply_ll(admin_field(c, "idle"), -1);
+    }
+}
+
+/* Sends MULTI, the commands, EXEC; *out is the EXEC array (n replies, errors inline). */
+static int transaction(admin *a, redisReply **out, const char *cmds[][6], size_t n) {
+    redisReply *r;
+    int rc = admin_call(a, &r, "MULTI", "MULTI", NULL);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        int argc = 0;
+        while (argc < 6 && cmds[i][argc] != NULL) {
+            argc++;
+        }
+        freeReplyObject(r);
+        rc = admin_callv(a, &r, cmds[i][0], argc, cmds[i], NULL);
+    }
+    freeReplyObject(r);
+    if (rc != 0) {
+        return rc;
+    }
+    rc = admin_call(a, &r, "EXEC", "EXEC", NULL);
+    if (rc == 0 && (r->type != REDIS_REPLY_ARRAY || r->elements != n)) {
+        admin_err(a, "EXEC: unexpected reply");
+        freeReplyObject(r);
+        return SLUICE_EXIT_REDIS;
+    }
+    *out = r;
+    return rc;
+}
+
+static int snap_stream(admin *a, snapshot *s) {
+    const char *cmds[][6] = {
+        {"XLEN", a->keys.stream, NULL},
+        {"HGET", a->keys.meta, "capacity", NULL},
+        {"XINFO", "GROUPS", a->keys.stream, NULL},
+        {"XINFO", "CONSUMERS", a->keys.stream, a->group, NULL},
+        {"XLEN", a->keys.dead, NULL},
+        {"HGETALL", a->keys.stats, NULL},
+    };
+    redisReply *r;
+    int rc = transaction(a, &r, cmds, 6);
+    if (rc != 0) {
+        return rc;
+    }
+    s->depth = admin_reply_ll(r->element[0], 0);
+    s->capacity = admin_reply_ll(r->element[1], -1);
+    read_group(a, s, r->element[2]);
+    read_consumers(s, r->element[3]);
+    s->dead = admin_reply_ll(r->element[4], 0);
+    read_counters(s, r->element[5]);
+    s->waiting = s->depth > s->in_flight ? s->depth - s->in_flight : 0;
+    freeReplyObject(r);
+    return 0;
+}
+
+/* The consumer a processing list belongs to: the text after "<prefix>proc:". */
+static const char *proc_consumer(const admin *a, const char *key) {
+    size_t n = strlen(a->keys.prefix);
+    if (strncmp(key, a->keys.prefix, n) == 0 && strncmp(key + n, "proc:", 5) == 0) {
+        return key + n + 5;
+    }
+    return key;
+}
+
+static int snap_list_procs(admin *a, snapshot *s, const redisReply *procs) {
+    if (procs == NULL || procs->type != REDIS_REPLY_ARRAY) {
+        return 0;
+    }
+    s->nconsumers = procs->elements;
+    for (size_t i = 0; i < procs->elements; i++) {
+        redisReply *r;
+        int rc = admin_call(a, &r, "LLEN", "LLEN", procs->element[i]->str, NULL);
+        if (rc != 0) {
+            return rc;
+        }
+        long long n = admin_reply_ll(r, 0);
+        freeReplyObject(r);
+        s->in_flight += n;
+        if (i < MAX_ROWS) {
+            snprintf(s->rows[i].name, sizeof(s->rows[i].name), "%s",
+                     proc_consumer(a, procs->element[i]->str));
+            s->rows[i].pending = n;
+            s->rows[i].idle_ms = -1;
+        }
+    }
+    return 0;
+}
+
+static int snap_list(admin *a, snapshot *s) {
+    const char *cmds[][6] = {
+        {"HGET", a->keys.meta, "list_depth", NULL},
+        {"HGET", a->keys.meta, "capacity", NULL},
+        {"LLEN", a->keys.list, NULL},
+        {"SMEMBERS", a->keys.procs, NULL},
+        {"XLEN", a->keys.dead, NULL},
+        {"HGETALL", a->keys.stats, NULL},
+    };
+    redisReply *r;
+    int rc = transaction(a, &r, cmds, 6);
+    if (rc != 0) {
+        return rc;
+    }
+    s->depth = admin_reply_ll(r->element[0], 0);
+    s->capacity = admin_reply_ll(r->element[1], -1);
+    s->waiting = admin_reply_ll(r->element[2], 0);
+    s->dead = admin_reply_ll(r->element[4], 0);
+    read_counters(s, r->element[5]);
+    rc = snap_list_procs(a, s, r->element[3]);
+    freeReplyObject(r);
+    return rc;
+}
+
+static int snapshot_take(admin *a, snapshot *s) {
+    memset(s, 0, sizeof(*s));
+    s->lag = -1;
+    int rc = a->backend == SLUICE_BACKEND_LIST ? snap_list(a, s) : snap_stream(a, s);
+    s->at_ns = sluice_now_ns();
+    return rc;
+}
+
+/* ---- output ---- */
+
+/* Rates per second between two snapshots into r[]; returns 0 when there is no interval. */
+static int rates(const snapshot *prev, const snapshot *cur, double *r) {
+    if (prev == NULL || cur->at_ns <= prev->at_ns) {
+        return 0;
+    }
+    double dt = (double)(cur->at_ns - prev->at_ns) / 1e9;
+    for (size_t i = 0; i < NCOUNTERS; i++) {
+        long long d = cur->counters[i] - prev->counters[i];
+        r[i] = d > 0 ? (double)d / dt : 0.0; /* a purge resets counters: no negative rates */
+    }
+    return 1;
+}
+
+static void print_json(const admin *a, const snapshot *s, const snapshot *prev) {
+    double r[NCOUNTERS];
+    int have = rates(prev, s, r);
+    printf("{\"queue\":\"%s\",\"backend\":\"%s\",\"group\":", a->queue,
+           sluice_backend_name(a->backend));
+    admin_json_str(stdout, a->group, strlen(a->group));
+    printf(",\"depth\":%lld,\"capacity\":", s->depth);
+    s->capacity >= 0 ? printf("%lld", s->capacity) : printf("null");
+    printf(",\"waiting\":%lld,\"in_flight\":%lld,\"pending\":%lld,\"lag\":", s->waiting,
+           s->in_flight, s->in_flight);
+    s->lag >= 0 ? printf("%lld", s->lag) : printf("null");
+    printf(",\"dead\":%lld,\"consumers\":[", s->dead);
+    for (size_t i = 0; i < s->nconsumers && i < MAX_ROWS; i++) {
+        printf("%s{\"name\":", i ? "," : "");
+        admin_json_str(stdout, s->rows[i].name, strlen(s->rows[i].name));
+        printf(",\"pending\":%lld,\"idle_ms\":", s->rows[i].pending);
+        s->rows[i].idle_ms >= 0 ? printf("%lld}", s->rows[i].idle_ms) : printf("null}");
+    }
+    printf("],\"consumers_total\":%zu,\"counters\":{", s->nconsumers);
+    for (size_t i = 0; i < NCOUNTERS; i++) {
+        printf("%s\"%s\":%lld", i ? "," : "", counter_names[i], s->counters[i]);
+    }
+    printf("},\"rates\":");
+    if (!have) {
+        printf("null");
+    } else {
+        for (size_t i = 0; i < NCOUNTERS; i++) {
+            printf("%s\"%s\":%.1f", i ? "," : "{", counter_names[i], r[i]);
+        }
+        printf("}");
+    }
+    printf(",\"sample_ms\":%lld}\n", have ? (long long)((s->at_ns - prev->at_ns) / 1000000u) : 0LL);
+    fflush(stdout);
+}
+
+static void print_consumers(const snapshot *s) {
+    char a[32], b[32];
+    if (s->nconsumers == 0) {
+        printf("  consumers  none\n");
+        return;
+    }
+    printf("  consumers  %zu\n    %-40s %10s %10s\n", s->nconsumers, "NAME", "PENDING", "IDLE");
+    for (size_t i = 0; i < s->nconsumers && i < MAX_ROWS; i++) {
+        printf("    %-40.40s %10s %10s\n", s->rows[i].name,
+               sluice_fmt_count(a, sizeof(a), (unsigned long long)s->rows[i].pending),
+               admin_fmt_ms(b, sizeof(b), s->rows[i].idle_ms));
+    }
+    if (s->nconsumers > MAX_ROWS) {
+        printf("    ... and %zu more\n", s->nconsumers - MAX_ROWS);
+    }
+}
+
+/* 12.5 below 100 per second, 12,345 above: the digits a person needs. */
+static char *fmt_rate(char *buf, size_t len, double v) {
+    if (v < 100) {
+        snprintf(buf, len, "%.1f", v);
+        return buf;
+    }
+    return sluice_fmt_count(buf, len, (unsigned long long)(v + 0.5));
+}
+
+static void print_counters(const snapshot *s, const snapshot *prev) {
+    double r[NCOUNTERS];
+    int have = rates(prev, s, r);
+    char a[32];
+    printf("  %-10s %16s %12s\n", "COUNTER", "TOTAL", "PER SEC");
+    for (size_t i = 0; i < NCOUNTERS; i++) {
+        printf("  %-10s %16s", counter_names[i],
+               sluice_fmt_count(a, sizeof(a), (unsigned long long)s->counters[i]));
+        printf(" %12s\n", have ? fmt_rate(a, sizeof(a), r[i]) : "-");
+    }
+    /* Little's law: a new entry waits about depth / drain rate. */
+    if (have && r[2] > 0) {
+        printf("  drain %s/s: a new entry waits ~%.2fs; a full bucket drains in ~%.2fs\n",
+               fmt_rate(a, sizeof(a), r[2]), (double)s->depth / r[2],
+               s->capacity >= 0 ? (double)s->capacity / r[2] : (double)s->depth / r[2]);
+    }
+}
+
+static void print_human(const admin *a, const snapshot *s, const snapshot *prev) {
+    char d[32], c[32], w[32], f[32], l[32], x[32];
+    printf("queue %s (%s backend", a->queue, sluice_backend_name(a->backend));
+    if (a->backend == SLUICE_BACKEND_STREAM) {
+        printf(", group %s%s", a->group, s->group_exists ? "" : " - not created yet");
+    }
+    printf(")\n  depth      %s / %s", sluice_fmt_count(d, sizeof(d), (unsigned long long)s->depth),
+           s->capacity >= 0 ? sluice_fmt_count(c, sizeof(c), (unsigned long long)s->capacity)
+                            : "(not set: producers' default)");
+    if (s->capacity > 0) {
+        printf("  (%.0f%%)", 100.0 * (double)s->depth / (double)s->capacity);
+    }
+    printf("\n  waiting    %s   in flight %s",
+           sluice_fmt_count(w, sizeof(w), (unsigned long long)s->waiting),
+           sluice_fmt_count(f, sizeof(f), (unsigned long long)s->in_flight));
+    if (s->lag >= 0) {
+        printf("   lag %s", sluice_fmt_count(l, sizeof(l), (unsigned long long)s->lag));
+    }
+    printf("\n  dead       %s\n", sluice_fmt_count(x, sizeof(x), (unsigned long long)s->dead));
+    print_consumers(s);
+    print_counters(s, prev);
+    fflush(stdout);
+}
+
+static void print_snapshot(const admin *a, const snapshot *s, const snapshot *prev) {
+    if (a->json) {
+        print_json(a, s, prev);
+    } else {
+        print_human(a, s, prev);
+    }
+}
+
+/* ---- subcommands ---- */
+
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig) {
+    interrupted = 1;
+}
+
+/* Sleeps ms, returning early on SIGINT. */
+static void nap(long long ms) {
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    while (!interrupted && nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+static int prepare(admin *a, int max_extra) {
+    if (a->nargs > 1 + max_extra) {
+        admin_err(a, "unexpected argument '%s'", a->args[1 + max_extra]);
+        return SLUICE_EXIT_USAGE;
+    }
+    int rc = admin_connect(a);
+    return rc != 0 ? rc : admin_detect_backend(a);
+}
+
+int admin_stats(admin *a) {
+    static snapshot s1, s2;
+    int rc = prepare(a, 0);
+    if (rc != 0 || (rc = snapshot_take(a, &s1)) != 0) {
+        return rc;
+    }
+    if (a->sample_ms == 0) {
+        print_snapshot(a, &s1, NULL);
+        return 0;
+    }
+    nap(a->sample_ms);
+    if ((rc = snapshot_take(a, &s2)) != 0) {
+        return rc;
+    }
+    print_snapshot(a, &s2, &s1);
+    return 0;
+}
+
+static void watch_frame(const admin *a, const snapshot *s, const snapshot *prev) {
+    if (!a->json) {
+        char when[32];
+        time_t t = time(NULL);
+        strftime(when, sizeof(when), "%H:%M:%S", localtime(&t));
+        printf("\033[H\033[2Jsluice-admin watch %s - every %.1fs - %s - Ctrl-C to stop\n\n",
+               a->queue, (double)a->interval_ms / 1000.0, when);
+    }
+    print_snapshot(a, s, prev);
+}
+
+int admin_watch(admin *a) {
+    static snapshot snaps[2];
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_sigint; /* no SA_RESTART: the sleep ends at once */
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    int rc = prepare(a, 0), have_prev = 0;
+    if (rc != 0) {
+        return rc;
+    }
+    /* A failed refresh is reported and retried; the exit code tells how the last one went. */
+    for (long long i = 0; !interrupted && (a->count == 0 || i < a->count); i++) {
+        snapshot *cur = &snaps[i % 2], *prev = &snaps[(i + 1) % 2];
+        rc = snapshot_take(a, cur);
+        if (rc != 0 && i == 0) {
+            return rc; /* a wrong URL should not leave an empty screen refreshing */
+        }
+        if (rc == 0) {
+            watch_frame(a, cur, have_prev ? prev : NULL);
+        }
+        have_prev = rc == 0;
+        if (a->count == 0 || i + 1 < a->count) {
+            nap(a->interval_ms);
+        }
+    }
+    return rc;
+}
+
+static int capacity_show(admin *a) {
+    redisReply *r;
+    int rc = admin_call(a, &r, "reading the capacity", "HGET", a->keys.meta, "capacity", NULL);
+    if (rc != 0) {
+        return rc;
+    }
+    long long cap = admin_reply_ll(r, -1);
+    freeReplyObject(r);
+    if (a->json) {
+        printf("{\"queue\":\"%s\",\"capacity\":", a->queue);
+        cap >= 0 ? printf("%lld}\n", cap) : printf("null}\n");
+    } else if (cap >= 0) {
+        printf("capacity of %s: %lld\n", a->queue, cap);
+    } else {
+        printf("capacity of %s: not set (each producer uses its own default)\n", a->queue);
+    }
+    return 0;
+}
+
+int admin_capacity(admin *a) {
+    char err[256];
+    long long n, old, depth;
+    if (a->nargs > 2) {
+        admin_err(a, "unexpected argument '%s'", a->args[2]);
+        return SLUICE_EXIT_USAGE;
+    }
+    if (a->nargs == 2 &&
+        sluice_parse_ll("capacity", a->args[1], 0, (long long)1e12, &n, err, sizeof(err)) != 0) {
+        admin_err(a, "%s", err);
+        return SLUICE_EXIT_USAGE;
+    }
+    int rc = admin_connect(a);
+    if (rc != 0 || a->nargs == 1) {
+        return rc != 0 ? rc : capacity_show(a);
+    }
+    const char *cmds[][6] = {{"HGET", a->keys.meta, "capacity", NULL},
+                             {"HSET", a->keys.meta, "capacity", a->args[1], NULL},
+                             {"XLEN", a->keys.stream, NULL},
+                             {"HGET", a->keys.meta, "list_depth", NULL}};
+    redisReply *r;
+    if ((rc = transaction(a, &r, cmds, 4)) != 0) {
+        return rc;
+    }
+    old = admin_reply_ll(r->element[0], -1);
+    depth = admin_reply_ll(r->element[2], 0) + admin_reply_ll(r->element[3], 0);
+    freeReplyObject(r);
+    if (a->json) {
+        printf("{\"queue\":\"%s\",\"capacity\":%lld,\"previous\":", a->queue, n);
+        old >= 0 ? printf("%lld", old) : printf("null");
+        printf(",\"depth\":%lld}\n", depth);
+        return 0;
+    }
+    char was[48] = "was not set";
+    if (old >= 0) {
+        snprintf(was, sizeof(was), "was %lld", old);
+    }
+    printf("capacity of %s: %lld (%s; depth %lld)\n", a->queue, n, was, depth);
+    if (depth > n) {
+        printf("note: depth is above the new capacity: admissions are refused until the "
+               "workers drain it below %lld\n",
+               n);
+    }
+    return 0;
+}
