@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # fault_acl.sh - least privilege (FAULTS.md B12, issue item 5).
 #
-# The ACL lines below are the ones docs/guarantees.md (README) gives; this test proves them on
+# The ACL lines below are the ones the README (section Guarantees) gives; this test proves them on
 # Redis 7.0: an admin loads the library, then
 #   - the producer user admits (also with an idempotency key) and can do nothing else that
 #     matters: no reading payloads, no deleting, trimming, acking, changing capacity, loading or
@@ -25,7 +25,7 @@ redis_start r
 port=$(redis_port r)
 admin_url=$(redis_url r)
 
-# The documented ACL lines (keep in sync with docs/guarantees.md).
+# The documented ACL lines (keep in sync with the README, section Guarantees).
 PRODUCER_ACL=(resetchannels -@all +fcall +xlen +hget '~sluice:*'
     '(+xadd ~sluice:*:stream)' '(+hincrby ~sluice:*:stats)' '(+get +set ~sluice:*:idem:*)')
 WORKER_ACL=(resetchannels -@all +fcall +xreadgroup '+xgroup|create' +xack +xdel +xclaim
