@@ -275,6 +275,99 @@ local function list_recover(keys, args)
     return n
 end
 
+-- The `m` field of dead letter `id`: its body, '' when it has none, nil when the letter is gone.
+local function dead_body(dead, id)
+    local e = redis.call('XRANGE', dead, id, id)
+    if not e[1] then
+        return nil
+    end
+    local f = e[1][2]
+    for i = 1, #f, 2 do
+        if f[i] == 'm' then
+            return f[i + 1]
+        end
+    end
+    return ''
+end
+
+-- The loop of replay and list_replay. `depth` is the bucket's depth now; append(body) queues
+-- one body. Outcome codes follow the counters' order: 0 replayed, 1 not fit, 2 skipped,
+-- 3 missing.
+local function replay_letters(keys, args, cap, depth, append)
+    local counts = {0, 0, 0, 0}
+    local outcomes = {}
+    for i = 2, #args do
+        local body = dead_body(keys[4], args[i])
+        local o = 1
+        if body == nil then
+            o = 3
+        elseif body == '' then
+            o = 2
+        elseif depth < cap then
+            append(body)
+            redis.call('XDEL', keys[4], args[i])
+            depth = depth + 1
+            o = 0
+        end
+        counts[o + 1] = counts[o + 1] + 1
+        outcomes[i - 1] = o
+    end
+    if counts[1] > 0 then
+        redis.call('HINCRBY', keys[3], 'admitted', counts[1])
+    end
+    return {counts[1], counts[2], counts[3], counts[4], depth, cap, outcomes}
+end
+
+--[[ replay (stream backend): put dead letters back into the queue, in order, while they fit,
+and delete exactly the replayed ones from the dead stream - one atomic step, so a lost
+connection cannot leave a letter both queued and dead. A letter that does not fit is not a
+rejection: `rejected` does not move.
+KEYS[1] stream, KEYS[2] meta, KEYS[3] stats, KEYS[4] dead
+ARGV[1] default capacity (used when meta has no `capacity`), ARGV[2..] dead-letter ids
+reply: {replayed, not_fit, skipped, missing, depth_after, capacity, outcomes}; skipped letters
+have an empty body (stay dead), missing ones are not in the dead stream; outcomes[i] tells what
+happened to ARGV[1 + i]: 0 replayed, 1 not fit (stays dead), 2 skipped, 3 missing. ]]
+local function replay(keys, args)
+    local cap = capacity_of(keys[2], args[1])
+    if type(cap) == 'table' then
+        return cap
+    end
+    return replay_letters(keys, args, cap, redis.call('XLEN', keys[1]), function(body)
+        redis.call('XADD', keys[1], '*', 'm', body)
+    end)
+end
+
+--[[ list_replay (list backend): replay onto the list, as list_admit appends.
+KEYS[1] list, KEYS[2] meta, KEYS[3] stats, KEYS[4] dead
+ARGV as replay. reply as replay. ]]
+local function list_replay(keys, args)
+    local cap = capacity_of(keys[2], args[1])
+    if type(cap) == 'table' then
+        return cap
+    end
+    local depth = tonumber(redis.call('HGET', keys[2], 'list_depth')) or 0
+    return replay_letters(keys, args, cap, depth, function(body)
+        local seq = redis.call('HINCRBY', keys[2], 'list_seq', 1)
+        redis.call('LPUSH', keys[1], tostring(seq) .. ':' .. body)
+        redis.call('HINCRBY', keys[2], 'list_depth', 1)
+    end)
+end
+
+--[[ prune (stream backend): delete a consumer only if it has no pending entry, checked in the
+same atomic step (XGROUP DELCONSUMER would drop its pending entries from the group: they would
+hold capacity with no worker able to claim them; a WATCH cannot guard it, XREADGROUP does not
+touch watched keys).
+KEYS[1] stream
+ARGV[1] group, ARGV[2] consumer
+reply: 1 deleted (or it did not exist), 0 kept (it has pending entries) ]]
+local function prune(keys, args)
+    if #redis.call('XPENDING', keys[1], args[1], '-', '+', 1, args[2]) > 0 then
+        return 0
+    end
+    redis.call('XGROUP', 'DELCONSUMER', keys[1], args[1], args[2])
+    return 1
+end
+
 --[[ version: KEYS none; reply: the library version string ]]
 local function version(keys, args)
     return VERSION
@@ -297,5 +390,8 @@ redis.register_function{function_name = 'sluice_list_dead', callback = list_dead
     flags = {'allow-oom'}}
 redis.register_function{function_name = 'sluice_list_recover', callback = list_recover,
     flags = {'allow-oom'}}
+redis.register_function('sluice_replay', replay)
+redis.register_function('sluice_list_replay', list_replay)
+redis.register_function{function_name = 'sluice_prune', callback = prune, flags = {'allow-oom'}}
 redis.register_function{function_name = 'sluice_version', callback = version,
     flags = {'no-writes', 'allow-stale'}}

@@ -360,6 +360,43 @@ static int ensure_sha(sluice_conn *c, sluice_fn fn) {
     return st;
 }
 
+int sluice__format_fcall(const char *verb, const char *target, int nkeys, const char **keys,
+                         const size_t *keylens, int nargs, const char **args, const size_t *arglens,
+                         sds *out) {
+    int argc = 3 + nkeys + nargs;
+    const char *stack_argv[64];
+    size_t stack_lens[64];
+    const char **argv = argc <= 64 ? stack_argv : malloc(sizeof(*argv) * (size_t)argc);
+    size_t *lens = argc <= 64 ? stack_lens : malloc(sizeof(*lens) * (size_t)argc);
+    int st = SLUICE_ENOMEM;
+    if (argv != NULL && lens != NULL) {
+        char nk[16];
+        snprintf(nk, sizeof(nk), "%d", nkeys);
+        argv[0] = verb;
+        argv[1] = target;
+        argv[2] = nk;
+        for (int i = 0; i < 3; i++) {
+            lens[i] = strlen(argv[i]);
+        }
+        for (int i = 0; i < nkeys; i++) {
+            argv[3 + i] = keys[i];
+            lens[3 + i] = keylens != NULL ? keylens[i] : strlen(keys[i]);
+        }
+        for (int i = 0; i < nargs; i++) {
+            argv[3 + nkeys + i] = args[i];
+            lens[3 + nkeys + i] = arglens != NULL ? arglens[i] : strlen(args[i]);
+        }
+        st = redisFormatSdsCommandArgv(out, argc, argv, lens) < 0 ? SLUICE_ENOMEM : 0;
+    }
+    if (argv != stack_argv) {
+        free((void *)argv);
+    }
+    if (lens != stack_lens) {
+        free(lens);
+    }
+    return st;
+}
+
 int sluice_conn_append_fcall(sluice_conn *c, sluice_fn fn, int nkeys, const char **keys,
                              const size_t *keylens, int nargs, const char **args,
                              const size_t *arglens) {
@@ -370,41 +407,14 @@ int sluice_conn_append_fcall(sluice_conn *c, sluice_fn fn, int nkeys, const char
     if (st != 0) {
         return st;
     }
-    int argc = 3 + nkeys + nargs;
-    const char *stack_argv[64];
-    size_t stack_lens[64];
-    const char **argv = argc <= 64 ? stack_argv : malloc(sizeof(char *) * (size_t)argc);
-    size_t *lens = argc <= 64 ? stack_lens : malloc(sizeof(size_t) * (size_t)argc);
-    if (argv == NULL || lens == NULL) {
-        st = SLUICE_ENOMEM;
-        goto out;
+    int eval = c->mode == MODE_EVAL;
+    sds cmd = NULL;
+    st = sluice__format_fcall(eval ? "EVALSHA" : "FCALL", eval ? c->sha[fn] : sluice_fn_name(fn),
+                              nkeys, keys, keylens, nargs, args, arglens, &cmd);
+    if (st == 0 && redisAppendFormattedCommand(c->ctx, cmd, sdslen(cmd)) != REDIS_OK) {
+        st = fail(c, SLUICE_ENOMEM, "out of memory queueing a command");
     }
-    char nk[16];
-    snprintf(nk, sizeof(nk), "%d", nkeys);
-    argv[0] = c->mode == MODE_EVAL ? "EVALSHA" : "FCALL";
-    argv[1] = c->mode == MODE_EVAL ? c->sha[fn] : sluice_fn_name(fn);
-    argv[2] = nk;
-    for (int i = 0; i < 3; i++) {
-        lens[i] = strlen(argv[i]);
-    }
-    for (int i = 0; i < nkeys; i++) {
-        argv[3 + i] = keys[i];
-        lens[3 + i] = keylens ? keylens[i] : strlen(keys[i]);
-    }
-    for (int i = 0; i < nargs; i++) {
-        argv[3 + nkeys + i] = args[i];
-        lens[3 + nkeys + i] = arglens ? arglens[i] : strlen(args[i]);
-    }
-    if (redisAppendCommandArgv(c->ctx, argc, argv, lens) != REDIS_OK) {
-        st = fail(c, SLUICE_ENOMEM, "out of memory formatting a command");
-    }
-out:
-    if (argv != stack_argv) {
-        free((void *)argv);
-    }
-    if (lens != stack_lens) {
-        free(lens);
-    }
+    sdsfree(cmd);
     return st;
 }
 

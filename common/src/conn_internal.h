@@ -6,6 +6,8 @@
 #ifndef SLUICE_CONN_INTERNAL_H
 #define SLUICE_CONN_INTERNAL_H
 
+#include <hiredis/sds.h>
+
 #include "sluice/redis.h"
 
 /* Copies `src` (NULL = defaults) into `dst`, replacing zero fields by their defaults. */
@@ -14,5 +16,11 @@ void sluice__conn_options_fill(sluice_conn_options *dst, const sluice_conn_optio
 /* Delay before reconnect attempt number `attempt` (1-based): min * 2^(attempt-1) capped at
  * max, with jitter in [d/2, d] drawn from the caller's generator state `seed`. */
 int sluice__backoff_ms(const sluice_conn_options *o, int attempt, unsigned *seed);
+
+/* Formats `VERB TARGET nkeys keys... args...` (FCALL name / EVALSHA sha) into *out (an sds the
+ * caller frees). NULL length arrays mean strlen. Returns 0 or SLUICE_ENOMEM. */
+int sluice__format_fcall(const char *verb, const char *target, int nkeys, const char **keys,
+                         const size_t *keylens, int nargs, const char **args, const size_t *arglens,
+                         sds *out);
 
 #endif

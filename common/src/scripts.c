@@ -31,6 +31,9 @@ static const struct {
     [SLUICE_FN_LIST_DEAD] = {"sluice_list_dead", "list_dead"},
     [SLUICE_FN_LIST_RECOVER] = {"sluice_list_recover", "list_recover"},
     [SLUICE_FN_VERSION] = {"sluice_version", "version"},
+    [SLUICE_FN_REPLAY] = {"sluice_replay", "replay"},
+    [SLUICE_FN_LIST_REPLAY] = {"sluice_list_replay", "list_replay"},
+    [SLUICE_FN_PRUNE] = {"sluice_prune", "prune"},
 };
 
 const char *sluice_fn_name(sluice_fn fn) {

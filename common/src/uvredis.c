@@ -755,38 +755,9 @@ int sluice_aconn_command(sluice_aconn *c, int argc, const char **argv, const siz
 static int format_fcall(const sluice_aconn *c, sluice_fn fn, int nkeys, const char **keys,
                         const size_t *keylens, int nargs, const char **args, const size_t *arglens,
                         sds *out) {
-    int argc = 3 + nkeys + nargs;
-    const char *stack_argv[32];
-    size_t stack_lens[32];
-    const char **argv = argc <= 32 ? stack_argv : malloc(sizeof(*argv) * (size_t)argc);
-    size_t *lens = argc <= 32 ? stack_lens : malloc(sizeof(*lens) * (size_t)argc);
-    int st = SLUICE_ENOMEM;
-    if (argv != NULL && lens != NULL) {
-        char nk[16];
-        snprintf(nk, sizeof(nk), "%d", nkeys);
-        argv[0] = c->mode == MODE_EVAL ? "EVALSHA" : "FCALL";
-        argv[1] = c->mode == MODE_EVAL ? c->sha[fn] : sluice_fn_name(fn);
-        argv[2] = nk;
-        for (int i = 0; i < 3; i++) {
-            lens[i] = strlen(argv[i]);
-        }
-        for (int i = 0; i < nkeys; i++) {
-            argv[3 + i] = keys[i];
-            lens[3 + i] = keylens != NULL ? keylens[i] : strlen(keys[i]);
-        }
-        for (int i = 0; i < nargs; i++) {
-            argv[3 + nkeys + i] = args[i];
-            lens[3 + nkeys + i] = arglens != NULL ? arglens[i] : strlen(args[i]);
-        }
-        st = redisFormatSdsCommandArgv(out, argc, argv, lens) < 0 ? SLUICE_ENOMEM : 0;
-    }
-    if (argv != stack_argv) {
-        free((void *)argv);
-    }
-    if (lens != stack_lens) {
-        free(lens);
-    }
-    return st;
+    int eval = c->mode == MODE_EVAL;
+    return sluice__format_fcall(eval ? "EVALSHA" : "FCALL", eval ? c->sha[fn] : sluice_fn_name(fn),
+                                nkeys, keys, keylens, nargs, args, arglens, out);
 }
 
 int sluice_aconn_fcall(sluice_aconn *c, sluice_fn fn, int nkeys, const char **keys,

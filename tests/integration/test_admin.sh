@@ -90,6 +90,10 @@ json "$tmp/j" 'j["rates"] is not None and j["sample_ms"] >= 200'
 # ---- watch: refreshes, bounded by --count, stops on SIGINT ----
 expect 0 "sluice-admin watch $q" -- admin watch "$q" --count 2 --interval 100
 [ "$(grep -c "sluice-admin watch $q" "$tmp/out")" -eq 2 ] || fail "watch: not 2 frames"
+grep -q $'\033' "$tmp/out" && fail "watch: screen escapes written to a file"
+head -1 "$tmp/out" | grep -q "^sluice-admin watch $q" || fail "watch: first line is not a frame"
+[ "$(awk -v h="sluice-admin watch $q" 'NR > 1 && index($0, h) == 1 && prev != "" { bad = 1 }
+    { prev = $0 } END { print bad + 0 }' "$tmp/out")" = 0 ] || fail "watch: frames not separated"
 admin watch "$q" --count 2 --interval 100 --json >"$tmp/w"
 [ "$(wc -l <"$tmp/w")" -eq 2 ] || fail "watch --json: not 2 lines"
 tail -1 "$tmp/w" >"$tmp/j" && json "$tmp/j" 'j["rates"] is not None and j["depth"]==5'
@@ -137,6 +141,16 @@ expect 0 "replayed 1 dead letter" -- admin dead replay "$qd" "$second" "$second"
 expect 0 "replayed 1 dead letter" -- admin dead replay "$qd"
 expect 1 "nothing to replay" -- admin dead replay "$qd"
 [ "$(rcli XLEN "sluice:{$qd}:stream")" = 5 ] || fail "depth after replays is not 5"
+# a letter with no body is skipped and stays dead, a missing one is reported; nothing is admitted
+nb=$(rcli XADD "sluice:{$qd}:dead" '*' id 1-1 m '' deliveries 5 consumer c reason gone)
+expect 1 "1 have no body .* stay in the dead stream" -- admin dead replay "$qd"
+grep -q "kept $nb" "$tmp/out" || fail "replay: letter with no body not listed: $(cat "$tmp/out")"
+admin dead replay "$qd" "$nb" 1-1 --json >"$tmp/j" 2>/dev/null || true
+json "$tmp/j" 'j["replayed"]==0 and j["skipped_no_body"]==1 and j["not_found"]==1'
+json "$tmp/j" 'j["kept"]==["'"$nb"'"]'
+[ "$(rcli XLEN "sluice:{$qd}:dead")" = 1 ] || fail "the letter with no body left the dead stream"
+[ "$(rcli XLEN "sluice:{$qd}:stream")" = 5 ] || fail "a letter with no body was admitted"
+rcli XDEL "sluice:{$qd}:dead" "$nb" >/dev/null
 
 # dead purge needs --yes; by id, then all
 "$bin/sluice-worker" --redis "$url" --queue "$qd" --handler exec:false --max-messages 5 \
@@ -183,6 +197,19 @@ json "$tmp/j" 'j["backend"]=="list" and j["depth"]==3 and j["waiting"]==2 and j[
 json "$tmp/j" 'j["consumers"][0]["name"]=="w1" and j["consumers"][0]["pending"]==1'
 expect 0 "w1 +1" -- admin consumers "$ql"
 expect 2 "list backend" -- admin consumers "$ql" --prune 100
+# replay onto the list backend: capacity from meta, depth in meta.list_depth
+admin capacity "$ql" 4 >/dev/null
+for _ in 1 2; do
+    rcli XADD "sluice:{$ql}:dead" '*' id 9 m replayed-body deliveries 5 consumer w1 reason x \
+        >/dev/null
+done
+expect 1 "replayed 1 dead letter into $ql \(depth 4 / capacity 4\)" -- admin dead replay "$ql"
+grep -q "1 did not fit" "$tmp/out" || fail "list replay: $(cat "$tmp/out")"
+[ "$(rcli LLEN "sluice:{$ql}:list")" = 3 ] || fail "list replay: not appended to the list"
+[ "$(rcli HGET "sluice:{$ql}:meta" list_depth)" = 4 ] || fail "list replay: list_depth not 4"
+rcli LRANGE "sluice:{$ql}:list" 0 0 | grep -qE '^[0-9]+:replayed-body$' ||
+    fail "list replay: element is not SEQ:BODY"
+[ "$(rcli XLEN "sluice:{$ql}:dead")" = 1 ] || fail "list replay: dead stream not 1"
 
 # ---- purge: only with --yes; every key of the queue, none of another ----
 "$bin/sluice-enqueue" --redis "$url" --queue "$ql" --idempotency-key k1 x >/dev/null 2>&1 || true

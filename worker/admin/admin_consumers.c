@@ -9,11 +9,9 @@
  *      XCLAIM ... IDLE <their idle time> JUSTID - ownership changes, nothing else: the delivery
  *      count and idle time stay, so the workers' reclaim pass takes them exactly when it would
  *      have; with no live consumer to take them, the consumer is kept and reported;
- *   2. it is deleted by a small script that checks, in the same atomic step, that it has no
- *      pending entry left (a consumer that read again meanwhile is kept). A WATCH would not do:
- *      XREADGROUP does not touch watched keys.
- * That script is the one piece of server-side logic outside scripts/sluice.lua; it belongs
- * there as a function (sluice_prune) in the next data-model revision.
+ *   2. it is deleted by the function sluice_prune (scripts/sluice.lua), which checks, in the
+ *      same atomic step, that it has no pending entry left (a consumer that read again
+ *      meanwhile is kept). A WATCH would not do: XREADGROUP does not touch watched keys.
  *
  * The list backend has processing lists instead of a consumer group: they are listed with their
  * lengths; pruning them is not offered (idle times are not known).
@@ -22,19 +20,12 @@
 #include <string.h>
 
 #include "sluice/cli.h"
+#include "sluice/status.h"
 
 #include "admin.h"
 
 #define CLAIM_PAGE  100   /* pending entries moved per XPENDING page */
 #define CLAIM_PAGES 10000 /* pages per consumer at most: 1,000,000 entries */
-
-/* KEYS[1] stream; ARGV[1] group, ARGV[2] consumer.
- * reply: -1 when the consumer has pending entries (kept), else DELCONSUMER's reply (0). */
-static const char prune_script[] =
-    "if #redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', 1, ARGV[2]) > 0 then\n"
-    "    return -1\n"
-    "end\n"
-    "return redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], ARGV[2])\n";
 
 typedef struct consumer {
     char *name;
@@ -179,16 +170,22 @@ static int claim_page(admin *a, const char *from, const char *to, long long *mov
     return rc;
 }
 
-/* Deletes `name` if (atomically) it has no pending entry. *kept = 1 when it had some. */
+/* Deletes `name` if (atomically, in sluice_prune) it has no pending entry. *kept = 1 when it
+ * had some. */
 static int delete_if_empty(admin *a, const char *name, int *kept) {
-    const char *argv[] = {"EVAL", prune_script, "1", a->keys.stream, a->group, name};
-    redisReply *r;
-    int rc = admin_callv(a, &r, "deleting a consumer", 6, argv, NULL);
-    if (rc == 0) {
-        *kept = admin_reply_ll(r, 0) < 0;
+    const char *keys[] = {a->keys.stream};
+    const char *args[] = {a->group, name};
+    redisReply *r = NULL;
+    int s = sluice_conn_fcall(a->conn, SLUICE_FN_PRUNE, 1, keys, NULL, 2, args, NULL, &r, NULL);
+    if (s != 0 || r->type != REDIS_REPLY_INTEGER) {
+        admin_err(a, "deleting a consumer: %s: %s", sluice_strerror(s ? s : SLUICE_EPROTO),
+                  r && r->type == REDIS_REPLY_ERROR ? r->str : sluice_conn_errstr(a->conn));
         freeReplyObject(r);
+        return SLUICE_EXIT_REDIS;
     }
-    return rc;
+    *kept = r->integer == 0;
+    freeReplyObject(r);
+    return 0;
 }
 
 /* The consumer active most recently among those not being pruned, or NULL. */

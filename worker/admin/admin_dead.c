@@ -5,13 +5,13 @@
  * Each dead letter (sluice:{Q}:dead) has the fields id (the original entry id), m (the
  * envelope), deliveries, consumer and reason; both backends share it.
  *
- * Replay goes through the admission function (sluice_admit / sluice_list_admit), so capacity
- * is respected exactly as for producers. A zero-envelope admission call first tells how much
- * room there is without counting anything as rejected; then that many are admitted in one call
- * and exactly the admitted ones are deleted from the dead stream. Whatever did not fit stays
- * and is reported (exit 1). The admission and the XDEL are two calls: if the connection dies
- * between them, those letters are both in the queue and still in the dead stream (replayed
- * twice if replayed again) - the report says so.
+ * Replay is one server-side function per page of letters (sluice_replay, or sluice_list_replay
+ * for the list backend): it reads each letter, appends its body to the queue while depth is
+ * below capacity (exactly as producers are admitted, but never counted as a rejection), deletes
+ * exactly the replayed letters from the dead stream and counts them admitted - in one atomic
+ * step, so a letter is never both queued and dead. Letters are replayed oldest first (or in the
+ * order named): once one did not fit, the ones after it are only counted, not replayed, even if
+ * room appears meanwhile. Whatever did not fit stays and is reported (exit 1).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +23,7 @@
 
 #include "admin.h"
 
-#define PAGE     100 /* dead letters per XRANGE / admission call */
+#define PAGE     100 /* dead letters per XRANGE / replay call */
 #define KEPT_MAX 20  /* ids of kept letters listed in the report */
 
 /* ---- reading entries ---- */
@@ -238,9 +238,8 @@ static int dead_show(admin *a) {
 typedef struct replay {
     long long replayed, not_fit, skipped, missing, seen;
     long long depth, capacity;
-    int full;           /* stop admitting: something did not fit */
-    long long dup_risk; /* admitted, but the XDEL that follows failed */
-    size_t nkept;       /* ids listed in kept[] */
+    int full;     /* stop replaying: something did not fit (the rest are only counted) */
+    size_t nkept; /* ids listed in kept[] */
     char kept[KEPT_MAX][48];
 } replay;
 
@@ -250,81 +249,96 @@ static void keep(replay *st, const char *id) {
     }
 }
 
-/* FCALL admit with bodies[0..n) (n may be 0: a probe). Sets depth/capacity; *admitted. */
-static int admit(admin *a, replay *st, const char **bodies, const size_t *lens, size_t n,
-                 long long *admitted) {
+/* A page of the function's reply: {replayed, not_fit, skipped, missing, depth, capacity,
+ * outcomes} with one outcome per id (0 replayed, 1 not fit, 2 skipped, 3 missing). */
+static int replay_reply_ok(const redisReply *r, size_t n) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 7 ||
+        r->element[6]->type != REDIS_REPLY_ARRAY || r->element[6]->elements != n) {
+        return 0;
+    }
+    for (size_t i = 0; i < 6; i++) {
+        if (r->element[i]->type != REDIS_REPLY_INTEGER) {
+            return 0;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        const redisReply *o = r->element[6]->element[i];
+        if (o->type != REDIS_REPLY_INTEGER || o->integer < 0 || o->integer > 3) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* FCALL sluice_replay (sluice_list_replay) with ids[0..n): replays them in one atomic step. */
+static int replay_call(admin *a, replay *st, const char **ids, size_t n) {
     int list = a->backend == SLUICE_BACKEND_LIST;
-    const char *keys[] = {list ? a->keys.list : a->keys.stream, a->keys.meta, a->keys.stats};
-    const char *args[2 + PAGE];
-    size_t arglens[2 + PAGE];
+    const char *keys[] = {list ? a->keys.list : a->keys.stream, a->keys.meta, a->keys.stats,
+                          a->keys.dead};
+    const char *args[1 + PAGE];
     char cap[24];
     snprintf(cap, sizeof(cap), "%lld", a->default_cap);
-    args[0] = cap, arglens[0] = strlen(cap);
-    args[1] = "0", arglens[1] = 1;
-    for (size_t i = 0; i < n; i++) {
-        args[2 + i] = bodies[i], arglens[2 + i] = lens[i];
-    }
+    args[0] = cap;
+    memcpy(args + 1, ids, n * sizeof(*ids));
     redisReply *r = NULL;
-    int s = sluice_conn_fcall(a->conn, list ? SLUICE_FN_LIST_ADMIT : SLUICE_FN_ADMIT, 3, keys, NULL,
-                              (int)(2 + n), args, arglens, &r, NULL);
-    if (s != 0 || r->type != REDIS_REPLY_ARRAY || r->elements < 3) {
-        admin_err(a, "admitting: %s: %s", sluice_strerror(s ? s : SLUICE_EPROTO),
+    int s = sluice_conn_fcall(a->conn, list ? SLUICE_FN_LIST_REPLAY : SLUICE_FN_REPLAY, 4, keys,
+                              NULL, (int)(1 + n), args, NULL, &r, NULL);
+    if (s != 0 || !replay_reply_ok(r, n)) {
+        admin_err(a, "replaying: %s: %s", sluice_strerror(s ? s : SLUICE_EPROTO),
                   r && r->type == REDIS_REPLY_ERROR ? r->str : sluice_conn_errstr(a->conn));
         freeReplyObject(r);
         return SLUICE_EXIT_REDIS;
     }
-    *admitted = r->element[0]->integer;
-    st->depth = r->element[1]->integer;
-    st->capacity = r->element[2]->integer;
+    st->replayed += r->element[0]->integer;
+    st->not_fit += r->element[1]->integer;
+    st->skipped += r->element[2]->integer;
+    st->missing += r->element[3]->integer;
+    st->seen += r->element[0]->integer + r->element[1]->integer + r->element[2]->integer;
+    st->depth = r->element[4]->integer;
+    st->capacity = r->element[5]->integer;
+    st->full = r->element[1]->integer > 0;
+    for (size_t i = 0; i < n; i++) {
+        long long o = r->element[6]->element[i]->integer;
+        if (o == 1 || o == 2) {
+            keep(st, ids[i]);
+        } else if (o == 3) {
+            admin_err(a, "no dead letter %s in queue %s", ids[i], a->queue);
+        }
+    }
     freeReplyObject(r);
     return 0;
 }
 
-static int delete_ids(admin *a, replay *st, const char **ids, size_t n) {
-    const char *argv[2 + PAGE];
-    argv[0] = "XDEL", argv[1] = a->keys.dead;
-    memcpy(argv + 2, ids, n * sizeof(*ids));
-    redisReply *r;
-    int rc = admin_callv(a, &r, "deleting replayed letters", (int)(2 + n), argv, NULL);
-    freeReplyObject(r);
-    if (rc != 0) {
-        st->dup_risk = (long long)n;
+/* Counts a letter that stays because an earlier one did not fit (or it has no body). */
+static void count_kept(replay *st, const redisReply *e) {
+    const redisReply *m = entry_field(e, "m");
+    st->seen++;
+    if (m == NULL || m->len == 0) {
+        st->skipped++; /* nothing to replay: the entry was gone when it died */
+    } else {
+        st->not_fit++;
     }
-    return rc;
+    keep(st, e->element[0]->str);
 }
 
-/* Replays the entries of one page that have a body, while they fit. */
-static int replay_page(admin *a, replay *st, redisReply **es, size_t n) {
-    const char *bodies[PAGE], *ids[PAGE];
-    size_t lens[PAGE], nb = 0;
-    long long room = 0, done = 0;
+/* After something did not fit: reads the named letters ids[0..n) only to count them. */
+static int count_named(admin *a, replay *st, const char **ids, size_t n) {
     for (size_t i = 0; i < n; i++) {
-        const redisReply *m = entry_field(es[i], "m");
-        st->seen++;
-        if (m == NULL || m->len == 0) {
-            st->skipped++; /* nothing to replay: the entry was gone when it died */
-            keep(st, es[i]->element[0]->str);
-            continue;
+        redisReply *r;
+        int rc = admin_call(a, &r, "reading the dead stream", "XRANGE", a->keys.dead, ids[i],
+                            ids[i], NULL);
+        if (rc != 0) {
+            return rc;
         }
-        bodies[nb] = m->str, lens[nb] = m->len, ids[nb++] = es[i]->element[0]->str;
-    }
-    int rc = 0;
-    if (!st->full && nb > 0 && (rc = admit(a, st, NULL, NULL, 0, &room)) == 0) {
-        room = st->capacity - st->depth;
-        size_t k = room <= 0 ? 0 : (room < (long long)nb ? (size_t)room : nb);
-        if (k > 0 && (rc = admit(a, st, bodies, lens, k, &done)) == 0 && done > 0) {
-            rc = delete_ids(a, st, ids, (size_t)done);
-            st->replayed += done;
+        if (r->type == REDIS_REPLY_ARRAY && r->elements == 1) {
+            count_kept(st, r->element[0]);
+        } else {
+            admin_err(a, "no dead letter %s in queue %s", ids[i], a->queue);
+            st->missing++;
         }
+        freeReplyObject(r);
     }
-    if ((size_t)done < nb) {
-        st->full = 1;
-        st->not_fit += (long long)nb - done;
-        for (size_t i = (size_t)done; i < nb; i++) {
-            keep(st, ids[i]);
-        }
-    }
-    return rc;
+    return 0;
 }
 
 /* 1 when args[j] was named before it (a letter named twice is replayed once). */
@@ -337,33 +351,19 @@ static int named_before(const admin *a, int j) {
     return 0;
 }
 
-/* Replays the named letters (args[2..]), a page at a time. */
+/* Replays the named letters (args[2..]), a page per call. */
 static int replay_named(admin *a, replay *st) {
     int rc = 0;
     for (int i = 2; rc == 0 && i < a->nargs; i += PAGE) {
-        redisReply *es[PAGE], *rs[PAGE];
-        size_t n = 0, nr = 0;
+        const char *ids[PAGE];
+        size_t n = 0;
         for (int j = i; j < a->nargs && j < i + PAGE; j++) {
-            if (named_before(a, j)) {
-                continue;
-            }
-            if ((rc = admin_call(a, &rs[nr], "reading the dead stream", "XRANGE", a->keys.dead,
-                                 a->args[j], a->args[j], NULL)) != 0) {
-                break;
-            }
-            redisReply *r = rs[nr++];
-            if (r->type == REDIS_REPLY_ARRAY && r->elements == 1) {
-                es[n++] = r->element[0];
-            } else {
-                admin_err(a, "no dead letter %s in queue %s", a->args[j], a->queue);
-                st->missing++;
+            if (!named_before(a, j)) {
+                ids[n++] = a->args[j];
             }
         }
-        if (rc == 0) {
-            rc = replay_page(a, st, es, n);
-        }
-        while (nr > 0) {
-            freeReplyObject(rs[--nr]);
+        if (n > 0) {
+            rc = st->full ? count_named(a, st, ids, n) : replay_call(a, st, ids, n);
         }
     }
     return rc;
@@ -372,14 +372,15 @@ static int replay_named(admin *a, replay *st) {
 /* Replays from the oldest on, at most `limit` letters (bounded by the length at the start). */
 static int replay_all(admin *a, replay *st) {
     int rc;
-    long long limit = dead_len(a, &rc);
+    long long limit = dead_len(a, &rc), read = 0;
     if (a->limit > 0 && a->limit < limit) {
         limit = a->limit;
     }
     char after[48] = "-";
-    while (rc == 0 && st->seen < limit) {
+    while (rc == 0 && read < limit) {
         redisReply *r;
-        long long want = limit - st->seen < PAGE ? limit - st->seen : PAGE;
+        const char *ids[PAGE];
+        long long want = limit - read < PAGE ? limit - read : PAGE;
         if ((rc = read_page(a, after, want, &r)) != 0) {
             break;
         }
@@ -387,8 +388,17 @@ static int replay_all(admin *a, replay *st) {
             freeReplyObject(r);
             break;
         }
+        read += (long long)r->elements;
         snprintf(after, sizeof(after), "%s", r->element[r->elements - 1]->element[0]->str);
-        rc = replay_page(a, st, r->element, r->elements);
+        for (size_t i = 0; i < r->elements; i++) {
+            ids[i] = r->element[i]->element[0]->str;
+            if (st->full) {
+                count_kept(st, r->element[i]);
+            }
+        }
+        if (!st->full) {
+            rc = replay_call(a, st, ids, r->elements);
+        }
         freeReplyObject(r);
     }
     return rc;
@@ -431,12 +441,6 @@ static int dead_replay(admin *a) {
     }
     st.depth = st.capacity = -1;
     rc = a->nargs > 2 ? replay_named(a, &st) : replay_all(a, &st);
-    if (st.dup_risk > 0) {
-        admin_err(a,
-                  "%lld letters were admitted but are still in the dead stream too: check "
-                  "`dead list` before replaying again",
-                  st.dup_risk);
-    }
     if (rc != 0) {
         return rc;
     }

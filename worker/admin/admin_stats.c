@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "sluice/cli.h"
 
@@ -367,13 +368,20 @@ int admin_stats(admin *a) {
     return 0;
 }
 
-static void watch_frame(const admin *a, const snapshot *s, const snapshot *prev) {
+/* On a terminal each frame redraws the screen; into a pipe or file the frames follow one another,
+ * separated by a blank line, with no escape sequences to garble a log. */
+static void watch_frame(const admin *a, const snapshot *s, const snapshot *prev, int first) {
     if (!a->json) {
         char when[32];
         time_t t = time(NULL);
         strftime(when, sizeof(when), "%H:%M:%S", localtime(&t));
-        printf("\033[H\033[2Jsluice-admin watch %s - every %.1fs - %s - Ctrl-C to stop\n\n",
-               a->queue, (double)a->interval_ms / 1000.0, when);
+        if (isatty(STDOUT_FILENO)) {
+            printf("\033[H\033[2J");
+        } else if (!first) {
+            printf("\n");
+        }
+        printf("sluice-admin watch %s - every %.1fs - %s - Ctrl-C to stop\n\n", a->queue,
+               (double)a->interval_ms / 1000.0, when);
     }
     print_snapshot(a, s, prev);
 }
@@ -385,7 +393,7 @@ int admin_watch(admin *a) {
     sa.sa_handler = on_sigint; /* no SA_RESTART: the sleep ends at once */
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    int rc = prepare(a, 0), have_prev = 0;
+    int rc = prepare(a, 0), have_prev = 0, shown = 0;
     if (rc != 0) {
         return rc;
     }
@@ -397,7 +405,7 @@ int admin_watch(admin *a) {
             return rc; /* a wrong URL should not leave an empty screen refreshing */
         }
         if (rc == 0) {
-            watch_frame(a, cur, have_prev ? prev : NULL);
+            watch_frame(a, cur, have_prev ? prev : NULL, shown++ == 0);
         }
         have_prev = rc == 0;
         if (a->count == 0 || i + 1 < a->count) {

@@ -42,6 +42,9 @@ typedef enum sluice_fn {
     SLUICE_FN_LIST_DEAD,
     SLUICE_FN_LIST_RECOVER,
     SLUICE_FN_VERSION,
+    SLUICE_FN_REPLAY,
+    SLUICE_FN_LIST_REPLAY,
+    SLUICE_FN_PRUNE,
     SLUICE_FN_COUNT_
 } sluice_fn;
 
