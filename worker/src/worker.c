@@ -340,7 +340,9 @@ void sluice__worker_kick(sluice_worker *w) {
         create_group(w);
         return;
     }
-    if (w->reading || !sluice_aconn_ready(w->rd)) {
+    /* no new work while the command connection is down: it could be processed but not
+     * acknowledged, and another worker would reclaim it after the visibility timeout */
+    if (w->reading || !sluice_aconn_ready(w->rd) || !sluice_aconn_ready(w->cmd)) {
         return;
     }
     int free_slots = sluice__worker_free_slots(w);
