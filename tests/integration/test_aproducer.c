@@ -27,39 +27,7 @@
 #include "sluice/aproducer.h"
 #include "sluice/envelope.h"
 
-#define WAIT_MS 10000
-
-static uv_loop_t loop;
-static uv_timer_t watchdog;
-static int watchdog_fired;
-
-static void on_watchdog(uv_timer_t *t) {
-    (void)t;
-    watchdog_fired = 1;
-}
-
-/* Runs the loop until `cond` holds; fails the test after WAIT_MS. */
-#define WAIT(cond)                                                                                 \
-    do {                                                                                           \
-        watchdog_fired = 0;                                                                        \
-        uv_timer_start(&watchdog, on_watchdog, WAIT_MS, 0);                                        \
-        while (!(cond) && !watchdog_fired) {                                                       \
-            uv_run(&loop, UV_RUN_ONCE);                                                            \
-        }                                                                                          \
-        uv_timer_stop(&watchdog);                                                                  \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: timed out waiting for %s\n", __FILE__, __LINE__, #cond);       \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
-static void run_for(int ms) {
-    watchdog_fired = 0;
-    uv_timer_start(&watchdog, on_watchdog, (uint64_t)ms, 0);
-    while (!watchdog_fired) {
-        uv_run(&loop, UV_RUN_ONCE);
-    }
-}
+#include "uvwait.h"
 
 typedef struct outcome {
     int calls;
