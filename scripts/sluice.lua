@@ -25,6 +25,26 @@ local function capacity_of(meta, default)
     return c
 end
 
+-- How many of n envelopes fit: the admission rule, in one place for both backends.
+local function room(cap, depth, n)
+    local take = cap - depth
+    if take > n then
+        return n
+    elseif take < 0 then
+        return 0
+    end
+    return take
+end
+
+-- Counts rejections and puts the `acked` counter into reply[5] (for the drain-rate estimate
+-- behind Retry-After) when there were any.
+local function count_rejected(stats, rejected, reply)
+    if rejected > 0 then
+        redis.call('HINCRBY', stats, 'rejected', rejected)
+        reply[5] = tonumber(redis.call('HGET', stats, 'acked')) or 0
+    end
+end
+
 --[[ admit (stream backend)
 KEYS[1] stream, KEYS[2] meta, KEYS[3] stats, KEYS[4] idempotency key (optional)
 ARGV[1] default capacity (used when meta has no `capacity`)
@@ -47,12 +67,7 @@ local function admit(keys, args)
         end
     end
     local n = #args - 2
-    local take = cap - depth
-    if take > n then
-        take = n
-    elseif take < 0 then
-        take = 0
-    end
+    local take = room(cap, depth, n)
     local reply = {take, depth + take, cap, 0, -1}
     for i = 1, take do
         reply[5 + i] = redis.call('XADD', keys[1], '*', 'm', args[2 + i])
@@ -63,10 +78,7 @@ local function admit(keys, args)
             redis.call('SET', keys[4], reply[6], 'PX', args[2])
         end
     end
-    if n > take then
-        redis.call('HINCRBY', keys[3], 'rejected', n - take)
-        reply[5] = tonumber(redis.call('HGET', keys[3], 'acked')) or 0
-    end
+    count_rejected(keys[3], n - take, reply)
     return reply
 end
 
@@ -186,12 +198,7 @@ local function list_admit(keys, args)
     end
     local depth = tonumber(redis.call('HGET', keys[2], 'list_depth')) or 0
     local n = #args - 2
-    local take = cap - depth
-    if take > n then
-        take = n
-    elseif take < 0 then
-        take = 0
-    end
+    local take = room(cap, depth, n)
     local reply = {take, depth + take, cap, 0, -1}
     if take > 0 then
         local last = redis.call('HINCRBY', keys[2], 'list_seq', take)
@@ -205,10 +212,7 @@ local function list_admit(keys, args)
         redis.call('HINCRBY', keys[2], 'list_depth', take)
         redis.call('HINCRBY', keys[3], 'admitted', take)
     end
-    if n > take then
-        redis.call('HINCRBY', keys[3], 'rejected', n - take)
-        reply[5] = tonumber(redis.call('HGET', keys[3], 'acked')) or 0
-    end
+    count_rejected(keys[3], n - take, reply)
     return reply
 end
 
