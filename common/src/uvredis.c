@@ -27,6 +27,8 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include <uv.h>
+
 #include "sluice/log.h"
 #include "sluice/redis.h"
 #include "sluice/status.h"

@@ -16,6 +16,8 @@
  */
 #include <stdlib.h>
 
+#include <uv.h>
+
 #include "uvredis_internal.h"
 
 static void on_poll(uv_poll_t *handle, int status, int events) {

@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <uv.h>
+
 #include "sluice/aproducer.h"
 #include "sluice/cli.h"
 #include "sluice/url.h"

@@ -18,6 +18,8 @@
 #include <http_parser.h>
 #include <uv.h>
 
+#include <uv.h>
+
 #include "sluice/aproducer.h"
 
 #define GW_MAX_QUEUES  64

@@ -5,6 +5,8 @@
 
 #include <stddef.h>
 
+#include <uv.h>
+
 #include "sluice/worker.h"
 
 /* Sets o->async_handler from "noop", "sleep:MS", "exec:CMD" or "crash-on:TEXT". Returns 0 or -1

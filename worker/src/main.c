@@ -12,6 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <uv.h>
+
 #include "sluice/cli.h"
 #include "sluice/log.h"
 #include "sluice/url.h"

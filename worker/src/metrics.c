@@ -26,6 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <uv.h>
+
 #include "sluice/cli.h"
 #include "sluice/log.h"
 #include "sluice/redis.h"

@@ -9,6 +9,8 @@
 #ifndef SLUICE_WORKER_INTERNAL_H
 #define SLUICE_WORKER_INTERNAL_H
 
+#include <uv.h>
+
 #include "sluice/queue.h"
 #include "sluice/redis.h"
 #include "sluice/url.h"

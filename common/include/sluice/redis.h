@@ -20,7 +20,9 @@
 #include <stddef.h>
 
 #include <hiredis/hiredis.h>
-#include <uv.h>
+/* Only pointers to the loop cross this API: no need to pull uv.h (and its feature-test
+ * macro needs) into every includer. */
+typedef struct uv_loop_s uv_loop_t;
 
 #include "sluice/url.h"
 
