@@ -12,12 +12,17 @@ RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF \
  && cmake --install /build --prefix /usr/local
 
 FROM debian:12-slim
+# Runtime libraries of every binary (libhttp-parser2.9: sluice-gateway), redis for the compose
+# file's redis service, curl for the health checks.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends libhiredis0.14 libuv1 libmsgpackc2 \
-      redis-server redis-tools ca-certificates \
+      libhttp-parser2.9 redis-server redis-tools ca-certificates curl \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /usr/local/bin/ /usr/local/bin/
-RUN useradd --system --no-create-home sluice
+COPY --from=build /usr/local/lib/ /usr/local/lib/
+RUN ldconfig && useradd --system --no-create-home sluice \
+ && mkdir -p /data && chown redis:redis /data \
+ && sluice-gateway --help >/dev/null && sluice-worker --help >/dev/null
 USER sluice
 ENV SLUICE_REDIS_URL=redis://redis:6379
 CMD ["sluice-worker", "--help"]

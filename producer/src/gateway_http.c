@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * gateway_http.c - one client connection of sluice-gateway: reading, HTTP/1.1 parsing under
- * explicit limits, keep-alive and pipelining, timeouts, and writing responses (FAULTS.md B15).
+ * explicit limits, keep-alive and pipelining, timeouts, and writing responses (docs/faults.md B15).
  *
  * Requests are served one at a time per connection, in order: when http-parser completes a
  * message it is paused, the request is routed (perhaps waiting for Redis), and only once its

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# fault_burst.sh - bursts far above capacity (FAULTS.md F20).
+# fault_burst.sh - bursts far above capacity (docs/faults.md F20).
 #
 # Capacity 500. Three bursts, each of four producers offering 8,000 payloads at once (64x the
 # capacity), while two workers drain. Asserts: the surplus is rejected (exit 1, counted), never

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# fault_input.sh - bad input at the edges (FAULTS.md B1, B2, B3, B13).
+# fault_input.sh - bad input at the edges (docs/faults.md B1, B2, B3, B13).
 #
 #   B1  a payload over --max-payload is refused before any Redis call: exit 2 with "limit",
 #       even with no server behind the URL; the stream and the FCALL count do not change

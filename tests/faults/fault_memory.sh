@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# fault_memory.sh - Redis memory full under maxmemory-policy noeviction (FAULTS.md F18).
+# fault_memory.sh - Redis memory full under maxmemory-policy noeviction (docs/faults.md F18).
 #
 # The bucket is filled until Redis refuses writes. Then:
 #   - admission fails with a clear out-of-memory error (exit 3, "out of memory"), and what was

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# fault_network.sh - a bad network between the clients and Redis (FAULTS.md F12, F13), made by
+# fault_network.sh - a bad network between the clients and Redis (docs/faults.md F12, F13), made by
 # sluice-faultproxy (tests/faults/proxy.c): every producer and worker connects through it.
 #
 # Under steady load (a batch producer, an idempotent producer, two workers) the proxy goes

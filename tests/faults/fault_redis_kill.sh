@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# fault_redis_kill.sh - Redis dies and comes back (FAULTS.md F8, F14, F15).
+# fault_redis_kill.sh - Redis dies and comes back (docs/faults.md F8, F14, F15).
 #
 #   F8  appendfsync always: redis-server is killed -9 repeatedly while two producers admit and
 #       two workers drain; it is restarted on the same port and data. Afterwards: 0 admitted

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# fault_redis_pause.sh - Redis stalls, is absent, or drops its clients (FAULTS.md F10-F12).
+# fault_redis_pause.sh - Redis stalls, is absent, or drops its clients (docs/faults.md F10-F12).
 #
 #   F10 redis-server stopped (SIGSTOP) for 3 s: sluice-enqueue --timeout 500 exits 3 with
 #       "timed out" within ~1 s (no hang); a long-lived producer's every call returns within its

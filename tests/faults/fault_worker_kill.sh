@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# fault_worker_kill.sh - workers die; nothing is lost and nothing stays stuck (FAULTS.md F1-F3,
+# fault_worker_kill.sh - workers die; nothing is lost and nothing stays stuck (docs/faults.md F1-F3,
 # F5, F6).
 #
 #   F1/F2  a worker holding entries in its handler is killed (-9): another worker gets every one

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fuzz_envelope.c - libFuzzer target for the envelope decoder (FAULTS.md B14).
+ * fuzz_envelope.c - libFuzzer target for the envelope decoder (docs/faults.md B14).
  *
  * Every input is decoded with a small header array. A rejected input must come with a message.
  * An accepted one is re-encoded with our encoder, which must succeed with exactly the predicted

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_envelope.c - the envelope codec: round trips, exact sizes, limits, and every malformed
- * input of FAULTS.md B4-B9 (truncation, trailing bytes, 0xc1, huge declared counts, deep
+ * input of docs/faults.md B4-B9 (truncation, trailing bytes, 0xc1, huge declared counts, deep
  * nesting, wrong schema, bad UTF-8), plus a cross-check against msgpack-c in both directions so
  * we know the bytes are real msgpack. No network.
  */

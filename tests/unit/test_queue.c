@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_queue.c - queue names (FAULTS.md B10) and the keys of a queue (data model version 1).
+ * test_queue.c - queue names (docs/faults.md B10) and the keys of a queue (data model version 1).
  * Every refused name is refused here, before anything could reach Redis. No network.
  */
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_url.c - Redis URL parsing and redaction: every accepted form, and the malformed URLs of
- * FAULTS.md B11, each refused with a message naming the bad part and never the password.
+ * docs/faults.md B11, each refused with a message naming the bad part and never the password.
  * No network.
  */
 #include <stdlib.h>
