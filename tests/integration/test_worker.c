@@ -281,8 +281,29 @@ static void test_bad_options(void) {
     CHECK_EQ(sluice_worker_new(&o, &w, err, sizeof(err)), SLUICE_EINVAL);
 }
 
+/* sluice_worker_stop() before sluice_worker_run(): no crash, and run returns by itself soon
+ * after it started; stop after run returned and stop(NULL) are no-ops. */
+static void test_stop_before_run(void) {
+    sluice_worker_options o;
+    sluice_worker *w;
+    char err[256];
+    sluice_worker_options_init(&o);
+    o.handler = verdict_handler;
+    o.redis_url = th_redis_url();
+    o.queue = "stop-before-run";
+    CHECK_OK(sluice_worker_new(&o, &w, err, sizeof(err)), err);
+    sluice_worker_stop(w);
+    uint64_t t0 = sluice_now_ms();
+    CHECK_EQ(sluice_worker_run(w, NULL), 0);
+    CHECK(sluice_now_ms() - t0 < 5000);
+    sluice_worker_stop(w);
+    sluice_worker_stop(NULL);
+    sluice_worker_free(w);
+}
+
 int main(void) {
     test_bad_options();
+    test_stop_before_run();
     test_drain(SLUICE_BACKEND_STREAM);
     test_drain(SLUICE_BACKEND_LIST);
     test_verdicts();

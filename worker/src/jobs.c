@@ -189,6 +189,15 @@ static void job_retry(job *j) {
 
 static void job_verdict(job *j, sluice_verdict v) {
     sluice_worker *w = j->w;
+    if (w->closing) {
+        /* docs/faults.md F28: the connections are closed (or being freed) and the verdict
+         * of a job that outlived the grace period says nothing about the message (its
+         * handler was killed). The entry stays pending; another worker reclaims it. */
+        w->st.abandoned++;
+        SLUICE_LOG(SLUICE_LOG_INFO, "event=abandoned id=%s note=\"left pending\"", j->id);
+        sluice__job_release(j);
+        return;
+    }
     count_latency(w, j);
     j->verdict = v;
     j->state = JOB_SETTLING;

@@ -394,6 +394,7 @@ static void close_all(sluice_worker *w) {
         return;
     }
     w->closing = 1;
+    atomic_store(&w->async_live, 0);
     SLUICE_LOG(SLUICE_LOG_INFO, "event=stopping in_flight=%d", w->n_in_flight);
     uv_handle_t *hs[] = {(uv_handle_t *)&w->stop_async,    (uv_handle_t *)&w->flush_check,
                          (uv_handle_t *)&w->reclaim_timer, (uv_handle_t *)&w->touch_timer,
@@ -421,13 +422,18 @@ static void grace_cb(uv_timer_t *t) {
     close_all(w);
 }
 
+/* Stops after the first request (stop_requests >= 1), closes at once after the second. */
 static void stop_cb(uv_async_t *a) {
     sluice_worker *w = a->data;
-    if (w->closing) {
+    int requests = atomic_load(&w->stop_requests);
+    if (w->closing || requests == 0) {
         return;
     }
-    if (w->stopping) { /* second request: do not wait for handlers */
-        close_all(w);
+    if (requests >= 2) {
+        close_all(w); /* second request: do not wait for handlers */
+        return;
+    }
+    if (w->stopping) {
         return;
     }
     w->stopping = 1;
@@ -438,10 +444,13 @@ static void stop_cb(uv_async_t *a) {
 }
 
 void sluice_worker_stop(sluice_worker *w) {
-    if (w->closing) {
-        return; /* its async handle is closed or closing */
+    if (w == NULL) {
+        return;
     }
-    uv_async_send(&w->stop_async);
+    atomic_fetch_add(&w->stop_requests, 1);
+    if (atomic_load(&w->async_live)) {
+        uv_async_send(&w->stop_async);
+    }
 }
 
 static int start_handles(sluice_worker *w) {
@@ -454,6 +463,10 @@ static int start_handles(sluice_worker *w) {
     w->stop_async.data = w->flush_check.data = w->reclaim_timer.data = w;
     w->touch_timer.data = w->grace_timer.data = w->retry_timer.data = w;
     w->handles = 6;
+    atomic_store(&w->async_live, 1);
+    if (atomic_load(&w->stop_requests) > 0) {
+        uv_async_send(&w->stop_async); /* asked before the loop ran */
+    }
     uv_check_start(&w->flush_check, flush_cb);
     sluice_conn_options co;
     sluice_conn_options_init(&co);
@@ -497,7 +510,8 @@ int sluice_worker_run(sluice_worker *w, uv_loop_t *loop) {
         uv_loop_close(loop);
     }
     w->running = 0;
-    SLUICE_LOG(SLUICE_LOG_INFO, "event=stopped processed=%llu failed=%llu retried=%llu dead=%llu",
-               w->st.processed, w->st.failed, w->st.retried, w->st.dead);
+    SLUICE_LOG(SLUICE_LOG_INFO,
+               "event=stopped processed=%llu failed=%llu retried=%llu dead=%llu abandoned=%llu",
+               w->st.processed, w->st.failed, w->st.retried, w->st.dead, w->st.abandoned);
     return st != 0 ? st : w->fatal;
 }

@@ -9,6 +9,8 @@
 #ifndef SLUICE_WORKER_INTERNAL_H
 #define SLUICE_WORKER_INTERNAL_H
 
+#include <stdatomic.h>
+
 #include <uv.h>
 
 #include "sluice/queue.h"
@@ -51,6 +53,11 @@ struct sluice_worker {
     sluice_aconn *rd;  /* reads (blocking) */
     sluice_aconn *cmd; /* acks, claims, dead letters */
     uv_async_t stop_async;
+    /* sluice_worker_stop() may run on any thread or in a signal handler, before, during or
+     * after sluice_worker_run(): it only counts the request and, while stop_async is open
+     * (async_live), wakes the loop; stop_cb reads the count. */
+    atomic_int stop_requests;
+    atomic_int async_live;
     uv_check_t flush_check;
     uv_timer_t reclaim_timer;
     uv_timer_t touch_timer;

@@ -101,6 +101,7 @@ typedef struct sluice_worker_stats {
     unsigned long long retried;   /* RETRY verdicts */
     unsigned long long dead;      /* entries this worker moved to the dead stream */
     unsigned long long reclaimed; /* entries claimed from other consumers */
+    unsigned long long abandoned; /* verdicts after the grace period: left pending */
     unsigned long long read;      /* entries read */
     unsigned long long redis_errors;
     int in_flight;
@@ -125,8 +126,10 @@ int sluice_worker_new(const sluice_worker_options *o, sluice_worker **out, char 
  */
 int sluice_worker_run(sluice_worker *w, uv_loop_t *loop);
 
-/* Asks the worker to stop. Thread-safe and safe from a signal handler (uv_async_send). A
- * second call after the grace started stops at once, abandoning in-flight work. */
+/* Asks the worker to stop. Thread-safe and async-signal-safe (an atomic counter and
+ * uv_async_send); may be called before sluice_worker_run (which then returns as soon as it has
+ * started), during it, or after it returned (no effect), but not concurrently with
+ * sluice_worker_free. A second call stops at once, abandoning in-flight work (left pending). */
 void sluice_worker_stop(sluice_worker *w);
 
 /* Gives the verdict of an async handler's job. Call on the loop thread, exactly once. */

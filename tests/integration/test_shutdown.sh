@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# A graceful stop whose exec handlers outlive --grace (docs/faults.md F28): the worker exits 0
+# without touching its closed connections (the sanitizer pass runs this too), the unfinished
+# entries stay pending for others to reclaim, and they are counted as abandoned, not failed
+# or dead-lettered.
+set -euo pipefail
+
+bin=${SLUICE_BIN_DIR:?run through ctest}
+url=$(cat "${SLUICE_TEST_REDIS_DIR:?}/url")
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+q="shutdown-$$"
+rcli() { redis-cli -u "$url" "$@"; }
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+"$bin/sluice-enqueue" --redis "$url" --queue "$q" a b c >/dev/null
+"$bin/sluice-worker" --redis "$url" --queue "$q" --grace 500 --concurrency 4 \
+    --handler 'exec:sleep 5' --log-level info 2>"$tmp/worker.log" &
+pid=$!
+pids+=("$pid")
+for _ in $(seq 1 100); do # all three taken
+    [ "$(rcli XPENDING "sluice:{$q}:stream" workers | head -n 1)" = 3 ] && break
+    sleep 0.05
+done
+[ "$(rcli XPENDING "sluice:{$q}:stream" workers | head -n 1)" = 3 ] || fail "worker took nothing"
+start=$(date +%s%N)
+kill -TERM "$pid"
+rc=0
+wait "$pid" || rc=$?
+ms=$((($(date +%s%N) - start) / 1000000))
+[ "$rc" -eq 0 ] || fail "worker exited $rc after SIGTERM: $(cat "$tmp/worker.log")"
+[ "$ms" -lt 4000 ] || fail "worker took ${ms} ms to stop with --grace 500"
+pending=$(rcli XPENDING "sluice:{$q}:stream" workers | head -n 1)
+[ "$pending" = 3 ] || fail "expected the 3 unfinished entries pending, found $pending"
+[ "$(rcli XLEN "sluice:{$q}:dead")" = 0 ] || fail "abandoned entries were dead-lettered"
+grep -q 'event=stopped .*failed=0 .*abandoned=3' "$tmp/worker.log" ||
+    fail "abandoned jobs not reported as such: $(grep event=stopped "$tmp/worker.log")"
+if grep -q 'event=dead_letter' "$tmp/worker.log"; then
+    fail "a dead letter was attempted during shutdown: $(cat "$tmp/worker.log")"
+fi
+rcli DEL "sluice:{$q}:stream" "sluice:{$q}:stats" "sluice:{$q}:meta" "sluice:{$q}:dead" >/dev/null
+echo "ok: 3 jobs abandoned at shutdown, still pending, worker exited 0 in ${ms} ms"
