@@ -9,6 +9,7 @@
  * a command is not written into a dead connection and its outcome reported as unknown.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,6 +108,15 @@ redisContext *sluice_conn_ctx(sluice_conn *c) {
 
 const char *sluice_conn_errstr(const sluice_conn *c) {
     return c->err;
+}
+
+void sluice__fd_cloexec(int fd) {
+    if (fd >= 0) {
+        int flags = fcntl(fd, F_GETFD);
+        if (flags >= 0) {
+            fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+        }
+    }
 }
 
 static void drop(sluice_conn *c) {
@@ -260,6 +270,7 @@ int sluice_conn_ensure(sluice_conn *c) {
     if (c->ctx == NULL) {
         return fail(c, SLUICE_ENOMEM, "out of memory");
     }
+    sluice__fd_cloexec(c->ctx->fd);
     if (c->ctx->err) {
         return fail(c, io_status(c->ctx), c->ctx->errstr);
     }

@@ -11,6 +11,12 @@
 #include "sluice/redis.h"
 
 /* Copies `src` (NULL = defaults) into `dst`, replacing zero fields by their defaults. */
+/* Marks a socket hiredis opened close-on-exec (hiredis 0.14 does not): a child process an
+ * exec handler starts must hold no Redis session of ours (docs/faults.md F23). hiredis creates
+ * the socket on the calling thread, and sluice starts child processes on the loop thread that
+ * connects, so nothing can fork in between. */
+void sluice__fd_cloexec(int fd);
+
 void sluice__conn_options_fill(sluice_conn_options *dst, const sluice_conn_options *src);
 
 /* Delay before reconnect attempt number `attempt` (1-based): min * 2^(attempt-1) capped at

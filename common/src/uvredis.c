@@ -540,6 +540,9 @@ static void on_retry(uv_timer_t *t) {
     redisAsyncContext *ac = c->url.is_unix ? redisAsyncConnectUnix(c->url.path)
                                            : redisAsyncConnect(c->url.host, c->url.port);
     sluice__uvlink *l = NULL;
+    if (ac != NULL) {
+        sluice__fd_cloexec(ac->c.fd);
+    }
     if (ac == NULL) {
         snprintf(c->err, sizeof(c->err), "%s: out of memory", c->where);
     } else if (ac->err) {
