@@ -2,10 +2,14 @@
 /*
  * recover.c - nothing stuck (stream backend).
  *
- * Reclaim: every visibility_timeout/4 (at most 5 s, at least 50 ms) a worker with free slots
- * claims entries idle longer than the visibility timeout (XAUTOCLAIM through sluice_reclaim,
+ * Reclaim: every visibility_timeout/4 (at most 5 s, at least 50 ms) a worker claims entries
+ * idle longer than the visibility timeout (XAUTOCLAIM through sluice_reclaim,
  * which also returns each entry's delivery count), following the cursor until it wraps. This is
  * how the entries of a crashed worker, and entries whose retry backoff passed, come back.
+ * A pass that finds no free slot (the normal state under overload: every freed slot would be
+ * refilled by the next read) is marked due and takes the next free slot before any new read
+ * (docs/faults.md F22), so a crashed worker's entries come back within about the visibility
+ * timeout plus one reclaim interval even while producers keep the bucket full.
  *
  * Heartbeat: every visibility_timeout/3 the owner re-claims (JUSTID: no delivery counted) the
  * entries its handlers are still working on, so nobody steals a long job while its owner lives.
@@ -72,6 +76,7 @@ static void on_reclaim(sluice_aconn *c, int status, int sent, redisReply *r, voi
         }
     }
     uv_timer_start(&w->reclaim_timer, sluice__reclaim_tick, next, 0);
+    sluice__worker_kick(w); /* reads were held back while the pass ran */
 }
 
 void sluice__reclaim_tick(uv_timer_t *t) {
@@ -80,10 +85,15 @@ void sluice__reclaim_tick(uv_timer_t *t) {
     if (w->stopping || w->o.backend != SLUICE_BACKEND_STREAM) {
         return;
     }
-    if (w->reclaiming || free_slots <= 0 || !w->group_ready || !sluice_aconn_ready(w->cmd)) {
+    if (w->reclaiming || !w->group_ready || !sluice_aconn_ready(w->cmd)) {
         uv_timer_start(&w->reclaim_timer, sluice__reclaim_tick, reclaim_interval(w), 0);
         return;
     }
+    if (free_slots <= 0 || w->reading) {
+        w->reclaim_due = 1; /* the next free slot is this pass's: see sluice__worker_kick */
+        return;
+    }
+    w->reclaim_due = 0;
     char idle[24], count[24];
     snprintf(idle, sizeof(idle), "%d", w->o.visibility_timeout_ms);
     snprintf(count, sizeof(count), "%d", free_slots < 100 ? free_slots : 100);
@@ -95,6 +105,17 @@ void sluice__reclaim_tick(uv_timer_t *t) {
     } else {
         uv_timer_start(&w->reclaim_timer, sluice__reclaim_tick, reclaim_interval(w), 0);
     }
+}
+
+int sluice__reclaim_if_due(sluice_worker *w) {
+    if (w->reclaiming) {
+        return 1; /* no read while a pass is out: both would fill the same free slots */
+    }
+    if (!w->reclaim_due || sluice__worker_free_slots(w) <= 0) {
+        return 0;
+    }
+    sluice__reclaim_tick(&w->reclaim_timer);
+    return w->reclaiming;
 }
 
 void sluice__reclaim_start(sluice_worker *w) {

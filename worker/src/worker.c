@@ -345,6 +345,9 @@ void sluice__worker_kick(sluice_worker *w) {
     if (w->reading || !sluice_aconn_ready(w->rd) || !sluice_aconn_ready(w->cmd)) {
         return;
     }
+    if (sluice__reclaim_if_due(w)) {
+        return; /* entries due for reclaim go before new ones */
+    }
     int free_slots = sluice__worker_free_slots(w);
     if (free_slots <= 0) {
         return;

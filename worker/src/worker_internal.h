@@ -73,9 +73,10 @@ struct sluice_worker {
     job *free_jobs;
     uint64_t ack_pause_until_ms; /* after a refused ack: wait before sending again */
 
-    int reading;    /* a read is outstanding on rd */
-    int list_idle;  /* list backend: the last LMOVE batch found nothing: block next */
-    int reclaiming; /* a reclaim call is outstanding */
+    int reading;     /* a read is outstanding on rd */
+    int list_idle;   /* list backend: the last LMOVE batch found nothing: block next */
+    int reclaiming;  /* a reclaim call is outstanding */
+    int reclaim_due; /* a reclaim pass waits for a free slot: it goes before the next read */
     int group_ready;
     int creating_group;
     int stopping;
@@ -106,5 +107,7 @@ int sluice__worker_free_slots(const sluice_worker *w);
 void sluice__reclaim_start(sluice_worker *w);
 void sluice__touch_tick(uv_timer_t *t);
 void sluice__reclaim_tick(uv_timer_t *t);
+/* Runs the reclaim pass that waits for a free slot, if any; 1 when one was started. */
+int sluice__reclaim_if_due(sluice_worker *w);
 
 #endif
