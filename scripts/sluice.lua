@@ -14,13 +14,37 @@ Never bound the stream with MAXLEN: it would drop admitted work silently.
 
 local VERSION = '1:@LIBRARY_HASH@' -- data model 1, then the hash of this file
 
-local function capacity_of(meta, default)
-    local c = tonumber(redis.call('HGET', meta, 'capacity'))
-    if c == nil then
-        c = tonumber(default)
+-- A capacity is an integer 0..2^53 written in decimal digits, nothing else (no sign, point,
+-- exponent, hex, inf or nan): the rule every reader applies (sluice_capacity_parse in C).
+-- 0 is a closed bucket: everything is rejected as full.
+local MAX_CAPACITY_TEXT = '9007199254740992'
+local function parse_capacity(s)
+    if type(s) ~= 'string' or #s == 0 or #s > 16 or not string.match(s, '^%d+$') then
+        return nil
     end
-    if c == nil or c < 0 then
-        return redis.error_reply('ERR sluice: invalid capacity')
+    -- compared as text: doubles cannot tell 2^53 from 2^53 + 1
+    s = string.gsub(s, '^0+(%d)', '%1')
+    if #s == 16 and s > MAX_CAPACITY_TEXT then
+        return nil
+    end
+    return tonumber(s)
+end
+
+-- The capacity in force: meta's `capacity`, else the caller's default. Checked before anything
+-- is written, so a bad value never admits part of a batch.
+local function capacity_of(meta, default)
+    local raw = redis.call('HGET', meta, 'capacity')
+    local c
+    if raw then
+        c = parse_capacity(raw)
+    else
+        raw = default
+        c = parse_capacity(default)
+    end
+    if c == nil then
+        return redis.error_reply('SLUICECONFIG invalid capacity ' .. string.format('%q',
+            string.sub(tostring(raw), 1, 40)) .. ' in ' .. meta ..
+            ' (an integer 0..9007199254740992)')
     end
     return c
 end

@@ -113,3 +113,21 @@ const char *sluice_backend_name(sluice_backend b) {
         return "unknown";
     }
 }
+
+int sluice_capacity_parse(const char *s, size_t len, long long *out) {
+    if (s == NULL || len == 0 || len > 16) {
+        return SLUICE_ECONFIG;
+    }
+    long long n = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9') {
+            return SLUICE_ECONFIG;
+        }
+        n = n * 10 + (s[i] - '0');
+    }
+    if (n > SLUICE_CAPACITY_MAX) {
+        return SLUICE_ECONFIG;
+    }
+    *out = n;
+    return 0;
+}

@@ -30,12 +30,19 @@ int sluice_reply_error_status(const char *str, size_t len) {
         const char *prefix;
         int status;
     } map[] = {
-        {"NOSCRIPT", SLUICE_ENOSCRIPT}, {"NOPERM", SLUICE_ENOPERM},
-        {"WRONGPASS", SLUICE_EAUTH},    {"NOAUTH", SLUICE_EAUTH},
-        {"OOM", SLUICE_EOOM},           {"MISCONF", SLUICE_EMISCONF},
-        {"BUSY", SLUICE_EBUSY},         {"WRONGTYPE", SLUICE_EWRONGTYPE},
-        {"LOADING", SLUICE_ELOADING},   {"READONLY", SLUICE_EREADONLY},
-        {"MASTERDOWN", SLUICE_ECONN},   {"NOGROUP", SLUICE_ENOTFOUND},
+        {"NOSCRIPT", SLUICE_ENOSCRIPT},
+        {"NOPERM", SLUICE_ENOPERM},
+        {"WRONGPASS", SLUICE_EAUTH},
+        {"NOAUTH", SLUICE_EAUTH},
+        {"OOM", SLUICE_EOOM},
+        {"MISCONF", SLUICE_EMISCONF},
+        {"BUSY", SLUICE_EBUSY},
+        {"WRONGTYPE", SLUICE_EWRONGTYPE},
+        {"LOADING", SLUICE_ELOADING},
+        {"READONLY", SLUICE_EREADONLY},
+        {"MASTERDOWN", SLUICE_ECONN},
+        {"NOGROUP", SLUICE_ENOTFOUND},
+        {"SLUICECONFIG", SLUICE_ECONFIG},
     };
     if (str == NULL) {
         return SLUICE_EREDIS;

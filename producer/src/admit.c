@@ -30,8 +30,9 @@ int sluice__admit_cfg_init(sluice__admit_cfg *cfg, const sluice_producer_options
     if (sluice_keys_init(&cfg->keys, o->queue, err, errlen) != 0) {
         return SLUICE_EINVAL;
     }
-    if (o->capacity < 0) {
-        snprintf(err, errlen, "capacity %lld is negative", o->capacity);
+    if (o->capacity < 0 || o->capacity > SLUICE_CAPACITY_MAX) {
+        snprintf(err, errlen, "capacity %lld is out of range (1..%lld; 0 means the default)",
+                 o->capacity, SLUICE_CAPACITY_MAX);
         return SLUICE_EINVAL;
     }
     if (o->max_payload > SLUICE_ENVELOPE_MAX_BYTES - 1024) {

@@ -642,8 +642,10 @@ static void on_info_depth(sluice_aconn *c, int status, int sent, redisReply *r, 
 
 static void on_info_capacity(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
     ainfo *ai = arg;
-    if (status == 0 && r->type == REDIS_REPLY_STRING) {
-        ai->info.capacity = atoll(r->str);
+    if (status == 0 && r->type == REDIS_REPLY_STRING &&
+        sluice_capacity_parse(r->str, r->len, &ai->info.capacity) != 0) {
+        snprintf(ai->ap->err, sizeof(ai->ap->err), "invalid capacity in %s", ai->ap->cfg.keys.meta);
+        status = SLUICE_ECONFIG;
     }
     info_part_done(ai, status);
 }

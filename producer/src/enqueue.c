@@ -116,7 +116,7 @@ static int parse_opt(run *r, int ch, const char *v, char *err, size_t n) {
         r->o.redis_url = v;
         return 0;
     case 'C':
-        return sluice_parse_ll("--capacity", v, 0, (long long)1e12, &r->o.capacity, err, n);
+        return sluice_parse_ll("--capacity", v, 1, SLUICE_CAPACITY_MAX, &r->o.capacity, err, n);
     case 'b':
         if (sluice_backend_parse(v, &r->o.backend) != 0) {
             snprintf(err, n, "--backend: \"%s\" is not stream or list", v);

@@ -170,7 +170,7 @@ static int parse_queue(gw_server *s, const char *v, char *err, size_t n) {
         return -1;
     }
     if (colon != NULL &&
-        sluice_parse_ll("--queue capacity", colon + 1, 0, (long long)1e12, &cap, err, n) != 0) {
+        sluice_parse_ll("--queue capacity", colon + 1, 1, SLUICE_CAPACITY_MAX, &cap, err, n) != 0) {
         return -1;
     }
     if (gw_find_queue(s, name, nl) != NULL) {

@@ -4,6 +4,7 @@
  * Every refused name is refused here, before anything could reach Redis. No network.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "harness.h"
 #include "sluice/queue.h"
@@ -125,11 +126,43 @@ static void test_backend(void) {
     CHECK_STREQ(sluice_backend_name((sluice_backend)7), "unknown");
 }
 
+/* docs/faults.md B16: the one capacity rule, the same as the server functions' */
+static void test_capacity(void) {
+    static const char *const bad[] = {"2.5",
+                                      "1e30",
+                                      "inf",
+                                      "nan",
+                                      "0x10",
+                                      "-1",
+                                      "+5",
+                                      " 5",
+                                      "5 ",
+                                      "",
+                                      "9007199254740993",
+                                      "9223372036854775807",
+                                      "00000000000000001"};
+    long long v = -7;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        CHECK_EQ(sluice_capacity_parse(bad[i], strlen(bad[i]), &v), SLUICE_ECONFIG);
+        CHECK_EQ(v, -7); /* untouched on failure */
+    }
+    CHECK_EQ(sluice_capacity_parse(NULL, 0, &v), SLUICE_ECONFIG);
+    CHECK_EQ(sluice_capacity_parse("0", 1, &v), 0);
+    CHECK_EQ(v, 0);
+    CHECK_EQ(sluice_capacity_parse("010", 3, &v), 0);
+    CHECK_EQ(v, 10);
+    CHECK_EQ(sluice_capacity_parse("9007199254740992", 16, &v), 0);
+    CHECK_EQ(v, SLUICE_CAPACITY_MAX);
+    CHECK_EQ(sluice_capacity_parse("12345", 3, &v), 0); /* only len bytes are read */
+    CHECK_EQ(v, 123);
+}
+
 int main(void) {
+    test_capacity();
     test_good_names();
     test_bad_names();
     test_keys();
     test_backend();
-    printf("test_queue: 4 groups passed\n");
+    printf("test_queue: 5 groups passed\n");
     return 0;
 }

@@ -161,8 +161,8 @@ static int parse_number(int ch, const char *v, admin *a, char *err, size_t n) {
     case OPT_LIMIT:
         return sluice_parse_ll("--limit", v, 1, 1000000000, &a->limit, err, n);
     case OPT_DEFCAP:
-        return sluice_parse_ll("--default-capacity", v, 0, (long long)1e12, &a->default_cap, err,
-                               n);
+        return sluice_parse_ll("--default-capacity", v, 1, SLUICE_CAPACITY_MAX, &a->default_cap,
+                               err, n);
     case OPT_PRUNE:
         return sluice_parse_ll("--prune", v, 0, (long long)1e12, &a->prune_ms, err, n);
     default:

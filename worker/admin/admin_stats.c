@@ -37,7 +37,7 @@ typedef struct row {
 
 typedef struct snapshot {
     uint64_t at_ns;
-    long long depth, capacity; /* capacity -1: not set */
+    long long depth, capacity; /* ADMIN_CAPACITY_UNSET / _INVALID */
     long long waiting, in_flight, lag, dead;
     int group_exists;
     long long counters[NCOUNTERS];
@@ -125,7 +125,7 @@ static int snap_stream(admin *a, snapshot *s) {
         return rc;
     }
     s->depth = admin_reply_ll(r->element[0], 0);
-    s->capacity = admin_reply_ll(r->element[1], -1);
+    s->capacity = admin_capacity_value(r->element[1]);
     read_group(a, s, r->element[2]);
     read_consumers(s, r->element[3]);
     s->dead = admin_reply_ll(r->element[4], 0);
@@ -183,7 +183,7 @@ static int snap_list(admin *a, snapshot *s) {
         return rc;
     }
     s->depth = admin_reply_ll(r->element[0], 0);
-    s->capacity = admin_reply_ll(r->element[1], -1);
+    s->capacity = admin_capacity_value(r->element[1]);
     s->waiting = admin_reply_ll(r->element[2], 0);
     s->dead = admin_reply_ll(r->element[4], 0);
     read_counters(s, r->element[5]);
@@ -223,6 +223,9 @@ static void print_json(const admin *a, const snapshot *s, const snapshot *prev) 
     admin_json_str(stdout, a->group, strlen(a->group));
     printf(",\"depth\":%lld,\"capacity\":", s->depth);
     s->capacity >= 0 ? printf("%lld", s->capacity) : printf("null");
+    if (s->capacity == ADMIN_CAPACITY_INVALID) {
+        printf(",\"capacity_error\":\"invalid capacity in meta\"");
+    }
     printf(",\"waiting\":%lld,\"in_flight\":%lld,\"pending\":%lld,\"lag\":", s->waiting,
            s->in_flight, s->in_flight);
     s->lag >= 0 ? printf("%lld", s->lag) : printf("null");
@@ -302,7 +305,9 @@ static void print_human(const admin *a, const snapshot *s, const snapshot *prev)
     }
     printf(")\n  depth      %s / %s", sluice_fmt_count(d, sizeof(d), (unsigned long long)s->depth),
            s->capacity >= 0 ? sluice_fmt_count(c, sizeof(c), (unsigned long long)s->capacity)
-                            : "(not set: producers' default)");
+           : s->capacity == ADMIN_CAPACITY_UNSET
+               ? "(not set: producers' default)"
+               : "(INVALID in meta: admissions fail; fix with sluice-admin capacity QUEUE N)");
     if (s->capacity > 0) {
         printf("  (%.0f%%)", 100.0 * (double)s->depth / (double)s->capacity);
     }
@@ -421,8 +426,15 @@ static int capacity_show(admin *a) {
     if (rc != 0) {
         return rc;
     }
-    long long cap = admin_reply_ll(r, -1);
+    long long cap = admin_capacity_value(r);
     freeReplyObject(r);
+    if (cap == ADMIN_CAPACITY_INVALID) {
+        admin_err(a,
+                  "queue %s has an invalid capacity in its meta hash; set one with "
+                  "sluice-admin capacity %s N",
+                  a->queue, a->queue);
+        return SLUICE_EXIT_REDIS;
+    }
     if (a->json) {
         printf("{\"queue\":\"%s\",\"capacity\":", a->queue);
         cap >= 0 ? printf("%lld}\n", cap) : printf("null}\n");
@@ -441,8 +453,8 @@ int admin_capacity(admin *a) {
         admin_err(a, "unexpected argument '%s'", a->args[2]);
         return SLUICE_EXIT_USAGE;
     }
-    if (a->nargs == 2 &&
-        sluice_parse_ll("capacity", a->args[1], 0, (long long)1e12, &n, err, sizeof(err)) != 0) {
+    if (a->nargs == 2 && sluice_parse_ll("capacity", a->args[1], 0, SLUICE_CAPACITY_MAX, &n, err,
+                                         sizeof(err)) != 0) {
         admin_err(a, "%s", err);
         return SLUICE_EXIT_USAGE;
     }
@@ -450,15 +462,17 @@ int admin_capacity(admin *a) {
     if (rc != 0 || a->nargs == 1) {
         return rc != 0 ? rc : capacity_show(a);
     }
+    char value[24]; /* written as parsed: "+5" or "010" are stored as 5 and 10 */
+    snprintf(value, sizeof(value), "%lld", n);
     const char *cmds[][6] = {{"HGET", a->keys.meta, "capacity", NULL},
-                             {"HSET", a->keys.meta, "capacity", a->args[1], NULL},
+                             {"HSET", a->keys.meta, "capacity", value, NULL},
                              {"XLEN", a->keys.stream, NULL},
                              {"HGET", a->keys.meta, "list_depth", NULL}};
     redisReply *r;
     if ((rc = transaction(a, &r, cmds, 4)) != 0) {
         return rc;
     }
-    old = admin_reply_ll(r->element[0], -1);
+    old = admin_capacity_value(r->element[0]);
     depth = admin_reply_ll(r->element[2], 0) + admin_reply_ll(r->element[3], 0);
     freeReplyObject(r);
     if (a->json) {
@@ -468,11 +482,15 @@ int admin_capacity(admin *a) {
         return 0;
     }
     char was[48] = "was not set";
-    if (old >= 0) {
+    if (old == ADMIN_CAPACITY_INVALID) {
+        snprintf(was, sizeof(was), "was invalid");
+    } else if (old >= 0) {
         snprintf(was, sizeof(was), "was %lld", old);
     }
     printf("capacity of %s: %lld (%s; depth %lld)\n", a->queue, n, was, depth);
-    if (depth > n) {
+    if (n == 0) {
+        printf("note: capacity 0 closes the queue: every admission is rejected as full\n");
+    } else if (depth > n) {
         printf("note: depth is above the new capacity: admissions are refused until the "
                "workers drain it below %lld\n",
                n);

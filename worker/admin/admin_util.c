@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "sluice/cli.h"
+#include "sluice/queue.h"
 #include "sluice/status.h"
 
 #include "admin.h"
@@ -184,4 +185,15 @@ char *admin_fmt_ms(char *buf, size_t len, long long ms) {
         snprintf(buf, len, "%lldh%02lldm", ms / 3600000, (ms / 60000) % 60);
     }
     return buf;
+}
+
+long long admin_capacity_value(const redisReply *r) {
+    long long cap;
+    if (r == NULL || r->type == REDIS_REPLY_NIL) {
+        return ADMIN_CAPACITY_UNSET;
+    }
+    if (r->type != REDIS_REPLY_STRING || sluice_capacity_parse(r->str, r->len, &cap) != 0) {
+        return ADMIN_CAPACITY_INVALID;
+    }
+    return cap;
 }

@@ -47,6 +47,14 @@ int sluice_keys_init(sluice_keys *k, const char *queue, char *err, size_t errlen
 
 /* Parses "stream" or "list". Returns 0 or SLUICE_EINVAL. */
 int sluice_backend_parse(const char *s, sluice_backend *out);
+
+/* The largest capacity a queue can have: 2^53, exact in every client language. */
+#define SLUICE_CAPACITY_MAX 9007199254740992LL
+
+/* Parses a capacity as stored in the queue's meta hash: decimal digits only, 0..2^53 (0 = a
+ * closed bucket: everything is rejected as full). The same rule the server functions apply.
+ * Returns 0, or SLUICE_ECONFIG for anything else ("2.5", "1e3", "0x10", "-1", "", "inf"). */
+int sluice_capacity_parse(const char *s, size_t len, long long *out);
 const char *sluice_backend_name(sluice_backend b);
 
 #ifdef __cplusplus

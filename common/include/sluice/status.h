@@ -35,7 +35,8 @@ extern "C" {
     XX(ENOSCRIPT, -17, "sluice functions are not loaded on the server")                            \
     XX(ELOADING, -18, "redis is loading its dataset")                                              \
     XX(EREADONLY, -19, "redis is a read-only replica")                                             \
-    XX(ENOTFOUND, -20, "not found")
+    XX(ENOTFOUND, -20, "not found")                                                                \
+    XX(ECONFIG, -21, "invalid queue setting in redis")
 
 typedef enum sluice_status {
     SLUICE_OK = 0,

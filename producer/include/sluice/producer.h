@@ -61,7 +61,8 @@ typedef struct sluice_producer_options {
     const char *redis_url;      /* NULL = $SLUICE_REDIS_URL, else redis://127.0.0.1:6379 */
     const char *queue;          /* required: 1..64 of [A-Za-z0-9_.-] */
     sluice_backend backend;     /* default SLUICE_BACKEND_STREAM */
-    long long capacity;         /* default 1000: used when the queue's meta has none */
+    long long capacity;         /* default 1000 (0 = default), 1..2^53: used when the queue's meta
+                                   has none; meta capacity 0 closes the queue */
     size_t max_payload;         /* bytes, default 1 MiB; larger payloads fail with ETOOBIG */
     size_t max_batch;           /* messages per batch call, default 1000 */
     int connect_timeout_ms;     /* ms, default 2000 */
