@@ -35,10 +35,7 @@ unsigned sluice_drain_retry_after(const sluice_drain *d, long long depth, long l
     if (need < 1) {
         need = 1;
     }
-    if (d->rate < 0) {
-        return 1;
-    }
-    if (d->rate < 1e-9) {
+    if (d->rate < 1e-9) { /* unknown (nothing measured yet) or nothing drains */
         return d->max_s;
     }
     double s = ceil((double)need / d->rate);

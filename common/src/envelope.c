@@ -26,8 +26,8 @@
 /* Shared: UTF-8                                                                               */
 /* ------------------------------------------------------------------------------------------ */
 
-/* Strict UTF-8 (RFC 3629): no overlong forms, no surrogates, nothing above U+10FFFF. */
-static int utf8_valid(const unsigned char *s, size_t n) {
+int sluice_utf8_valid(const void *text, size_t n) {
+    const unsigned char *s = text;
     size_t i = 0;
     while (i < n) {
         unsigned c = s[i];
@@ -194,12 +194,12 @@ static int pack_fields(msgpack_packer *pk, const sluice_envelope *e) {
 static int text_valid(const sluice_envelope *e) {
     for (size_t i = 0; i < e->nheaders; i++) {
         const sluice_header *h = &e->headers[i];
-        if (!utf8_valid((const unsigned char *)h->name, h->name_len) ||
-            !utf8_valid((const unsigned char *)h->value, h->value_len)) {
+        if (!sluice_utf8_valid((const unsigned char *)h->name, h->name_len) ||
+            !sluice_utf8_valid((const unsigned char *)h->value, h->value_len)) {
             return 0;
         }
     }
-    return e->tenant == NULL || utf8_valid((const unsigned char *)e->tenant, e->tenant_len);
+    return e->tenant == NULL || sluice_utf8_valid((const unsigned char *)e->tenant, e->tenant_len);
 }
 
 int sluice_envelope_encode(const sluice_envelope *e, unsigned char *out, size_t cap, size_t *len) {
@@ -491,7 +491,7 @@ static int read_text(decoder *d, item *it) {
     if (it->kind != K_STR) {
         return TEXT_NOT_STR;
     }
-    return utf8_valid(it->data, (size_t)it->n) ? 0 : TEXT_NOT_UTF8;
+    return sluice_utf8_valid(it->data, (size_t)it->n) ? 0 : TEXT_NOT_UTF8;
 }
 
 static const char *text_problem(int rc) {

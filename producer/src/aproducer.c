@@ -271,15 +271,30 @@ static void on_call_reply(sluice_aconn *c, int status, int sent, redisReply *r, 
     kick(ap);
 }
 
-/* Takes the next run of requests off the waiting list: up to max_batch without idempotency
- * keys, or one with a key. Returns the first; *n is set. */
+/* Bytes of one call's messages, at most (one message alone may be larger): coalescing many
+ * callers' large bodies into one call must not make that call too big for the connection's
+ * send buffer, which would fail the small requests next to them (docs/faults.md B18). */
+#define ACALL_MAX_BYTES ((size_t)4 << 20)
+
+static size_t message_bytes(const sluice_message *m) {
+    size_t n = m->len + (m->tenant != NULL ? strlen(m->tenant) : 0);
+    for (size_t i = 0; i < m->nheaders; i++) {
+        n += m->headers[i].name_len + m->headers[i].value_len;
+    }
+    return n;
+}
+
+/* Takes the next run of requests off the waiting list: up to max_batch and ACALL_MAX_BYTES
+ * without idempotency keys, or one with a key. Returns the first; *n is set. */
 static areq *take_batch(sluice_aproducer *ap, size_t *n) {
     areq *first = ap->head, *last = first;
-    size_t k = 1;
+    size_t k = 1, bytes = message_bytes(&first->m);
     if (first->m.idempotency_key == NULL) {
         while (k < ap->cfg.max_batch && last->next != NULL &&
-               last->next->m.idempotency_key == NULL) {
+               last->next->m.idempotency_key == NULL &&
+               bytes + message_bytes(&last->next->m) <= ACALL_MAX_BYTES) {
             last = last->next;
+            bytes += message_bytes(&last->m);
             k++;
         }
     }
@@ -319,6 +334,11 @@ static int send_call(sluice_aproducer *ap) {
         int left = first->deadline > now ? (int)(first->deadline - now) : 1;
         st = sluice_aconn_fcall(ap->conn, call.fn, call.nkeys, call.keys, call.keylens, call.nargs,
                                 call.args, call.arglens, left, on_call_reply, k);
+        if (st == SLUICE_ETOOBIG) {
+            /* the connection's send buffer is full: Redis cannot take more now, the
+             * messages themselves are fine - a transient refusal (503, not 500) */
+            st = SLUICE_EBUSY;
+        }
         if (st != 0) {
             snprintf(ap->err, sizeof(ap->err), "%s", sluice_aconn_errstr(ap->conn));
         }

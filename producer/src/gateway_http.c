@@ -199,7 +199,8 @@ void gw_respond(gw_conn *c, int status, const char *ctype, const char *extra, co
     if (c->closing || c->lingering) {
         return;
     }
-    int closing = close_after || !c->keep_alive || c->eof || s->stopping;
+    /* after the client's half-close, answer every complete request it sent, then close */
+    int closing = close_after || !c->keep_alive || (c->eof && c->rlen == 0) || s->stopping;
     char buf[4096];
     refresh_date(s);
     int n = snprintf(buf, sizeof(buf),

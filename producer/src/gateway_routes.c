@@ -179,15 +179,25 @@ static void on_admitted(sluice_aproducer *ap, const sluice_admit_result *res, vo
 }
 
 static void post_message(gw_conn *c, gw_queue *q) {
+    /* request headers that go into the envelope, where text must be UTF-8 */
+    static const struct {
+        const char *http, *name, *display;
+    } carried[] = {{"x-request-id", "request-id", "X-Request-Id"},
+                   {"content-type", "content-type", "Content-Type"}};
     sluice_header h[2];
     size_t n = 0, len;
     char key[IDEM_KEY_MAX + 1];
-    const char *v = gw_header(c, "x-request-id", &len);
-    if (v != NULL) {
-        h[n++] = (sluice_header){"request-id", 10, v, len};
-    }
-    if ((v = gw_header(c, "content-type", &len)) != NULL) {
-        h[n++] = (sluice_header){"content-type", 12, v, len};
+    const char *v;
+    for (size_t i = 0; i < sizeof(carried) / sizeof(carried[0]); i++) {
+        if ((v = gw_header(c, carried[i].http, &len)) == NULL) {
+            continue;
+        }
+        if (!sluice_utf8_valid(v, len)) {
+            reply_json(c, 400, NULL, "{\"error\":\"header %s is not valid UTF-8\"}\n",
+                       carried[i].display);
+            return;
+        }
+        h[n++] = (sluice_header){carried[i].name, strlen(carried[i].name), v, len};
     }
     const char *idem = NULL;
     if ((v = gw_header(c, "idempotency-key", &len)) != NULL) {

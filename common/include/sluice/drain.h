@@ -6,7 +6,8 @@
  * keeps a smoothed acks-per-second rate (exponentially weighted, samples closer than
  * `min_interval_ms` are merged) and turns it into a Retry-After: the seconds until
  * (depth - capacity + 1) more entries have drained, rounded up, at least 1, at most `max_s`
- * (also the answer while nothing drains). Pure: no I/O, no clock of its own.
+ * (also the answer while nothing drains and while no rate is known yet: a client told "1"
+ * before anything was measured would come straight back into a full bucket). Pure: no I/O, no clock of its own.
  */
 #ifndef SLUICE_DRAIN_H
 #define SLUICE_DRAIN_H
@@ -32,7 +33,7 @@ void sluice_drain_init(sluice_drain *d);
  * queue was purged or Redis lost its data) restarts the estimate. */
 void sluice_drain_sample(sluice_drain *d, uint64_t now_ms, long long acked);
 
-/* Seconds to wait before retrying when depth >= capacity. 1..max_s. Unknown rate: 1. */
+/* Seconds to wait before retrying when depth >= capacity. 1..max_s. Unknown rate: max_s. */
 unsigned sluice_drain_retry_after(const sluice_drain *d, long long depth, long long capacity);
 
 #ifdef __cplusplus

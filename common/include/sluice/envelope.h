@@ -52,6 +52,10 @@ typedef struct sluice_envelope {
  */
 size_t sluice_envelope_size(const sluice_envelope *e);
 
+/* 1 when the n bytes are strict UTF-8 (RFC 3629: no overlong forms, no surrogates, nothing
+ * above U+10FFFF), the rule for every text field of an envelope; else 0. */
+int sluice_utf8_valid(const void *text, size_t n);
+
 /*
  * Encodes `e` into out[0..cap). Returns 0 and sets *len, SLUICE_ETOOBIG when cap is too small
  * or a limit is broken, SLUICE_EINVAL for a NULL argument. Uses msgpack-c's packer.
