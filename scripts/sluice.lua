@@ -256,6 +256,19 @@ local function list_take(keys, args)
     return out
 end
 
+-- Lowers the list backend's depth counter by n, never below 0: an element pushed by someone
+-- else (not through list_admit) was never counted, and must not make the bucket admit one
+-- more than its capacity forever after (docs/faults.md B17).
+local function list_depth_sub(meta, n)
+    local depth = tonumber(redis.call('HGET', meta, 'list_depth')) or 0
+    if n > depth then
+        n = depth
+    end
+    if n > 0 then
+        redis.call('HINCRBY', meta, 'list_depth', -n)
+    end
+end
+
 --[[ list_ack (list backend): remove processed elements from the processing list.
 KEYS[1] processing list, KEYS[2] meta, KEYS[3] stats
 ARGV[1..] elements
@@ -266,7 +279,7 @@ local function list_ack(keys, args)
         n = n + redis.call('LREM', keys[1], -1, args[i])
     end
     if n > 0 then
-        redis.call('HINCRBY', keys[2], 'list_depth', -n)
+        list_depth_sub(keys[2], n)
         redis.call('HINCRBY', keys[3], 'acked', n)
     end
     return n
@@ -277,15 +290,20 @@ KEYS[1] processing list, KEYS[2] dead, KEYS[3] meta, KEYS[4] stats
 ARGV[1] element, ARGV[2] consumer, ARGV[3] delivery count, ARGV[4] reason
 reply: 1 if removed, else 0 ]]
 local function list_dead(keys, args)
+    -- everything that can fail comes before the LREM: a script that fails after a write
+    -- keeps the write, and the element would vanish
+    local id, body = '', args[1]
+    local sep = string.find(args[1], ':', 1, true)
+    if sep then -- "<seq>:<envelope>"; a foreign element is dead-lettered whole, id ''
+        id, body = string.sub(args[1], 1, sep - 1), string.sub(args[1], sep + 1)
+    end
     local n = redis.call('LREM', keys[1], -1, args[1])
     if n == 0 then
         return 0
     end
-    local sep = string.find(args[1], ':', 1, true)
-    redis.call('XADD', keys[2], '*', 'id', string.sub(args[1], 1, sep - 1), 'm',
-        string.sub(args[1], sep + 1), 'deliveries', args[3], 'consumer', args[2],
-        'reason', args[4])
-    redis.call('HINCRBY', keys[3], 'list_depth', -1)
+    redis.call('XADD', keys[2], '*', 'id', id, 'm', body, 'deliveries', args[3],
+        'consumer', args[2], 'reason', args[4])
+    list_depth_sub(keys[3], 1)
     redis.call('HINCRBY', keys[4], 'dead', 1)
     return 1
 end
