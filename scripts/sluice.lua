@@ -49,6 +49,20 @@ local function capacity_of(meta, default)
     return c
 end
 
+-- The backend a queue was created with is recorded in meta (`backend`) by its first admission;
+-- a producer of the other backend is refused instead of silently splitting the queue in two
+-- (docs/faults.md B19). Returns an error reply, or nil.
+local function check_backend(meta, backend)
+    local b = redis.call('HGET', meta, 'backend')
+    if not b then
+        redis.call('HSET', meta, 'backend', backend)
+    elseif b ~= backend then
+        return redis.error_reply('SLUICECONFIG ' .. meta .. ' is a ' .. b ..
+            ' queue; this client uses the ' .. backend .. ' backend')
+    end
+    return nil
+end
+
 -- How many of n envelopes fit: the admission rule, in one place for both backends.
 local function room(cap, depth, n)
     local take = cap - depth
@@ -82,6 +96,10 @@ local function admit(keys, args)
     local cap = capacity_of(keys[2], args[1])
     if type(cap) == 'table' then
         return cap
+    end
+    local wrong = check_backend(keys[2], 'stream')
+    if wrong then
+        return wrong
     end
     local depth = redis.call('XLEN', keys[1])
     if keys[4] then
@@ -219,6 +237,10 @@ local function list_admit(keys, args)
     local cap = capacity_of(keys[2], args[1])
     if type(cap) == 'table' then
         return cap
+    end
+    local wrong = check_backend(keys[2], 'list')
+    if wrong then
+        return wrong
     end
     local depth = tonumber(redis.call('HGET', keys[2], 'list_depth')) or 0
     local n = #args - 2
@@ -378,6 +400,10 @@ local function replay(keys, args)
     if type(cap) == 'table' then
         return cap
     end
+    local wrong = check_backend(keys[2], 'stream')
+    if wrong then
+        return wrong
+    end
     return replay_letters(keys, args, cap, redis.call('XLEN', keys[1]), function(body)
         redis.call('XADD', keys[1], '*', 'm', body)
     end)
@@ -390,6 +416,10 @@ local function list_replay(keys, args)
     local cap = capacity_of(keys[2], args[1])
     if type(cap) == 'table' then
         return cap
+    end
+    local wrong = check_backend(keys[2], 'list')
+    if wrong then
+        return wrong
     end
     local depth = tonumber(redis.call('HGET', keys[2], 'list_depth')) or 0
     return replay_letters(keys, args, cap, depth, function(body)
@@ -412,6 +442,54 @@ local function prune(keys, args)
     end
     redis.call('XGROUP', 'DELCONSUMER', keys[1], args[1], args[2])
     return 1
+end
+
+--[[ group (stream backend): joins the queue's one consumer group, creating it (at id 0, with
+MKSTREAM) on first use, and registers the consumer, so a worker that has not read yet is
+visible (consumers --prune does not call its entries doomed). One group per queue: each group
+acknowledges and deletes what it was given, so with two groups which of them sees an entry
+would be a matter of timing. The group is recorded in meta (`group`); a worker of another
+group is refused (docs/faults.md B19). To move a queue to another group name: stop its
+workers, XGROUP DESTROY the old group and HDEL meta group.
+KEYS[1] stream, KEYS[2] meta
+ARGV[1] group, ARGV[2] consumer
+reply: 1 group created, 0 it existed
+errors: SLUICECONFIG (another group, or a list queue) ]]
+local function group(keys, args)
+    local recorded = redis.call('HGET', keys[2], 'group')
+    local other = recorded
+    if not recorded then -- a queue from before the record: look at its groups
+        local gs = redis.pcall('XINFO', 'GROUPS', keys[1])
+        if type(gs) == 'table' and not gs.err then
+            for _, g in ipairs(gs) do
+                for i = 1, #g, 2 do
+                    if g[i] == 'name' and g[i + 1] ~= args[1] then
+                        other = g[i + 1]
+                    end
+                end
+            end
+        end
+    end
+    if other and other ~= args[1] then
+        return redis.error_reply('SLUICECONFIG ' .. keys[1] .. ' is drained by group "' ..
+            other .. '"; one group per queue (see sluice_group in the README)')
+    end
+    if redis.call('HGET', keys[2], 'backend') == 'list' then
+        return redis.error_reply('SLUICECONFIG ' .. keys[2] .. ' is a list queue')
+    end
+    local created = 1
+    local r = redis.pcall('XGROUP', 'CREATE', keys[1], args[1], '0', 'MKSTREAM')
+    if type(r) == 'table' and r.err then
+        if not string.find(r.err, 'BUSYGROUP', 1, true) then
+            return r
+        end
+        created = 0
+    end
+    if not recorded then
+        redis.call('HSET', keys[2], 'group', args[1])
+    end
+    redis.call('XGROUP', 'CREATECONSUMER', keys[1], args[1], args[2])
+    return created
 end
 
 --[[ version: KEYS none; reply: the library version string ]]
@@ -439,5 +517,6 @@ redis.register_function{function_name = 'sluice_list_recover', callback = list_r
 redis.register_function('sluice_replay', replay)
 redis.register_function('sluice_list_replay', list_replay)
 redis.register_function{function_name = 'sluice_prune', callback = prune, flags = {'allow-oom'}}
+redis.register_function('sluice_group', group)
 redis.register_function{function_name = 'sluice_version', callback = version,
     flags = {'no-writes', 'allow-stale'}}

@@ -34,6 +34,7 @@ static const struct {
     [SLUICE_FN_REPLAY] = {"sluice_replay", "replay"},
     [SLUICE_FN_LIST_REPLAY] = {"sluice_list_replay", "list_replay"},
     [SLUICE_FN_PRUNE] = {"sluice_prune", "prune"},
+    [SLUICE_FN_GROUP] = {"sluice_group", "group"},
 };
 
 const char *sluice_fn_name(sluice_fn fn) {

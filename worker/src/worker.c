@@ -58,6 +58,22 @@ static int check_options(const sluice_worker_options *o, char *err, size_t errle
     return 0;
 }
 
+/* Consumer and group names: 1..128 visible characters, no spaces (they appear in logs,
+ * metrics labels and XINFO output). */
+static int check_name(const char *what, const char *name, char *err, size_t errlen) {
+    size_t n = strlen(name);
+    int ok = n >= 1 && n <= 128;
+    for (size_t i = 0; ok && i < n; i++) {
+        ok = name[i] > 0x20 && name[i] < 0x7f;
+    }
+    if (!ok) {
+        snprintf(err, errlen, "%s name \"%.140s\" must be 1-128 visible characters, no spaces",
+                 what, name);
+        return -1;
+    }
+    return 0;
+}
+
 int sluice_worker_new(const sluice_worker_options *in, sluice_worker **out, char *err,
                       size_t errlen) {
     char ebuf[256];
@@ -80,7 +96,7 @@ int sluice_worker_new(const sluice_worker_options *in, sluice_worker **out, char
             *fields[i] = defaults[i];
         }
     }
-    if (o.group == NULL || o.group[0] == '\0') {
+    if (o.group == NULL) { /* "" is refused below, not taken for the default */
         o.group = SLUICE_DEFAULT_GROUP;
     }
     sluice_keys keys;
@@ -101,9 +117,10 @@ int sluice_worker_new(const sluice_worker_options *in, sluice_worker **out, char
         host[sizeof(host) - 1] = '\0';
         snprintf(consumer, sizeof(consumer), "%s-%d", host, (int)getpid());
         o.consumer = consumer;
-    } else if (strlen(o.consumer) > 128 || strpbrk(o.consumer, " \t\r\n") != NULL) {
-        snprintf(err, errlen, "consumer name \"%s\" is over 128 characters or has spaces",
-                 o.consumer);
+    } else if (check_name("consumer", o.consumer, err, errlen) != 0) {
+        return SLUICE_EINVAL;
+    }
+    if (check_name("group", o.group, err, errlen) != 0) {
         return SLUICE_EINVAL;
     }
     sluice_worker *w = calloc(1, sizeof(*w));
@@ -172,8 +189,9 @@ void sluice__worker_error(sluice_worker *w, const char *what, int status, const 
     snprintf(w->err, sizeof(w->err), "%s: %s: %s", what, sluice_strerror(status), detail);
     SLUICE_LOG(SLUICE_LOG_WARN, "event=%s status=%s detail=\"%s\"", what, sluice_err_name(status),
                detail);
-    /* a wrong key type or a missing permission does not heal by retrying */
-    if (status == SLUICE_EWRONGTYPE || status == SLUICE_ENOPERM) {
+    /* a wrong key type, a missing permission or a queue set up for another group or backend
+     * does not heal by retrying */
+    if (status == SLUICE_EWRONGTYPE || status == SLUICE_ENOPERM || status == SLUICE_ECONFIG) {
         w->fatal = status;
         sluice_worker_stop(w);
     }
@@ -188,7 +206,8 @@ static void read_retry_cb(uv_timer_t *t);
 static void on_group(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
     sluice_worker *w = arg;
     w->creating_group = 0;
-    if (status == 0) {
+    if (status == 0 && (w->o.backend != SLUICE_BACKEND_STREAM ||
+                        (r->type == REDIS_REPLY_INTEGER && r->integer == 1))) {
         SLUICE_LOG(SLUICE_LOG_INFO, "event=group_created queue=%s group=%s", w->queue, w->group);
     }
     int exists = r != NULL && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "BUSYGROUP", 9) == 0;
@@ -211,8 +230,10 @@ static void create_group(sluice_worker *w) {
     w->creating_group = 1;
     int st;
     if (w->o.backend == SLUICE_BACKEND_STREAM) {
-        const char *argv[] = {"XGROUP", "CREATE", w->keys.stream, w->group, "0", "MKSTREAM"};
-        st = sluice_aconn_command(w->cmd, 6, argv, NULL, 0, on_group, w);
+        const char *keys[] = {w->keys.stream, w->keys.meta};
+        const char *args[] = {w->group, w->consumer};
+        st = sluice_aconn_fcall(w->cmd, SLUICE_FN_GROUP, 2, keys, NULL, 2, args, NULL, 0, on_group,
+                                w);
     } else {
         /* a restarted consumer of the same name takes back what it was processing */
         const char *keys[] = {w->keys.list, w->proc_key, w->keys.procs};

@@ -47,6 +47,7 @@ typedef enum sluice_fn {
     SLUICE_FN_REPLAY,
     SLUICE_FN_LIST_REPLAY,
     SLUICE_FN_PRUNE,
+    SLUICE_FN_GROUP,
     SLUICE_FN_COUNT_
 } sluice_fn;
 

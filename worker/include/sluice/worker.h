@@ -74,7 +74,7 @@ typedef enum sluice_handler_mode {
 typedef struct sluice_worker_options {
     const char *redis_url;     /* NULL = $SLUICE_REDIS_URL, else redis://127.0.0.1:6379 */
     const char *queue;         /* required */
-    const char *group;         /* consumer group, default "workers" */
+    const char *group;         /* consumer group, NULL = "workers"; 1-128 visible characters */
     const char *consumer;      /* consumer name, default "<hostname>-<pid>" */
     sluice_backend backend;    /* default stream */
     int concurrency;           /* max in-flight entries, default 16, 1..100000 */
