@@ -54,8 +54,8 @@ end
 -- (docs/faults.md B19). Returns an error reply, or nil.
 local function check_backend(meta, backend)
     local b = redis.call('HGET', meta, 'backend')
-    if not b then
-        redis.call('HSET', meta, 'backend', backend)
+    if not b then -- HSETNX: what a producer's ACL allows on meta (see README, least privilege)
+        redis.call('HSETNX', meta, 'backend', backend)
     elseif b ~= backend then
         return redis.error_reply('SLUICECONFIG ' .. meta .. ' is a ' .. b ..
             ' queue; this client uses the ' .. backend .. ' backend')
@@ -486,7 +486,7 @@ local function group(keys, args)
         created = 0
     end
     if not recorded then
-        redis.call('HSET', keys[2], 'group', args[1])
+        redis.call('HSETNX', keys[2], 'group', args[1])
     end
     redis.call('XGROUP', 'CREATECONSUMER', keys[1], args[1], args[2])
     return created

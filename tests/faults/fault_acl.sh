@@ -27,9 +27,11 @@ admin_url=$(redis_url r)
 
 # The documented ACL lines (keep in sync with the README, section Guarantees).
 PRODUCER_ACL=(resetchannels -@all +fcall +xlen +hget '~sluice:*'
-    '(+xadd ~sluice:*:stream)' '(+hincrby ~sluice:*:stats)' '(+get +set ~sluice:*:idem:*)')
-WORKER_ACL=(resetchannels -@all +fcall +xreadgroup '+xgroup|create' +xack +xdel +xclaim
-    +xautoclaim +xpending +xrange +hincrby '~sluice:*' '(+xadd ~sluice:*:dead)')
+    '(+xadd ~sluice:*:stream)' '(+hincrby ~sluice:*:stats)' '(+get +set ~sluice:*:idem:*)'
+    '(+hsetnx ~sluice:*:meta)')
+WORKER_ACL=(resetchannels -@all +fcall +xreadgroup '+xgroup|create' '+xgroup|createconsumer'
+    '+xinfo|groups' +hget +xack +xdel +xclaim +xautoclaim +xpending +xrange +hincrby '~sluice:*'
+    '(+xadd ~sluice:*:dead)' '(+hsetnx ~sluice:*:meta)')
 
 acl_user() { # NAME PASS RULES...
     local name=$1 pass=$2
@@ -104,7 +106,7 @@ producer_nopem_clear() {
     local rc=0
     # limited to one queue: another queue is refused before anything runs
     acl_user producer-orders opass resetchannels -@all +fcall +xlen +hget '~sluice:{orders}:*' \
-        '(+xadd ~sluice:*:stream)' '(+hincrby ~sluice:*:stats)'
+        '(+xadd ~sluice:*:stream)' '(+hincrby ~sluice:*:stats)' '(+hsetnx ~sluice:*:meta)'
     "$BIN/sluice-enqueue" -q orders -r "redis://producer-orders:opass@127.0.0.1:$port" ok \
         >/dev/null 2>"$FL_DIR/orders.err" || fl_fail "producer-orders cannot admit to orders"
     "$BIN/sluice-enqueue" -q payments -r "redis://producer-orders:opass@127.0.0.1:$port" x \
@@ -112,7 +114,8 @@ producer_nopem_clear() {
     fl_eq "exit code of a producer limited to queue orders admitting to payments" 3 "$rc"
     fl_grep "its message" "not permitted by the redis ACL.*NOPERM" "$FL_DIR/payments.err"
     # a command the admission function runs is missing (XADD)
-    acl_user producer-noxadd npass resetchannels -@all +fcall +xlen +hget +hincrby '~sluice:*'
+    acl_user producer-noxadd npass resetchannels -@all +fcall +xlen +hget +hincrby +hsetnx \
+        '~sluice:*'
     rc=0
     timeout 10 "$BIN/sluice-enqueue" -q $q -r "redis://producer-noxadd:npass@127.0.0.1:$port" \
         x >/dev/null 2>"$FL_DIR/noxadd.err" || rc=$?
@@ -204,9 +207,9 @@ worker_denied
 library_flushed
 producer_nopem_clear
 worker_nopem_clear worker-noread resetchannels -@all '~sluice:*' +fcall '+xgroup|create' \
-    +xack +xdel +xclaim +xautoclaim +xpending +xrange +hincrby
+    '+xgroup|createconsumer' '+xinfo|groups' +hget +hsetnx +xack +xdel +xclaim +xautoclaim +xpending +xrange +hincrby
 worker_nopem_clear worker-noack resetchannels -@all '~sluice:*' +fcall +xreadgroup \
-    '+xgroup|create' +xdel +xclaim +xautoclaim +xpending +xrange +hincrby
+    '+xgroup|create' '+xgroup|createconsumer' '+xinfo|groups' +hget +hsetnx +xdel +xclaim +xautoclaim +xpending +xrange +hincrby
 fl_figures "B12/least privilege: producer and worker ACL users work (admit, idempotency, read," \
     "ack, retry, reclaim, touch, dead letter); 24 other commands refused with NOPERM;" \
     "missing permissions reported with exit 3"
