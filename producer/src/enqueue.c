@@ -75,8 +75,9 @@ typedef struct run {
     sluice_header headers[SLUICE_ENVELOPE_MAX_HEADERS];
     size_t nheaders;
     int ids, json;
-    long long rate;      /* payloads per second, 0 = unpaced */
-    uint64_t started_ns; /* when pacing started */
+    unsigned long long duplicates; /* idempotency key seen before: nothing queued */
+    long long rate;                /* payloads per second, 0 = unpaced */
+    uint64_t started_ns;           /* when pacing started */
     unsigned long long offered;
     unsigned long long admitted, rejected, invalid;
     long long depth, capacity;
@@ -192,11 +193,20 @@ static int send_batch(run *r, sluice_message *msgs, size_t n) {
     for (size_t i = 0; i < n; i++) {
         r->depth = res[i].depth;
         r->capacity = res[i].capacity;
-        if (res[i].outcome == SLUICE_ADMITTED || res[i].outcome == SLUICE_DUPLICATE) {
+        if (res[i].outcome == SLUICE_ADMITTED) {
             r->admitted++;
-            if (r->ids) {
-                printf("%s %.*s\n", res[i].id, (int)msgs[i].len, (const char *)msgs[i].payload);
+            if (r->ids) { /* the payload as given, NUL bytes included */
+                printf("%s ", res[i].id);
+                fwrite(msgs[i].payload, 1, msgs[i].len, stdout);
+                putchar('\n');
             }
+        } else if (res[i].outcome == SLUICE_DUPLICATE) {
+            r->duplicates++;
+            /* not "ID PAYLOAD": this payload was not queued, the id is an earlier one's */
+            fprintf(stderr,
+                    "sluice-enqueue: duplicate: idempotency key '%s' was admitted earlier as %s; "
+                    "this payload was not queued\n",
+                    msgs[i].idempotency_key ? msgs[i].idempotency_key : "", res[i].id);
         } else {
             r->rejected++;
         }
@@ -213,28 +223,69 @@ static void fill(run *r, sluice_message *m, const char *payload, size_t len) {
     m->idempotency_key = r->idem;
 }
 
+/* Reads one line (without its newline) into a fresh buffer that grows only up to max bytes:
+ * a longer line is read to its end and dropped, so memory stays bounded by --max-payload
+ * whatever the input. Returns 1 (*out, *len set), -1 for a line over max (*len = its length,
+ * *out NULL), 0 at the end of the input. */
+static int read_line(FILE *in, size_t max, char **out, size_t *len) {
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    int c, any = 0;
+    *out = NULL;
+    while ((c = getc_unlocked(in)) != EOF) {
+        any = 1;
+        if (c == '\n') {
+            break;
+        }
+        if (n < max) {
+            if (n + 1 >= cap) {
+                size_t ncap = cap == 0 ? 256 : cap * 2;
+                ncap = ncap > max + 1 ? max + 1 : ncap;
+                char *nb = realloc(buf, ncap);
+                if (nb == NULL) {
+                    free(buf);
+                    return -1;
+                }
+                buf = nb;
+                cap = ncap;
+            }
+            buf[n] = (char)c;
+        }
+        n++;
+    }
+    *len = n;
+    if (!any) {
+        return 0;
+    }
+    if (n > max) {
+        free(buf);
+        return -1;
+    }
+    if (buf == NULL && (buf = malloc(1)) == NULL) {
+        return -1;
+    }
+    buf[n] = '\0';
+    *out = buf;
+    return 1;
+}
+
 static void from_stdin(run *r) {
     static sluice_message msgs[10000];
     static char *lines[10000];
-    size_t n = 0, cap = 0;
-    char *line = NULL;
-    ssize_t len;
+    size_t n = 0, len = 0;
+    char *line;
+    int got;
     unsigned long long lineno = 0;
-    while (!r->redis_failed && (len = getline(&line, &cap, stdin)) >= 0) {
+    while (!r->redis_failed && (got = read_line(stdin, r->o.max_payload, &line, &len)) != 0) {
         lineno++;
-        if (len > 0 && line[len - 1] == '\n') {
-            line[--len] = '\0';
-        }
-        if ((size_t)len > r->o.max_payload) {
-            fprintf(stderr, "sluice-enqueue: line %llu: payload is %zd bytes; the limit is %zu\n",
+        if (got < 0) {
+            fprintf(stderr, "sluice-enqueue: line %llu: payload is %zu bytes; the limit is %zu\n",
                     lineno, len, r->o.max_payload);
             r->invalid++;
             continue;
         }
         lines[n] = line;
-        fill(r, &msgs[n], line, (size_t)len);
-        line = NULL;
-        cap = 0;
+        fill(r, &msgs[n], line, len);
         if (++n == (size_t)r->batch) {
             send_batch(r, msgs, n);
             while (n > 0) {
@@ -242,7 +293,6 @@ static void from_stdin(run *r) {
             }
         }
     }
-    free(line);
     if (n > 0 && !r->redis_failed) {
         send_batch(r, msgs, n);
     }
@@ -251,14 +301,29 @@ static void from_stdin(run *r) {
     }
 }
 
+/* A figure Redis told us, or "unknown" (JSON null) when no call answered. */
+static const char *figure(long long v, int json, char *buf, size_t len) {
+    if (v < 0) {
+        return json ? "null" : "unknown";
+    }
+    snprintf(buf, len, "%lld", v);
+    return buf;
+}
+
 static void summary(const run *r) {
+    char d[24], c[24];
     if (r->json) {
-        printf("{\"admitted\":%llu,\"rejected\":%llu,\"invalid\":%llu,\"depth\":%lld,"
-               "\"capacity\":%lld}\n",
-               r->admitted, r->rejected, r->invalid, r->depth, r->capacity);
+        printf("{\"admitted\":%llu,\"rejected\":%llu,\"invalid\":%llu,\"duplicates\":%llu,"
+               "\"depth\":%s,\"capacity\":%s}\n",
+               r->admitted, r->rejected, r->invalid, r->duplicates,
+               figure(r->depth, 1, d, sizeof(d)), figure(r->capacity, 1, c, sizeof(c)));
     } else {
-        printf("admitted=%llu rejected=%llu depth=%lld capacity=%lld%s\n", r->admitted, r->rejected,
-               r->depth, r->capacity, r->invalid ? " (some input was invalid)" : "");
+        printf("admitted=%llu rejected=%llu depth=%s capacity=%s", r->admitted, r->rejected,
+               figure(r->depth, 0, d, sizeof(d)), figure(r->capacity, 0, c, sizeof(c)));
+        if (r->duplicates > 0) {
+            printf(" duplicates=%llu", r->duplicates);
+        }
+        printf("%s\n", r->invalid ? " (some input was invalid)" : "");
     }
 }
 
@@ -297,7 +362,15 @@ int main(int argc, char **argv) {
     if (optind < argc) {
         for (int i = optind; i < argc && !r.redis_failed; i++) {
             sluice_message m;
-            fill(&r, &m, argv[i], strlen(argv[i]));
+            size_t len = strlen(argv[i]);
+            if (len > r.o.max_payload) { /* named by its place among the PAYLOAD arguments */
+                fprintf(stderr,
+                        "sluice-enqueue: payload argument %d: %zu bytes; the limit is %zu\n",
+                        i - optind + 1, len, r.o.max_payload);
+                r.invalid++;
+                continue;
+            }
+            fill(&r, &m, argv[i], len);
             send_batch(&r, &m, 1);
         }
     } else {

@@ -7,7 +7,8 @@
  * `min_interval_ms` are merged) and turns it into a Retry-After: the seconds until
  * (depth - capacity + 1) more entries have drained, rounded up, at least 1, at most `max_s`
  * (also the answer while nothing drains and while no rate is known yet: a client told "1"
- * before anything was measured would come straight back into a full bucket). Pure: no I/O, no clock of its own.
+ * before anything was measured would come straight back into a full bucket). Pure: no I/O, no clock
+ * of its own.
  */
 #ifndef SLUICE_DRAIN_H
 #define SLUICE_DRAIN_H
