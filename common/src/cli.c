@@ -15,6 +15,9 @@
 #include <string.h>
 #include <time.h>
 
+#include <hiredis/hiredis.h>
+#include <uv.h>
+
 #include "sluice/cli.h"
 #include "sluice/status.h"
 
@@ -193,4 +196,10 @@ char *sluice_fmt_count(char *buf, size_t len, unsigned long long v) {
     } while (v > 0);
     snprintf(buf, len, "%s", tmp + i);
     return buf;
+}
+
+int sluice_cli_version(const char *prog) {
+    printf("%s %s (data model 1; hiredis %d.%d.%d, libuv %s)\n", prog, SLUICE_VERSION,
+           HIREDIS_MAJOR, HIREDIS_MINOR, HIREDIS_PATCH, uv_version_string());
+    return SLUICE_EXIT_OK;
 }

@@ -43,6 +43,12 @@ static const char usage[] =
     "  -h, --help                  this text\n"
     "\n"
     "Prints: admitted=N rejected=M depth=D capacity=C\n"
+    "EXAMPLES\n"
+    "  sluice-enqueue --queue jobs 'hello' 'world'          two payloads\n"
+    "  seq 1 1000 | sluice-enqueue -q jobs --batch 100     one payload per line\n"
+    "  sluice-enqueue -q jobs --tenant acme --header trace=abc 'job'\n"
+    "  sluice-enqueue -q jobs --idempotency-key order-17 'charge 17'   admitted once\n"
+    "\n"
     "Exit codes: 0 all admitted, 1 some rejected (queue full), 2 usage or bad input,\n"
     "3 redis unavailable or refused.\n";
 
@@ -63,6 +69,7 @@ static const struct option longopts[] = {
     {"json", no_argument, NULL, OPT_JSON},
     {"rate", required_argument, NULL, OPT_RATE},
     {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
 };
 
@@ -336,7 +343,10 @@ int main(int argc, char **argv) {
     r.batch = 100;
     r.depth = r.capacity = -1;
     opterr = 0;
-    while ((ch = getopt_long(argc, argv, ":q:r:C:b:n:h", longopts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, ":q:r:C:b:n:hV", longopts, NULL)) != -1) {
+        if (ch == 'V') {
+            exit(sluice_cli_version("sluice-enqueue"));
+        }
         if (ch == 'h') {
             fputs(usage, stdout);
             return 0;

@@ -55,6 +55,11 @@ static const char usage[] =
     "      --log-level LEVEL         error, warn, info, debug or off (default info)\n"
     "  -h, --help                    this text\n"
     "\n"
+    "EXAMPLES\n"
+    "  sluice-gateway --listen 127.0.0.1:8080 --queue jobs:5000\n"
+    "  curl -i -X POST --data-binary @job.json http://127.0.0.1:8080/v1/queues/jobs/messages\n"
+    "  curl -s http://127.0.0.1:8080/v1/queues/jobs        depth, capacity, drain rate\n"
+    "\n"
     "Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage or bad input (also: cannot listen).\n"
     "Redis being unavailable is not fatal: requests get 503 until it is back.\n";
 
@@ -96,6 +101,7 @@ static const struct option longopts[] = {
     {"grace", required_argument, NULL, OPT_GRACE},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
     {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
 };
 
@@ -282,16 +288,21 @@ static int parse_args(int argc, char **argv, config *cfg, gw_server *s) {
     char err[512];
     int ch;
     defaults(cfg, s);
-    while ((ch = getopt_long(argc, argv, "l:q:r:h", longopts, NULL)) != -1) {
+    opterr = 0; /* errors in the one style of every sluice binary, not getopt's */
+    while ((ch = getopt_long(argc, argv, ":l:q:r:hV", longopts, NULL)) != -1) {
+        if (ch == 'V') {
+            exit(sluice_cli_version("sluice-gateway"));
+        }
         if (ch == 'h') {
             fputs(usage, stdout);
             exit(SLUICE_EXIT_OK);
         }
-        if (ch == '?' || parse_opt(cfg, s, ch, optarg, err, sizeof(err)) != 0) {
-            if (ch != '?') {
-                fprintf(stderr, "sluice-gateway: %s\n", err);
-            }
-            fprintf(stderr, "Try 'sluice-gateway --help'.\n");
+        if (ch == '?' || ch == ':') {
+            snprintf(err, sizeof(err), "%s option '%s'",
+                     ch == '?' ? "unknown" : "missing value for", argv[optind - 1]);
+        }
+        if (ch == '?' || ch == ':' || parse_opt(cfg, s, ch, optarg, err, sizeof(err)) != 0) {
+            fprintf(stderr, "sluice-gateway: %s\nTry 'sluice-gateway --help'.\n", err);
             return SLUICE_EXIT_USAGE;
         }
     }

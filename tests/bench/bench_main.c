@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "sluice/cli.h"
 
 static const struct {
     const char *name;
@@ -24,6 +25,11 @@ static void usage(FILE *f) {
     for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
         fprintf(f, "  %-8s %s\n", cmds[i].name, cmds[i].what);
     }
+    fprintf(f, "\nEXAMPLES\n"
+               "  sluice-bench admit --count 50000 --batch-count 1000000 --batch 100\n"
+               "  sluice-bench scale --workers 1,2,4,8 --work-ms 5 --duration 10\n"
+               "  scripts/bench                 every row of the README's table, side by side\n"
+               "                                with redis-benchmark on one private server\n");
     fprintf(f, "\nEvery command takes --redis URL (default $SLUICE_REDIS_URL, else "
                "redis://127.0.0.1:6379).\nExit codes: 0 ok, 2 usage, 3 redis unavailable.\n");
 }
@@ -33,6 +39,9 @@ int main(int argc, char **argv) {
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
+    }
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
+        return sluice_cli_version("sluice-bench");
     }
     for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
         if (strcmp(argv[1], cmds[i].name) == 0) {

@@ -63,6 +63,12 @@ static const char usage[] =
     "      --yes                    purge, dead purge: really delete\n"
     "  -h, --help                   this text\n"
     "\n"
+    "EXAMPLES\n"
+    "  sluice-admin stats jobs                  depth, capacity, rates, consumers\n"
+    "  sluice-admin capacity jobs 5000          producers honour it on their next call\n"
+    "  sluice-admin dead list jobs              then: sluice-admin dead replay jobs --all\n"
+    "  sluice-admin consumers jobs --prune 3600000\n"
+    "\n"
     "Exit codes: 0 ok, 1 nothing to do or some did not fit, 2 usage or bad input,\n"
     "3 redis unavailable or refusing.\n";
 
@@ -103,6 +109,7 @@ static const struct option longopts[] = {
     {"prune", required_argument, NULL, OPT_PRUNE},
     {"yes", no_argument, NULL, OPT_YES},
     {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
 };
 
@@ -230,10 +237,19 @@ static int parse_args(admin *a, int argc, char **argv, const struct command **cm
         return fail_usage(NULL, err); /* a bad $SLUICE_REDIS_URL */
     }
     opterr = 0;
-    while ((ch = getopt_long(argc, argv, ":r:b:h", longopts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, ":r:b:hV", longopts, NULL)) != -1) {
+        if (ch == 'V') {
+            exit(sluice_cli_version("sluice-admin"));
+        }
         if (ch == 'h') {
             fputs(usage, stdout);
             exit(0);
+        }
+        if (ch == '?' && optopt >= '0' && optopt <= '9') {
+            /* "capacity jobs -3": a negative number, not an option */
+            snprintf(err, sizeof(err), "invalid value '%s': negative numbers are not allowed",
+                     argv[optind - 1]);
+            return fail_usage(NULL, err);
         }
         if (ch == '?' || ch == ':') {
             snprintf(err, sizeof(err), "%s option '%s'",

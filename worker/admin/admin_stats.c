@@ -355,10 +355,28 @@ static int prepare(admin *a, int max_extra) {
     return rc != 0 ? rc : admin_detect_backend(a);
 }
 
+/* 1 when no key of the queue exists: a typo in a queue name must not read as an empty queue. */
+static int queue_missing(admin *a, int *rc) {
+    redisReply *r;
+    *rc = admin_call(a, &r, "looking for the queue", "EXISTS", a->keys.stream, a->keys.meta,
+                     a->keys.stats, a->keys.dead, a->keys.list, NULL);
+    if (*rc != 0) {
+        return 0;
+    }
+    int missing = admin_reply_ll(r, 1) == 0;
+    freeReplyObject(r);
+    if (missing) {
+        admin_err(a, "queue %s does not exist (no keys sluice:{%s}:*; names are case-sensitive)",
+                  a->queue, a->queue);
+        *rc = SLUICE_EXIT_REJECTED;
+    }
+    return missing;
+}
+
 int admin_stats(admin *a) {
     static snapshot s1, s2;
     int rc = prepare(a, 0);
-    if (rc != 0 || (rc = snapshot_take(a, &s1)) != 0) {
+    if (rc != 0 || queue_missing(a, &rc) || rc != 0 || (rc = snapshot_take(a, &s1)) != 0) {
         return rc;
     }
     if (a->sample_ms == 0) {

@@ -52,6 +52,11 @@ static const char usage[] =
     "\n"
     "SIGTERM/SIGINT: stop reading, finish in-flight work within the grace period, exit 0.\n"
     "A second signal exits at once (130); unfinished entries are reclaimed by other workers.\n"
+    "EXAMPLES\n"
+    "  sluice-worker --queue jobs --handler 'exec:./process.sh' --concurrency 8\n"
+    "  sluice-worker -q jobs -H sleep:20 -c 16 --metrics 127.0.0.1:9100   simulate work\n"
+    "  SLUICE_REDIS_URL=unix:///run/redis.sock sluice-worker -q jobs -H 'exec:cat'\n"
+    "\n"
     "Exit codes: 0 ok, 2 usage or bad input, 3 redis refused, 130 forced stop.\n";
 
 static sluice_worker *worker;
@@ -114,6 +119,7 @@ static const struct option longopts[] = {
     {"metrics", required_argument, NULL, OPT_METRICS},
     {"log-level", required_argument, NULL, OPT_LOG},
     {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
 };
 
@@ -201,7 +207,10 @@ static int parse_args(args *a, int argc, char **argv, char *err, size_t n) {
     a->log_level = SLUICE_LOG_INFO;
     int ch;
     opterr = 0;
-    while ((ch = getopt_long(argc, argv, ":q:r:H:c:b:h", longopts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, ":q:r:H:c:b:hV", longopts, NULL)) != -1) {
+        if (ch == 'V') {
+            exit(sluice_cli_version("sluice-worker"));
+        }
         if (ch == 'h') {
             fputs(usage, stdout);
             exit(0);

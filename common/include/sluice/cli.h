@@ -22,6 +22,10 @@ extern "C" {
 #define SLUICE_EXIT_REDIS    3 /* redis unavailable, timed out or refused the command */
 
 /* Parses a decimal integer in [min, max] (k/m/g suffixes not accepted). Returns 0 or EINVAL. */
+/* Prints "PROG VERSION (data model 1; hiredis X.Y.Z, libuv X.Y.Z)" on stdout; returns
+ * SLUICE_EXIT_OK, for `return sluice_cli_version("sluice-x");` in an option switch. */
+int sluice_cli_version(const char *prog);
+
 int sluice_parse_ll(const char *opt, const char *s, long long min, long long max, long long *out,
                     char *err, size_t errlen);
 

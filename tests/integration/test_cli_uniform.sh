@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Every binary speaks alike: --version, an EXAMPLES section in --help, bad options reported in
+# one style (the binary's name, not its path; no getopt wording), a negative number named as a
+# bad value rather than an unknown option, and a queue that does not exist is said to not exist.
+set -euo pipefail
+
+bin=${SLUICE_BIN_DIR:?run through ctest}
+url=$(cat "${SLUICE_TEST_REDIS_DIR:?}/url")
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+run() { # expected-exit pattern command...
+    local want=$1 pattern=$2 rc=0
+    shift 2
+    "$@" >"$tmp/out" 2>&1 || rc=$?
+    [ "$rc" -eq "$want" ] || fail "$* exited $rc, expected $want: $(cat "$tmp/out")"
+    grep -qE -- "$pattern" "$tmp/out" || fail "$*: output lacks /$pattern/: $(cat "$tmp/out")"
+}
+
+for b in sluice-enqueue sluice-worker sluice-admin sluice-gateway sluice-bench; do
+    run 0 "^$b [0-9]+\.[0-9]+\.[0-9]+ \(data model 1" "$bin/$b" --version
+    run 0 "^EXAMPLES" "$bin/$b" --help
+done
+for b in sluice-enqueue sluice-worker sluice-admin sluice-gateway; do
+    run 2 "^$b: unknown option '--bogus'" "$bin/$b" --bogus
+    grep -q "$bin" "$tmp/out" && fail "$b names itself by its path: $(cat "$tmp/out")"
+    grep -q "unrecognized" "$tmp/out" && fail "$b prints getopt's wording: $(cat "$tmp/out")"
+done
+run 2 "invalid value '-3'" "$bin/sluice-admin" --redis "$url" capacity jobs -3
+run 1 "queue nosuchqueue-$$ does not exist" "$bin/sluice-admin" --redis "$url" stats "nosuchqueue-$$"
+echo "ok: --version, EXAMPLES, one error style, negative values, missing queues"
