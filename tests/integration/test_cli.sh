@@ -79,7 +79,7 @@ expect 0 "processed=2 failed=1 retried=1 dead=1" -- \
     "$bin/sluice-worker" --redis "$url" --queue "$qe" --handler "exec:sh $tmp/h.sh" \
     --max-messages 4 --visibility-timeout 500 --retry-backoff 50 --log-level warn
 [ "$(rcli XLEN "sluice:{$qe}:dead")" = 1 ] || fail "failed message not dead-lettered"
-rcli XRANGE "sluice:{$qe}:dead" - + | grep -q "handler failed" || fail "dead reason missing"
+rcli XRANGE "sluice:{$qe}:dead" - + | grep -q "exec: exited with status 3" || fail "dead reason missing"
 
 # list backend end to end
 ql="$q-list"

@@ -48,9 +48,10 @@ grep -q "duplicates=1" "$tmp/second" || fail "summary lacks duplicates=1: $(cat 
 
 # a 64 MiB line against --max-payload 1k under a 40 MiB address-space limit: refused, and
 # the next line still admitted
+# (under AddressSanitizer the limit cannot apply: its shadow memory needs more address space)
 rc=0
 (
-    ulimit -v 40960
+    [ -n "${ASAN_OPTIONS:-}" ] || ulimit -v 40960
     { head -c $((64 << 20)) /dev/zero | tr '\0' x; printf '\nsmall\n'; } |
         "$bin/sluice-enqueue" --redis "$url" --queue "$q" --max-payload 1k >"$tmp/out" 2>"$tmp/err"
 ) || rc=$?

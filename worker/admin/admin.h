@@ -88,6 +88,9 @@ void admin_json_str(FILE *f, const char *s, size_t len);
 
 /* Writes s[0..len) for a terminal: printable ASCII as is, the rest as \xHH, at most `max` bytes
  * of input (then "..."). */
+/* A copy of s for a terminal: anything but printable ASCII becomes '?' (no escape sequence
+ * from a consumer name or a reason reaches the screen). Returns buf. */
+const char *admin_safe(const char *s, char *buf, size_t cap);
 void admin_print_safe(FILE *f, const char *s, size_t len, size_t max);
 
 /* "1.2s", "3m04s", "2h01m", "-" for negative: a person's reading of a duration in ms. */

@@ -106,14 +106,34 @@ static void list_row(const admin *a, const redisReply *e, int first) {
         admin_json_str(stdout, entry_str(e, "consumer"), strlen(entry_str(e, "consumer")));
         printf(",\"reason\":");
         admin_json_str(stdout, reason, strlen(reason));
+        printf(",\"tenant\":");
+        ok &&env.tenant != NULL ? admin_json_str(stdout, env.tenant, env.tenant_len)
+                                : (void)printf("null");
+        printf(",\"headers\":");
+        if (ok) {
+            printf("{");
+            for (size_t i = 0; i < env.nheaders; i++) {
+                printf("%s", i > 0 ? "," : "");
+                admin_json_str(stdout, h[i].name, h[i].name_len);
+                printf(":");
+                admin_json_str(stdout, h[i].value, h[i].value_len);
+            }
+            printf("}");
+        } else {
+            printf("null");
+        }
         printf(",\"payload\":");
         ok ? admin_json_str(stdout, (const char *)env.payload, env.payload_len)
            : (void)printf("null");
         printf("}");
         return;
     }
-    printf("%-22s %-22s %5lld  %-20.20s %-30.30s ", e->element[0]->str, entry_str(e, "id"),
-           admin_reply_ll(entry_field(e, "deliveries"), 0), entry_str(e, "consumer"), reason);
+    char consumer[32], why[40], id[48];
+    printf("%-22s %-22s %5lld  %-20.20s %-30.30s ", e->element[0]->str,
+           admin_safe(entry_str(e, "id"), id, sizeof(id)),
+           admin_reply_ll(entry_field(e, "deliveries"), 0),
+           admin_safe(entry_str(e, "consumer"), consumer, sizeof(consumer)),
+           admin_safe(reason, why, sizeof(why)));
     if (ok) {
         admin_print_safe(stdout, (const char *)env.payload, env.payload_len, 40);
     } else {
@@ -223,10 +243,14 @@ static int dead_show(admin *a) {
         char t1[64], t2[64];
         printf("dead letter %s of %s\n", e->element[0]->str, a->queue);
         printf("  dead-lettered %s\n", id_time(e->element[0]->str, t1, sizeof(t1)));
-        printf("  original id   %s (admitted %s)\n", entry_str(e, "id"),
+        char oid[64];
+        printf("  original id   %s (admitted %s)\n",
+               admin_safe(entry_str(e, "id"), oid, sizeof(oid)),
                id_time(entry_str(e, "id"), t2, sizeof(t2)));
+        char consumer[200], why[600];
         printf("  deliveries    %s\n  consumer      %s\n  reason        %s\n",
-               entry_str(e, "deliveries"), entry_str(e, "consumer"), entry_str(e, "reason"));
+               entry_str(e, "deliveries"), admin_safe(entry_str(e, "consumer"), consumer, 200),
+               admin_safe(entry_str(e, "reason"), why, sizeof(why)));
         show_envelope(entry_field(e, "m"));
     }
     freeReplyObject(r);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "sluice/cli.h"
+#include "sluice/envelope.h"
 #include "sluice/queue.h"
 #include "sluice/status.h"
 
@@ -137,7 +138,25 @@ const redisReply *admin_field(const redisReply *r, const char *name) {
     return NULL;
 }
 
+/* Text as a JSON value: valid UTF-8 as a JSON string (as is, only quote, backslash and control
+ * characters escaped); anything else as {"base64":"..."}, so bytes are never shown as other
+ * characters than they are. */
 void admin_json_str(FILE *f, const char *s, size_t len) {
+    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    if (!sluice_utf8_valid(s, len)) {
+        const unsigned char *u = (const unsigned char *)s;
+        fputs("{\"base64\":\"", f);
+        for (size_t i = 0; i < len; i += 3) {
+            unsigned v = (unsigned)u[i] << 16 | (i + 1 < len ? (unsigned)u[i + 1] << 8 : 0) |
+                         (i + 2 < len ? u[i + 2] : 0);
+            fputc(b64[v >> 18 & 63], f);
+            fputc(b64[v >> 12 & 63], f);
+            fputc(i + 1 < len ? b64[v >> 6 & 63] : '=', f);
+            fputc(i + 2 < len ? b64[v & 63] : '=', f);
+        }
+        fputs("\"}", f);
+        return;
+    }
     fputc('"', f);
     for (size_t i = 0; i < len; i++) {
         unsigned char ch = (unsigned char)s[i];
@@ -148,13 +167,23 @@ void admin_json_str(FILE *f, const char *s, size_t len) {
             fputs("\\n", f);
         } else if (ch == '\t') {
             fputs("\\t", f);
-        } else if (ch < 0x20 || ch >= 0x7f) {
+        } else if (ch < 0x20 || ch == 0x7f) {
             fprintf(f, "\\u%04x", ch);
         } else {
-            fputc(ch, f);
+            fputc(ch, f); /* UTF-8 bytes as they are */
         }
     }
     fputc('"', f);
+}
+
+const char *admin_safe(const char *s, char *buf, size_t cap) {
+    size_t n = 0;
+    for (; s[n] != '\0' && n + 1 < cap; n++) {
+        unsigned char ch = (unsigned char)s[n];
+        buf[n] = ch >= 0x20 && ch < 0x7f ? (char)ch : '?';
+    }
+    buf[n] = '\0';
+    return buf;
 }
 
 void admin_print_safe(FILE *f, const char *s, size_t len, size_t max) {

@@ -48,11 +48,15 @@ static void record(const sluice_job *job) {
     }
 }
 
-static void finish(const sluice_job *job, sluice_verdict v) {
+static void finish_reason(const sluice_job *job, sluice_verdict v, const char *reason) {
     if (v == SLUICE_DONE) {
         record(job);
     }
-    sluice_job_finish(job, v);
+    sluice_job_finish_reason(job, v, reason);
+}
+
+static void finish(const sluice_job *job, sluice_verdict v) {
+    finish_reason(job, v, NULL);
 }
 
 /* ---- noop, crash-on ---- */
@@ -129,7 +133,8 @@ typedef struct child {
     uv_write_t wr;
     const sluice_job *job;
     sluice_verdict verdict;
-    int open; /* handles not yet closed */
+    char reason[64]; /* how a failed command ended: exit status or signal */
+    int open;        /* handles not yet closed */
     char env[3][160];
 } child;
 
@@ -139,7 +144,7 @@ static const char *exec_queue;
 static void child_closed(uv_handle_t *h) {
     child *c = h->data;
     if (--c->open == 0) {
-        finish(c->job, c->verdict);
+        finish_reason(c->job, c->verdict, c->reason);
         free(c);
     }
 }
@@ -149,6 +154,12 @@ static void child_exit(uv_process_t *p, int64_t status, int signal) {
     c->verdict = (signal == 0 && status == 0)    ? SLUICE_DONE
                  : (signal == 0 && status == 75) ? SLUICE_RETRY
                                                  : SLUICE_FAIL;
+    if (signal != 0) {
+        snprintf(c->reason, sizeof(c->reason), "exec: killed by signal %d (%s)", signal,
+                 strsignal(signal));
+    } else if (status != 0 && status != 75) {
+        snprintf(c->reason, sizeof(c->reason), "exec: exited with status %lld", (long long)status);
+    }
     uv_close((uv_handle_t *)p, child_closed);
 }
 

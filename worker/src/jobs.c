@@ -187,7 +187,7 @@ static void job_retry(job *j) {
     }
 }
 
-static void job_verdict(job *j, sluice_verdict v) {
+static void job_verdict(job *j, sluice_verdict v, const char *reason) {
     sluice_worker *w = j->w;
     if (w->closing) {
         /* docs/faults.md F28: the connections are closed (or being freed) and the verdict
@@ -208,19 +208,23 @@ static void job_verdict(job *j, sluice_verdict v) {
         job_retry(j);
     } else {
         w->st.failed++;
-        sluice__job_dead(j, "handler failed");
+        sluice__job_dead(j, reason != NULL && reason[0] != '\0' ? reason : "handler failed");
     }
     if (w->o.max_messages > 0 && w->verdicts >= w->o.max_messages && !w->stopping) {
         sluice_worker_stop(w);
     }
 }
 
-void sluice_job_finish(const sluice_job *pub, sluice_verdict v) {
+void sluice_job_finish_reason(const sluice_job *pub, sluice_verdict v, const char *reason) {
     job *j = (job *)pub;
     if (j->state != JOB_HANDLING) {
         return; /* a second verdict for one job is ignored */
     }
-    job_verdict(j, v);
+    job_verdict(j, v, reason);
+}
+
+void sluice_job_finish(const sluice_job *pub, sluice_verdict v) {
+    sluice_job_finish_reason(pub, v, NULL);
 }
 
 static void work_cb(uv_work_t *req) {
@@ -230,7 +234,7 @@ static void work_cb(uv_work_t *req) {
 
 static void after_work_cb(uv_work_t *req, int status) {
     job *j = req->data;
-    job_verdict(j, status == UV_ECANCELED ? SLUICE_RETRY : j->verdict);
+    job_verdict(j, status == UV_ECANCELED ? SLUICE_RETRY : j->verdict, NULL);
 }
 
 static int decode(job *j) {
@@ -286,11 +290,11 @@ void sluice__job_dispatch(job *j) {
     if (w->o.async_handler != NULL) {
         w->o.async_handler(w, &j->pub, w->o.handler_arg);
     } else if (w->o.handler_mode == SLUICE_HANDLER_INLINE) {
-        job_verdict(j, w->o.handler(&j->pub, w->o.handler_arg));
+        job_verdict(j, w->o.handler(&j->pub, w->o.handler_arg), NULL);
     } else {
         j->work.data = j;
         if (uv_queue_work(w->loop, &j->work, work_cb, after_work_cb) != 0) {
-            job_verdict(j, SLUICE_RETRY);
+            job_verdict(j, SLUICE_RETRY, NULL);
         }
     }
 }

@@ -135,6 +135,10 @@ void sluice_worker_stop(sluice_worker *w);
 /* Gives the verdict of an async handler's job. Call on the loop thread, exactly once. */
 void sluice_job_finish(const sluice_job *job, sluice_verdict v);
 
+/* The same with the reason a FAIL is dead-lettered with (copied; NULL or "" = "handler failed";
+ * at most 199 bytes are kept), e.g. "exec: exited with status 3". */
+void sluice_job_finish_reason(const sluice_job *job, sluice_verdict v, const char *reason);
+
 /* The loop the worker runs on (valid inside handlers and callbacks). */
 uv_loop_t *sluice_worker_loop(sluice_worker *w);
 
