@@ -198,6 +198,28 @@ static int parse_host(sluice_url *u, const char *s, size_t *used, url_err *e) {
 }
 
 /* After "redis://". */
+
+/* The rest of a URL for an error message, with every query value replaced by "***": a
+ * "?password=..." must not be echoed (B11: errors name the bad part, never a secret). */
+static const char *redacted(const char *s, char *buf, size_t cap) {
+    size_t n = 0;
+    int in_value = 0;
+    for (; *s != '\0' && n + 4 < cap; s++) {
+        if (in_value && *s != '&' && *s != '#') {
+            continue;
+        }
+        in_value = 0;
+        buf[n++] = *s;
+        if (*s == '=') {
+            memcpy(buf + n, "***", 3);
+            n += 3;
+            in_value = 1;
+        }
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
 static int parse_tcp(sluice_url *u, const char *s, url_err *e) {
     const char *at = strrchr(s, '@');
     const char *p = s;
@@ -227,7 +249,9 @@ static int parse_tcp(sluice_url *u, const char *s, url_err *e) {
         p += 1 + len;
     }
     if (*p != '\0') {
-        return url_fail(e, "unexpected \"%s\" after the %s", p, used > 0 ? "address" : "host");
+        char safe[128];
+        return url_fail(e, "unexpected \"%s\" after the %s", redacted(p, safe, sizeof(safe)),
+                        used > 0 ? "address" : "host");
     }
     return 0;
 }
@@ -239,7 +263,9 @@ static int parse_unix_query(sluice_url *u, const char *q, url_err *e) {
         return 0;
     }
     if (*q != '?') {
-        return url_fail(e, "unexpected \"%s\" after the socket path", q);
+        char safe[128];
+        return url_fail(e, "unexpected \"%s\" after the socket path",
+                        redacted(q, safe, sizeof(safe)));
     }
     q++;
     if (strncmp(q, "db=", 3) != 0) {
@@ -252,7 +278,9 @@ static int parse_unix_query(sluice_url *u, const char *q, url_err *e) {
         return SLUICE_EINVAL;
     }
     if (q[len] != '\0') {
-        return url_fail(e, "unexpected \"%s\" after db=%.*s", q + len, (int)len, q);
+        char safe[128];
+        return url_fail(e, "unexpected \"%s\" after db=%.*s", redacted(q + len, safe, sizeof(safe)),
+                        (int)len, q);
     }
     return 0;
 }

@@ -123,7 +123,7 @@ static void test_unix(void) {
     PARSE_BAD("unix:///tmp/r.sock?db=x", "db \"x\" is not a non-negative integer");
     PARSE_BAD("unix:///tmp/r.sock?db=", "db \"\" is not a non-negative integer");
     PARSE_BAD("unix:///tmp/r.sock?timeout=5", "unknown query parameter \"timeout\"");
-    PARSE_BAD("unix:///tmp/r.sock?db=1&x=2", "unexpected \"&x=2\" after db=1");
+    PARSE_BAD("unix:///tmp/r.sock?db=1&x=2", "unexpected \"&x=***\" after db=1");
     PARSE_BAD("unix:///tmp/r.sock#x", "unexpected \"#x\" after the socket path");
 }
 
@@ -148,10 +148,15 @@ static void test_bad(void) {
     PARSE_BAD("redis://host:", "port is empty");
     PARSE_BAD("redis://host:6379:6380", "port \"6379:6380\" is not a number");
     PARSE_BAD("redis://host/x", "db \"x\" is not a non-negative integer");
+    /* a password in a query string is not echoed either */
+    PARSE_BAD("redis://host:6379/0?password=hunter2", "unexpected \"?password=***\"");
+    PARSE_BAD("redis://host?user=u&password=hunter2#x", "?user=***&password=***#x");
+    PARSE_BAD("unix:///tmp/r.sock?db=1&password=hunter2", "\"&password=***\" after db=1");
+    PARSE_BAD("unix:///tmp/r.sock#password=hunter2", "after the socket path");
     PARSE_BAD("redis://host/-1", "db \"-1\" is not a non-negative integer");
     PARSE_BAD("redis://host/2147483648", "db 2147483648 is out of range 0..2147483647");
     PARSE_BAD("redis://host/1/2", "unexpected \"/2\"");
-    PARSE_BAD("redis://host?db=1", "unexpected \"?db=1\"");
+    PARSE_BAD("redis://host?db=1", "unexpected \"?db=***\"");
     PARSE_BAD("redis://host#frag", "unexpected \"#frag\"");
     PARSE_BAD("redis://ho st", "URL has a space at position 10");
     PARSE_BAD("redis://u:hunter 2@host", "URL has a space at position 16");
