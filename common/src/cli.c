@@ -203,3 +203,38 @@ int sluice_cli_version(const char *prog) {
            HIREDIS_MAJOR, HIREDIS_MINOR, HIREDIS_PATCH, uv_version_string());
     return SLUICE_EXIT_OK;
 }
+
+int sluice_listen_addr_parse(const char *opt, const char *s, struct sockaddr_storage *out,
+                             char *err, size_t errlen) {
+    char host[64], what[64];
+    const char *colon = strrchr(s, ':');
+    long long port;
+    size_t hl = colon != NULL ? (size_t)(colon - s) : 0;
+    if (colon == NULL || hl >= sizeof(host)) {
+        snprintf(err, errlen,
+                 "%s: \"%s\" is not HOST:PORT (e.g. 127.0.0.1:8080, [::1]:8080, :8080)", opt, s);
+        return -1;
+    }
+    snprintf(what, sizeof(what), "%s port", opt);
+    if (sluice_parse_ll(what, colon + 1, 0, 65535, &port, err, errlen) != 0) {
+        return -1;
+    }
+    memset(out, 0, sizeof(*out));
+    if (hl >= 2 && s[0] == '[' && s[hl - 1] == ']') {
+        snprintf(host, sizeof(host), "%.*s", (int)(hl - 2), s + 1);
+        if (uv_ip6_addr(host, (int)port, (struct sockaddr_in6 *)out) == 0) {
+            return 0;
+        }
+    } else {
+        snprintf(host, sizeof(host), "%.*s", (int)hl, s);
+        const char *ip = hl == 0 || strcmp(host, "*") == 0 ? "0.0.0.0"
+                         : strcmp(host, "localhost") == 0  ? "127.0.0.1"
+                                                           : host;
+        if (uv_ip4_addr(ip, (int)port, (struct sockaddr_in *)out) == 0) {
+            return 0;
+        }
+    }
+    snprintf(err, errlen, "%s: \"%s\" is not an IP address (use 127.0.0.1, [::1] or :PORT)", opt,
+             host);
+    return -1;
+}

@@ -66,7 +66,8 @@ struct request {
 struct sluice_aconn {
     uv_loop_t *loop;
     sluice_url url;
-    sluice_conn_options o;
+    sluice_conn_options o; /* name and queue point into label below */
+    char name[32], queue[80];
     sluice_aconn_state_cb state_cb;
     void *state_arg;
     uv_timer_t retry_timer;    /* backoff before the next connect */
@@ -165,8 +166,12 @@ static void schedule_retry(sluice_aconn *c) {
 }
 
 static void report_down(sluice_aconn *c, int status) {
-    SLUICE_LOG(SLUICE_LOG_WARN, "event=redis_down status=%s attempt=%d detail=\"%s\"",
-               sluice_err_name(status), c->attempt, c->err);
+    /* the one line of a failed attempt: the owner's state callback does not log it again */
+    SLUICE_LOG(SLUICE_LOG_WARN,
+               "event=redis_down conn=%s queue=%s status=%s attempt=%d retry_in_ms=%llu "
+               "detail=\"%s\"",
+               c->name, c->queue, sluice_err_name(status), c->attempt,
+               (unsigned long long)uv_timer_get_due_in(&c->retry_timer), c->err);
     if (c->state_cb != NULL) {
         c->state_cb(c, 0, status, c->state_arg);
     }
@@ -661,6 +666,10 @@ sluice_aconn *sluice_aconn_new(uv_loop_t *loop, const sluice_url *url, const slu
     c->loop = loop;
     c->url = *url;
     sluice__conn_options_fill(&c->o, o);
+    snprintf(c->name, sizeof(c->name), "%s", c->o.name != NULL ? c->o.name : "redis");
+    snprintf(c->queue, sizeof(c->queue), "%s", c->o.queue != NULL ? c->o.queue : "-");
+    c->o.name = c->name;
+    c->o.queue = c->queue;
     c->state_cb = state_cb;
     c->state_arg = state_arg;
     sluice_url_redact(url, c->where, sizeof(c->where));

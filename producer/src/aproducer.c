@@ -441,6 +441,8 @@ static int start_conn(sluice_aproducer *ap, const sluice_producer_options *o, ch
     co.connect_timeout_ms = o->connect_timeout_ms;
     co.command_timeout_ms = o->command_timeout_ms;
     co.force_eval = o->force_eval;
+    co.name = "producer";
+    co.queue = o->queue;
     ap->conn = sluice_aconn_new(ap->loop, &url, &co, on_state, ap);
     memset(&url, 0, sizeof(url)); /* the password */
     return ap->conn != NULL ? 0 : SLUICE_ENOMEM;

@@ -129,25 +129,8 @@ gw_queue *gw_find_queue(gw_server *s, const char *name, size_t len) {
 /* ---------------------------------------------------------------------------------------- */
 /* Options                                                                                  */
 
-/* "127.0.0.1:8080", "[::1]:8080" -> addr. */
 static int parse_listen(config *cfg, const char *v, char *err, size_t n) {
-    char host[64];
-    long long port;
-    const char *colon = strrchr(v, ':');
-    size_t hl = colon ? (size_t)(colon - v) : 0;
-    if (colon == NULL || hl == 0 || hl >= sizeof(host)) {
-        snprintf(err, n, "--listen: \"%s\" is not HOST:PORT (e.g. 127.0.0.1:8080)", v);
-        return -1;
-    }
-    if (sluice_parse_ll("--listen port", colon + 1, 0, 65535, &port, err, n) != 0) {
-        return -1;
-    }
-    int v6 = v[0] == '[' && v[hl - 1] == ']';
-    snprintf(host, sizeof(host), "%.*s", (int)(v6 ? hl - 2 : hl), v6 ? v + 1 : v);
-    int rc = v6 ? uv_ip6_addr(host, (int)port, (struct sockaddr_in6 *)&cfg->addr)
-                : uv_ip4_addr(host, (int)port, (struct sockaddr_in *)&cfg->addr);
-    if (rc != 0) {
-        snprintf(err, n, "--listen: \"%s\" is not an IP address (use 127.0.0.1 or [::1])", host);
+    if (sluice_listen_addr_parse("--listen", v, &cfg->addr, err, n) != 0) {
         return -1;
     }
     cfg->listen = v;
@@ -444,10 +427,9 @@ static int start_listener(gw_server *s, const config *cfg) {
     sluice_url_parse(&u, cfg->redis_url, NULL, 0);
     sluice_url_redact(&u, where, sizeof(where));
     memset(&u, 0, sizeof(u));
-    /* the one line a supervisor (or a test) waits for, even with --log-level off */
-    fprintf(stderr, "sluice-gateway: event=listening addr=%s%s%s:%d redis=%s queues=%zu\n",
-            bound.ss_family == AF_INET6 ? "[" : "", host, bound.ss_family == AF_INET6 ? "]" : "",
-            port, where, s->nqueues);
+    SLUICE_LOG(SLUICE_LOG_INFO, "event=listening addr=%s%s%s:%d redis=%s queues=%zu",
+               bound.ss_family == AF_INET6 ? "[" : "", host, bound.ss_family == AF_INET6 ? "]" : "",
+               port, where, s->nqueues);
     return 0;
 }
 

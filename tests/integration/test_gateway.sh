@@ -74,7 +74,7 @@ expect_exit() {
     grep -qE -- "$pattern" "$tmp/out" || fail "sluice-gateway $*: no /$pattern/ in $(cat "$tmp/out")"
 }
 expect_exit 0 "usage: sluice-gateway" --help
-expect_exit 2 '"localhost:80" is not an IP|not an IP address' --listen localhost:80 --queue a
+expect_exit 2 '"example.invalid" is not an IP address' --listen example.invalid:80 --queue a
 expect_exit 2 "listen HOST:PORT is required" --queue a
 expect_exit 2 "at least one --queue" --listen 127.0.0.1:0
 expect_exit 2 '"a b".*position' --listen 127.0.0.1:0 --queue "a b"
@@ -85,7 +85,7 @@ expect_exit 2 "unrecognized option|unknown option" --listen 127.0.0.1:0 --queue 
 
 # ---- the main gateway: short timeouts and a small body limit to provoke them quickly ----
 start main --redis "$url" --queue "$q:3" --queue "$rq:1000000" --queue "$big:1000000" \
-    --max-body 1k --header-timeout 700 --body-timeout 700 --log-level warn
+    --max-body 1k --header-timeout 700 --body-timeout 700 --log-level info
 main_port=$port
 base="http://127.0.0.1:$main_port"
 ok=0
@@ -234,7 +234,7 @@ done
 # ---- 503 + Retry-After while Redis is unavailable (fail-closed) ----
 dead_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo 1)
 start dead --redis "redis://127.0.0.1:$dead_port" --queue "$q" --connect-timeout 300 \
-    --timeout 500 --log-level off
+    --timeout 500 --log-level info
 dbase="http://127.0.0.1:$port"
 expect_code 503 POST "$dbase/v1/queues/$q/messages" -d x
 [ "$(header Retry-After)" -ge 1 ] || fail "503 without Retry-After"
@@ -245,7 +245,7 @@ expect_code 503 GET "$dbase/healthz"
 grep -q "\"$q\":\"down\"" "$tmp/b" || fail "healthz body: $(cat "$tmp/b")"
 
 # ---- over --max-connections: 503 and closed, others unaffected once it frees up ----
-start capped --redis "$url" --queue "$big" --max-connections 2 --log-level off
+start capped --redis "$url" --queue "$big" --max-connections 2 --log-level info
 cport=$port
 exec 5<>/dev/tcp/127.0.0.1/"$cport"
 exec 6<>/dev/tcp/127.0.0.1/"$cport"

@@ -6,7 +6,10 @@
 #include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
+
+#include <uv.h>
 
 #include "harness.h"
 #include "sluice/cli.h"
@@ -268,7 +271,55 @@ static void test_log(void) {
     sluice_log_set_level(SLUICE_LOG_OFF, NULL);
 }
 
+/* One listening-address parser for --listen and --metrics: the forms both accept. */
+static void test_listen_addr(void) {
+    struct sockaddr_storage ss;
+    char msg[256];
+    static const struct {
+        const char *s;
+        int family, port;
+        const char *ip;
+    } good[] = {
+        {"127.0.0.1:8080", AF_INET, 8080, "127.0.0.1"},
+        {"localhost:9", AF_INET, 9, "127.0.0.1"},
+        {":9100", AF_INET, 9100, "0.0.0.0"},
+        {"*:0", AF_INET, 0, "0.0.0.0"},
+        {"[::1]:8080", AF_INET6, 8080, "::1"},
+        {"[::]:1", AF_INET6, 1, "::"},
+    };
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        char ip[64] = "";
+        CHECK_EQ(sluice_listen_addr_parse("--listen", good[i].s, &ss, msg, sizeof(msg)), 0);
+        CHECK_EQ(ss.ss_family, good[i].family);
+        int port = ss.ss_family == AF_INET ? ntohs(((struct sockaddr_in *)&ss)->sin_port)
+                                           : ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+        CHECK_EQ(port, good[i].port);
+        ss.ss_family == AF_INET ? uv_ip4_name((struct sockaddr_in *)&ss, ip, sizeof(ip))
+                                : uv_ip6_name((struct sockaddr_in6 *)&ss, ip, sizeof(ip));
+        CHECK_STREQ(ip, good[i].ip);
+    }
+    static const struct {
+        const char *s, *needle;
+    } bad[] = {
+        {"8080", "\"8080\" is not HOST:PORT"},
+        {"127.0.0.1:65536", "--metrics port"},
+        {"127.0.0.1:x", "--metrics port"},
+        {"example.com:80", "\"example.com\" is not an IP address"},
+        {"[::1:80", "is not an IP address"},
+        {"[nope]:80", "\"nope\" is not an IP address"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        msg[0] = '\0';
+        CHECK_EQ(sluice_listen_addr_parse("--metrics", bad[i].s, &ss, msg, sizeof(msg)), -1);
+        if (strstr(msg, bad[i].needle) == NULL) {
+            fprintf(stderr, "%s: \"%s\" lacks \"%s\"\n", bad[i].s, msg, bad[i].needle);
+            exit(1);
+        }
+    }
+}
+
 int main(void) {
+    test_listen_addr();
     test_status();
     test_parse_ll();
     test_parse_size();
@@ -276,6 +327,6 @@ int main(void) {
     test_fmt_count();
     test_clocks();
     test_log();
-    printf("test_status_cli: 7 groups passed\n");
+    printf("test_status_cli: 8 groups passed\n");
     return 0;
 }

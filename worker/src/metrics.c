@@ -281,8 +281,16 @@ static void handle_request(client *c) {
         respond_text(c, "405 Method Not Allowed", "method not allowed\n", 0);
         return;
     }
-    if (strcspn(path, "?") != 8 || strncmp(path, "/metrics", 8) != 0) {
-        respond_text(c, "404 Not Found", "not found: try /metrics\n", head);
+    size_t plen = strcspn(path, "?");
+    if (plen == 8 && strncmp(path, "/healthz", 8) == 0) {
+        /* live while the worker runs; ready while its figures from Redis are fresh */
+        int fresh = c->m->q_at_ms != 0 && sluice_now_ms() - c->m->q_at_ms <= STALE_MS;
+        respond_text(c, fresh ? "200 OK" : "503 Service Unavailable",
+                     fresh ? "ok\n" : "redis unreachable: figures are stale\n", head);
+        return;
+    }
+    if (plen != 8 || strncmp(path, "/metrics", 8) != 0) {
+        respond_text(c, "404 Not Found", "not found: try /metrics or /healthz\n", head);
         return;
     }
     buf body = {NULL, 0, 0, 0};
@@ -507,43 +515,10 @@ static void on_tick(uv_timer_t *t) {
     }
 }
 
-/* "HOST:PORT", "[V6]:PORT" or ":PORT" (all interfaces) into a socket address. */
-static int parse_addr(const char *s, struct sockaddr_storage *ss, char *err, size_t errlen) {
-    char host[128];
-    const char *colon = strrchr(s, ':');
-    long long port;
-    if (colon == NULL || (size_t)(colon - s) >= sizeof(host)) {
-        snprintf(err, errlen, "--metrics: \"%s\" is not HOST:PORT", s);
-        return -1;
-    }
-    if (sluice_parse_ll("--metrics port", colon + 1, 0, 65535, &port, err, errlen) != 0) {
-        return -1;
-    }
-    size_t hl = (size_t)(colon - s);
-    if (hl >= 2 && s[0] == '[' && s[hl - 1] == ']') {
-        snprintf(host, sizeof(host), "%.*s", (int)(hl - 2), s + 1);
-        if (uv_ip6_addr(host, (int)port, (struct sockaddr_in6 *)ss) == 0) {
-            return 0;
-        }
-    } else {
-        snprintf(host, sizeof(host), "%.*s", (int)hl, s);
-        if (hl == 0 || strcmp(host, "*") == 0) {
-            snprintf(host, sizeof(host), "0.0.0.0");
-        } else if (strcmp(host, "localhost") == 0) {
-            snprintf(host, sizeof(host), "127.0.0.1");
-        }
-        if (uv_ip4_addr(host, (int)port, (struct sockaddr_in *)ss) == 0) {
-            return 0;
-        }
-    }
-    snprintf(err, errlen, "--metrics: \"%s\" is not an IP address (HOST:PORT, [IPv6]:PORT)", host);
-    return -1;
-}
-
 static int listen_on(sluice_metrics *m, const char *addr, char *err, size_t errlen) {
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof(ss));
-    if (parse_addr(addr, &ss, err, errlen) != 0) {
+    if (sluice_listen_addr_parse("--metrics", addr, &ss, err, errlen) != 0) {
         return -1;
     }
     int rc = uv_tcp_bind(&m->server, (const struct sockaddr *)&ss, 0);
@@ -604,6 +579,8 @@ int sluice__metrics_start(uv_loop_t *loop, const char *addr, sluice_worker *w, s
     sluice_conn_options co;
     sluice_conn_options_init(&co);
     co.no_load = 1; /* only plain reads here */
+    co.name = "metrics";
+    co.queue = m->info.queue;
     m->conn = sluice_aconn_new(loop, m->info.url, &co, NULL, NULL);
     m->handles += m->conn != NULL;
     uv_timer_start(&m->tick, on_tick, QUERY_MS / 4, QUERY_MS);

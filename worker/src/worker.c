@@ -388,9 +388,7 @@ static void on_state(sluice_aconn *c, int ready, int status, void *arg) {
         if (c == w->cmd) {
             w->creating_group = 0;
         }
-        SLUICE_LOG(SLUICE_LOG_WARN, "event=redis_down conn=%s status=%s detail=\"%s\"",
-                   c == w->rd ? "read" : "cmd", sluice_err_name(status), sluice_aconn_errstr(c));
-        return;
+        return; /* the connection logged it (event=redis_down conn=read|cmd queue=Q) */
     }
     SLUICE_LOG(SLUICE_LOG_INFO, "event=redis_up conn=%s", c == w->rd ? "read" : "cmd");
     if (c == w->cmd && !w->group_ready) {
@@ -497,7 +495,10 @@ static int start_handles(sluice_worker *w) {
     co.connect_timeout_ms = w->o.connect_timeout_ms;
     co.command_timeout_ms = w->o.command_timeout_ms;
     co.force_eval = w->o.force_eval;
+    co.queue = w->queue;
+    co.name = "cmd";
     w->cmd = sluice_aconn_new(w->loop, &w->url, &co, on_state, w);
+    co.name = "read";
     w->rd = sluice_aconn_new(w->loop, &w->url, &co, on_state, w);
     w->handles += (w->cmd != NULL) + (w->rd != NULL);
     if (w->cmd == NULL || w->rd == NULL) {

@@ -26,6 +26,14 @@ extern "C" {
  * SLUICE_EXIT_OK, for `return sluice_cli_version("sluice-x");` in an option switch. */
 int sluice_cli_version(const char *prog);
 
+struct sockaddr_storage;
+/* A listening address for the binaries (--listen, --metrics), one set of forms for all:
+ * "HOST:PORT" with an IPv4 literal or "localhost", "[IPv6]:PORT", and ":PORT" or "*:PORT"
+ * for all IPv4 interfaces; PORT 0..65535 (0: any free port). Returns 0, or -1 with a message
+ * naming `opt` and the bad part in err. */
+int sluice_listen_addr_parse(const char *opt, const char *s, struct sockaddr_storage *out,
+                             char *err, size_t errlen);
+
 int sluice_parse_ll(const char *opt, const char *s, long long min, long long max, long long *out,
                     char *err, size_t errlen);
 

@@ -73,6 +73,8 @@ typedef struct sluice_conn_options {
     int backoff_max_ms;     /* ms, default 5000: cap of the exponential backoff */
     int force_eval;         /* 1: use EVALSHA even when FUNCTION exists (tests); default 0 */
     int no_load;            /* 1: never FUNCTION/SCRIPT LOAD (least-privilege users); default 0 */
+    const char *name;       /* the connection in log lines (conn=NAME), default "redis"; copied */
+    const char *queue;      /* the queue it serves in log lines (queue=Q), NULL = none; copied */
 } sluice_conn_options;
 
 void sluice_conn_options_init(sluice_conn_options *o);
