@@ -196,6 +196,9 @@ void gw_respond(gw_conn *c, int status, const char *ctype, const char *extra, co
                 size_t len, int close_after) {
     gw_server *s = c->srv;
     gw_count_response(s, status);
+    if (status >= 400 && status < 500) { /* the client's mistake: counted, logged only at debug */
+        SLUICE_LOG(SLUICE_LOG_DEBUG, "event=client_error status=%d", status);
+    }
     if (c->closing || c->lingering) {
         return;
     }

@@ -29,4 +29,11 @@ for b in sluice-enqueue sluice-worker sluice-admin sluice-gateway; do
 done
 run 2 "invalid value '-3'" "$bin/sluice-admin" --redis "$url" capacity jobs -3
 run 1 "queue nosuchqueue-$$ does not exist" "$bin/sluice-admin" --redis "$url" stats "nosuchqueue-$$"
+# per-command help: that command's lines and the options it takes, nothing else
+run 0 "dead list QUEUE" "$bin/sluice-admin" dead list --help
+grep -q -- "--limit N" "$tmp/out" || fail "dead --help lacks --limit: $(cat "$tmp/out")"
+if grep -qE -- "stats QUEUE|--sample" "$tmp/out"; then
+    fail "dead --help shows other commands' lines: $(cat "$tmp/out")"
+fi
+run 0 "--sample MS" "$bin/sluice-admin" stats --help
 echo "ok: --version, EXAMPLES, one error style, negative values, missing queues"

@@ -80,6 +80,11 @@ done
 grep -qE '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+Z level=info prog=sluice-gateway event=listening' \
     "$tmp/gw.log" || fail "listening line lacks timestamp and level: $(cat "$tmp/gw.log")"
 curl -s -o /dev/null -X POST --data x "http://127.0.0.1:$gport/v1/queues/$q/messages"
+curl -s -o /dev/null "http://127.0.0.1:$gport/nowhere" # a 404: not logged at info
+sleep 0.2
+if grep -q "status=404" "$tmp/gw.log"; then
+    fail "a 4xx was logged at info: $(grep status=404 "$tmp/gw.log")"
+fi
 curl -sf "http://127.0.0.1:$gport/metrics" >"$tmp/gw.metrics" || fail "gateway /metrics"
 
 if command -v promtool >/dev/null 2>&1; then

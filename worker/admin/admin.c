@@ -66,7 +66,7 @@ static const char usage[] =
     "EXAMPLES\n"
     "  sluice-admin stats jobs                  depth, capacity, rates, consumers\n"
     "  sluice-admin capacity jobs 5000          producers honour it on their next call\n"
-    "  sluice-admin dead list jobs              then: sluice-admin dead replay jobs --all\n"
+    "  sluice-admin dead list jobs              then: sluice-admin dead replay jobs\n"
     "  sluice-admin consumers jobs --prune 3600000\n"
     "\n"
     "Exit codes: 0 ok, 1 nothing to do or some did not fit, 2 usage or bad input,\n"
@@ -229,6 +229,72 @@ static const struct command *find_command(const char *name) {
  * `sluice-admin stats Q --redis URL` alike), then takes the command from the first positional
  * and checks that each option given applies to it. Returns 0 or an exit code.
  */
+/* `sluice-admin COMMAND --help`: the lines of the usage text about COMMAND and about the
+ * options it takes, cut from the one text so the two never disagree. */
+static void command_help(const struct command *c) {
+    const char *line = usage;
+    int section = 0, keep = 0; /* 1 Commands, 2 Options */
+    printf("usage: sluice-admin %s QUEUE [ARGS] [options]\n\n", c->name);
+    while (*line != '\0') {
+        size_t len = strcspn(line, "\n");
+        if (strncmp(line, "Commands:", 9) == 0 || strncmp(line, "Options:", 8) == 0) {
+            section = line[0] == 'C' ? 1 : 2;
+            printf("%.*s\n", (int)len, line);
+            keep = 0;
+        } else if (len == 0) {
+            if (section != 0) {
+                printf("\n");
+            }
+            section = 0;
+        } else if (section != 0 &&
+                   (section == 1 ? line[2] != ' ' : line[strspn(line, " ")] == '-')) {
+            /* a new entry (a command, or an option): keep it? */
+            keep = 0;
+            if (section == 1) {
+                size_t n = strlen(c->name);
+                keep = strncmp(line + 2, c->name, n) == 0 && line[2 + n] == ' ';
+            } else {
+                for (int i = 0; longopts[i].name != NULL; i++) {
+                    char opt[40];
+                    snprintf(opt, sizeof(opt), "--%s", longopts[i].name);
+                    const char *at = strstr(line, opt);
+                    size_t ol = strlen(opt);
+                    if (at != NULL && at < line + len && (at[ol] == ' ' || at[ol] == '\n') &&
+                        (option_bit(longopts[i].val) & ~c->allowed) == 0) {
+                        keep = 1;
+                    }
+                }
+            }
+            if (keep) {
+                printf("%.*s\n", (int)len, line);
+            }
+        } else if (section != 0 && keep) {
+            printf("%.*s\n", (int)len, line);
+        }
+        line += len + (line[len] == '\n');
+    }
+}
+
+/* "--help" anywhere after a command word: that command's help. */
+static void maybe_command_help(int argc, char **argv) {
+    const struct command *c = NULL;
+    int help = 0;
+    for (int i = 1; i < argc; i++) {
+        if (c == NULL && argv[i][0] != '-') {
+            c = find_command(argv[i]);
+            if (c == NULL) {
+                return;
+            }
+        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            help = 1;
+        }
+    }
+    if (c != NULL && help) {
+        command_help(c);
+        exit(SLUICE_EXIT_OK);
+    }
+}
+
 static int parse_args(admin *a, int argc, char **argv, const struct command **cmd) {
     char err[512];
     int ch;
@@ -236,6 +302,7 @@ static int parse_args(admin *a, int argc, char **argv, const struct command **cm
     if (sluice_url_parse(&a->url, sluice_url_default(), err, sizeof(err)) != 0) {
         return fail_usage(NULL, err); /* a bad $SLUICE_REDIS_URL */
     }
+    maybe_command_help(argc, argv);
     opterr = 0;
     while ((ch = getopt_long(argc, argv, ":r:b:hV", longopts, NULL)) != -1) {
         if (ch == 'V') {
