@@ -97,3 +97,34 @@ void sluice__log(int level, const char *fmt, ...) {
         w = write(STDERR_FILENO, line, end);
     } while (w < 0 && errno == EINTR);
 }
+
+const char *sluice_log_q(const char *s, char *buf, size_t cap) {
+    size_t n = 0;
+    if (cap < 3) {
+        return cap > 0 ? (buf[0] = '\0', buf) : buf;
+    }
+    buf[n++] = '"';
+    for (; s != NULL && *s != '\0'; s++) {
+        unsigned char ch = (unsigned char)*s;
+        char esc[5];
+        size_t k;
+        if (ch == '"' || ch == '\\') {
+            esc[0] = '\\', esc[1] = (char)ch, k = 2;
+        } else if (ch == '\n') {
+            esc[0] = '\\', esc[1] = 'n', k = 2;
+        } else if (ch < 0x20 || ch == 0x7f) {
+            snprintf(esc, sizeof(esc), "\\x%02x", ch);
+            k = 4;
+        } else {
+            esc[0] = (char)ch, k = 1;
+        }
+        if (n + k + 2 > cap) {
+            break;
+        }
+        memcpy(buf + n, esc, k);
+        n += k;
+    }
+    buf[n++] = '"';
+    buf[n] = '\0';
+    return buf;
+}

@@ -166,12 +166,14 @@ static void schedule_retry(sluice_aconn *c) {
 }
 
 static void report_down(sluice_aconn *c, int status) {
+    char q[sizeof(c->err) + 64];
     /* the one line of a failed attempt: the owner's state callback does not log it again */
     SLUICE_LOG(SLUICE_LOG_WARN,
                "event=redis_down conn=%s queue=%s status=%s attempt=%d retry_in_ms=%llu "
-               "detail=\"%s\"",
+               "detail=%s",
                c->name, c->queue, sluice_err_name(status), c->attempt,
-               (unsigned long long)uv_timer_get_due_in(&c->retry_timer), c->err);
+               (unsigned long long)uv_timer_get_due_in(&c->retry_timer),
+               sluice_log_q(c->err, q, sizeof(q)));
     if (c->state_cb != NULL) {
         c->state_cb(c, 0, status, c->state_arg);
     }

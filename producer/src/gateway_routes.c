@@ -149,9 +149,10 @@ static void on_admitted(sluice_aproducer *ap, const sluice_admit_result *res, vo
     gw_conn *c = arg;
     observe_latency(c->srv, c->started_ns);
     if (res->outcome == SLUICE_FAILED || res->outcome == SLUICE_OPEN) {
-        SLUICE_LOG(SLUICE_LOG_DEBUG, "event=admit_failed queue=%s status=%s detail=\"%s\"",
+        char q[600];
+        SLUICE_LOG(SLUICE_LOG_DEBUG, "event=admit_failed queue=%s status=%s detail=%s",
                    sluice_aproducer_queue(ap), sluice_err_name(res->status),
-                   sluice_aproducer_errstr(ap));
+                   sluice_log_q(sluice_aproducer_errstr(ap), q, sizeof(q)));
     }
     if (gw_conn_release(c)) {
         return;

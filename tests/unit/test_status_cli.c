@@ -318,7 +318,20 @@ static void test_listen_addr(void) {
     }
 }
 
+/* The one quoting rule of log values. */
+static void test_log_quote(void) {
+    char b[64];
+    CHECK_STREQ(sluice_log_q("plain", b, sizeof(b)), "\"plain\"");
+    CHECK_STREQ(sluice_log_q("a \"q\" \\ b\nc\033", b, sizeof(b)),
+                "\"a \\\"q\\\" \\\\ b\\nc\\x1b\"");
+    CHECK_STREQ(sluice_log_q(NULL, b, sizeof(b)), "\"\"");
+    CHECK_STREQ(sluice_log_q("abcdefgh", b, 6), "\"abc\""); /* cut to fit, still closed */
+    CHECK_STREQ(sluice_log_q("\n\n", b, 5), "\"\\n\"");
+    CHECK_STREQ(sluice_log_q("\n\n", b, 4), "\"\""); /* an escape is never cut */
+}
+
 int main(void) {
+    test_log_quote();
     test_listen_addr();
     test_status();
     test_parse_ll();
@@ -327,6 +340,6 @@ int main(void) {
     test_fmt_count();
     test_clocks();
     test_log();
-    printf("test_status_cli: 8 groups passed\n");
+    printf("test_status_cli: 9 groups passed\n");
     return 0;
 }

@@ -115,12 +115,14 @@ static void on_settled(sluice_aconn *c, int status, int sent, redisReply *r, voi
     if (status != 0 && status != SLUICE_ECANCELED) {
         /* not settled: the entry stays pending and is reclaimed after the visibility timeout */
         w->st.redis_errors++;
-        SLUICE_LOG(SLUICE_LOG_WARN, "event=settle_failed id=%s status=%s detail=\"%s\"", j->id,
-                   sluice_err_name(status), sluice_aconn_errstr(c));
+        char q[600];
+        SLUICE_LOG(SLUICE_LOG_WARN, "event=settle_failed id=%s status=%s detail=%s", j->id,
+                   sluice_err_name(status), sluice_log_q(sluice_aconn_errstr(c), q, sizeof(q)));
     } else if (status == 0 && j->verdict != SLUICE_DONE && j->reason[0] != '\0') {
         w->st.dead++;
-        SLUICE_LOG(SLUICE_LOG_WARN, "event=dead_letter id=%s deliveries=%lld reason=\"%s\"", j->id,
-                   j->pub.deliveries, j->reason);
+        char q[sizeof(j->reason) * 4 + 3];
+        SLUICE_LOG(SLUICE_LOG_WARN, "event=dead_letter id=%s deliveries=%lld reason=%s", j->id,
+                   j->pub.deliveries, sluice_log_q(j->reason, q, sizeof(q)));
     }
     sluice__job_release(j);
     sluice__worker_kick(w);

@@ -187,8 +187,9 @@ int sluice__worker_free_slots(const sluice_worker *w) {
 void sluice__worker_error(sluice_worker *w, const char *what, int status, const char *detail) {
     w->st.redis_errors++;
     snprintf(w->err, sizeof(w->err), "%s: %s: %s", what, sluice_strerror(status), detail);
-    SLUICE_LOG(SLUICE_LOG_WARN, "event=%s status=%s detail=\"%s\"", what, sluice_err_name(status),
-               detail);
+    char q[600];
+    SLUICE_LOG(SLUICE_LOG_WARN, "event=%s status=%s detail=%s", what, sluice_err_name(status),
+               sluice_log_q(detail, q, sizeof(q)));
     /* a wrong key type, a missing permission or a queue set up for another group or backend
      * does not heal by retrying */
     if (status == SLUICE_EWRONGTYPE || status == SLUICE_ENOPERM || status == SLUICE_ECONFIG) {

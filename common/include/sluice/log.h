@@ -10,6 +10,8 @@
 #ifndef SLUICE_LOG_H
 #define SLUICE_LOG_H
 
+#include <stddef.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -34,6 +36,12 @@ int sluice_log_level_parse(const char *s);
 __attribute__((format(printf, 2, 3)))
 #endif
 void sluice__log(int level, const char *fmt, ...);
+
+/* A log value in double quotes, with quote, backslash and control characters escaped (\", \\,
+ * \n, \xNN) so that a value (an error text, a reason) can never break the one-line key=value
+ * format; cut to fit cap. The one quoting rule of every log line: `detail=%s` with
+ * sluice_log_q(text, buf, sizeof(buf)). Returns buf. */
+const char *sluice_log_q(const char *s, char *buf, size_t cap);
 
 #define SLUICE_LOG(level, ...)                                                                     \
     do {                                                                                           \
