@@ -63,6 +63,16 @@ local function check_backend(meta, backend)
     return nil
 end
 
+-- The `m` field of a stream entry's field list (flat name, value, ...), or nil.
+local function field_m(fields)
+    for i = 1, #fields, 2 do
+        if fields[i] == 'm' then
+            return fields[i + 1]
+        end
+    end
+    return nil
+end
+
 -- How many of n envelopes fit: the admission rule, in one place for both backends.
 local function room(cap, depth, n)
     local take = cap - depth
@@ -150,12 +160,7 @@ local function dead(keys, args)
     local e = redis.call('XRANGE', keys[1], args[2], args[2])
     local body = ''
     if e[1] then
-        local f = e[1][2]
-        for i = 1, #f, 2 do
-            if f[i] == 'm' then
-                body = f[i + 1]
-            end
-        end
+        body = field_m(e[1][2]) or ''
     end
     redis.call('XADD', keys[2], '*', 'id', args[2], 'm', body, 'deliveries', args[4],
         'consumer', args[3], 'reason', args[5])
@@ -176,7 +181,9 @@ reply: 1 if the entry was still pending, else 0 ]]
 local function retry(keys, args)
     local r = redis.call('XCLAIM', keys[1], args[1], args[2], 0, args[3], 'IDLE', args[4],
         'JUSTID')
-    redis.call('HINCRBY', keys[2], 'retried', 1)
+    if #r > 0 then -- an entry no longer pending (acked after a reclaim) was not retried
+        redis.call('HINCRBY', keys[2], 'retried', 1)
+    end
     return #r
 end
 
@@ -191,11 +198,7 @@ local function reclaim(keys, args)
     for i, e in ipairs(r[2]) do
         local body = false
         if e[2] then
-            for j = 1, #e[2], 2 do
-                if e[2][j] == 'm' then
-                    body = e[2][j + 1]
-                end
-            end
+            body = field_m(e[2]) or false
         end
         local p = redis.call('XPENDING', keys[1], args[1], e[1], e[1], 1)
         local count = 1
@@ -349,13 +352,7 @@ local function dead_body(dead, id)
     if not e[1] then
         return nil
     end
-    local f = e[1][2]
-    for i = 1, #f, 2 do
-        if f[i] == 'm' then
-            return f[i + 1]
-        end
-    end
-    return ''
+    return field_m(e[1][2]) or ''
 end
 
 -- The loop of replay and list_replay. `depth` is the bucket's depth now; append(body) queues
