@@ -22,8 +22,9 @@ url=$("$src/scripts/test-redis" start "$tmp/redis" --no-aof)
 q="logs-$$"
 
 # --- the worker: /healthz, /metrics, one line per reconnect attempt
-"$bin/sluice-worker" --redis "$url" --queue "$q" --handler sleep:0 --metrics 127.0.0.1:0 \
-    --log-level info 2>"$tmp/worker.log" &
+# (a group name with a quote: label values must be escaped for the exposition format)
+"$bin/sluice-worker" --redis "$url" --queue "$q" --group 'g"1' --handler sleep:0 \
+    --metrics 127.0.0.1:0 --log-level info 2>"$tmp/worker.log" &
 pids+=($!)
 mport=""
 for _ in $(seq 1 100); do
@@ -40,6 +41,8 @@ done
 code=$(curl -s -o "$tmp/h" -w '%{http_code}' "http://127.0.0.1:$mport/healthz")
 [ "$code" = 200 ] || fail "worker /healthz: $code $(cat "$tmp/h")"
 curl -sf "http://127.0.0.1:$mport/metrics" >"$tmp/worker.metrics" || fail "worker /metrics"
+grep -q 'group="g\\"1"' "$tmp/worker.metrics" ||
+    fail "group label not escaped: $(grep -m1 group= "$tmp/worker.metrics")"
 
 "$src/scripts/test-redis" stop "$tmp/redis" >/dev/null
 sleep 3

@@ -62,6 +62,7 @@ struct sluice_metrics {
     uint64_t q_at_ms; /* when the last complete answer came (0 = never) */
     unsigned long long q_errors;
     char label_consumer[300]; /* escaped label value */
+    char label_group[300];    /* escaped label value */
 };
 
 struct client {
@@ -162,7 +163,7 @@ static void queue_gauge(buf *b, const sluice_metrics *m, const char *name, const
                         long long v) {
     bprintf(b, "# HELP sluice_queue_%s %s\n# TYPE sluice_queue_%s gauge\n", name, help, name);
     bprintf(b, "sluice_queue_%s{queue=\"%s\",group=\"%s\"} %lld\n", name, m->info.queue,
-            m->info.group, v);
+            m->label_group, v);
 }
 
 static void queue_metrics(buf *b, const sluice_metrics *m) {
@@ -180,7 +181,7 @@ static void queue_metrics(buf *b, const sluice_metrics *m) {
     bprintf(b, "# HELP sluice_queue_age_seconds Age of the depth/lag/pending figures.\n");
     bprintf(b, "# TYPE sluice_queue_age_seconds gauge\n");
     bprintf(b, "sluice_queue_age_seconds{queue=\"%s\",group=\"%s\"} %.3f\n", m->info.queue,
-            m->info.group, (double)(sluice_now_ms() - m->q_at_ms) / 1000.0);
+            m->label_group, (double)(sluice_now_ms() - m->q_at_ms) / 1000.0);
 }
 
 static void render(buf *b, const sluice_metrics *m) {
@@ -570,6 +571,7 @@ int sluice__metrics_start(uv_loop_t *loop, const char *addr, sluice_worker *w, s
     sluice_worker_get_info(w, &m->info);
     sluice_keys_init(&m->keys, m->info.queue, NULL, 0); /* the worker checked the name */
     escape_label(m->label_consumer, sizeof(m->label_consumer), m->info.consumer);
+    escape_label(m->label_group, sizeof(m->label_group), m->info.group);
     init_handles(m);
     if (listen_on(m, addr, err, errlen) != 0) {
         m->stop_called = 1;
