@@ -4,23 +4,11 @@
 # refused as "invalid capacity" before anything is written (no partial batch), by every reader
 # alike; capacity 0 is a closed queue; a default capacity of 0 at the command line is a usage
 # error rather than a silent 1000.
-set -euo pipefail
-
-bin=${SLUICE_BIN_DIR:?run through ctest}
-url=$(cat "${SLUICE_TEST_REDIS_DIR:?}/url")
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
 q="capacity-$$"
 meta="sluice:{$q}:meta"
-rcli() { redis-cli -u "$url" "$@"; }
-fail() { echo "FAIL: $*" >&2; exit 1; }
-run() { # expected-exit pattern command...
-    local want=$1 pattern=$2 rc=0
-    shift 2
-    "$@" >"$tmp/out" 2>&1 || rc=$?
-    [ "$rc" -eq "$want" ] || fail "$* exited $rc, expected $want: $(cat "$tmp/out")"
-    grep -qE -- "$pattern" "$tmp/out" || fail "$*: output lacks /$pattern/: $(cat "$tmp/out")"
-}
+read -ra qk <<<"$(queue_keys "$q")"
+keys+=("${qk[@]}")
 
 for bad in 2.5 1e30 inf nan 0x10 9223372036854775807 9007199254740993 -1 " 5" ""; do
     rcli HSET "$meta" capacity "$bad" >/dev/null
@@ -55,5 +43,4 @@ run 0 "capacity of" "$bin/sluice-admin" --redis "$url" capacity "$q" 010
 # a default of 0 is a usage error naming the value, not a silent 1000
 run 2 "capacity" "$bin/sluice-enqueue" --redis "$url" --queue "$q" --capacity 0 a
 run 2 "capacity" "$bin/sluice-gateway" --redis "$url" --queue "$q:0" --listen 127.0.0.1:0
-rcli DEL "sluice:{$q}:stream" "sluice:{$q}:list" "$meta" "sluice:{$q}:stats" >/dev/null
 echo "ok: invalid capacities refused before writing, 0 closes the queue"

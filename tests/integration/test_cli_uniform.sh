@@ -3,20 +3,7 @@
 # Every binary speaks alike: --version, an EXAMPLES section in --help, bad options reported in
 # one style (the binary's name, not its path; no getopt wording), a negative number named as a
 # bad value rather than an unknown option, and a queue that does not exist is said to not exist.
-set -euo pipefail
-
-bin=${SLUICE_BIN_DIR:?run through ctest}
-url=$(cat "${SLUICE_TEST_REDIS_DIR:?}/url")
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-run() { # expected-exit pattern command...
-    local want=$1 pattern=$2 rc=0
-    shift 2
-    "$@" >"$tmp/out" 2>&1 || rc=$?
-    [ "$rc" -eq "$want" ] || fail "$* exited $rc, expected $want: $(cat "$tmp/out")"
-    grep -qE -- "$pattern" "$tmp/out" || fail "$*: output lacks /$pattern/: $(cat "$tmp/out")"
-}
+. "$(dirname "$0")/lib.sh"
 
 for b in sluice-enqueue sluice-worker sluice-admin sluice-gateway sluice-bench; do
     run 0 "^$b [0-9]+\.[0-9]+\.[0-9]+ \(data model 1" "$bin/$b" --version

@@ -3,20 +3,10 @@
 # docs/faults.md F23: a handler's child process inherits no Redis socket of the worker (every
 # socket the libraries open is close-on-exec), so it cannot write into the worker's
 # connections, keep a dead worker's blocking read open, or use its authenticated session.
-set -euo pipefail
-
-bin=${SLUICE_BIN_DIR:?run through ctest}
-url=$(cat "${SLUICE_TEST_REDIS_DIR:?}/url")
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
+. "$(dirname "$0")/lib.sh"
 q="fds-$$"
-rcli() { redis-cli -u "$url" "$@"; }
-fail() { echo "FAIL: $*" >&2; exit 1; }
+read -ra qk <<<"$(queue_keys "$q")"
+keys+=("${qk[@]}")
 
 "$bin/sluice-enqueue" --redis "$url" --queue "$q" one two >/dev/null
 # the handler records the descriptors it holds (readlink of each /proc/self/fd entry)
@@ -35,5 +25,4 @@ n=$(find "$tmp" -name 'fds.*' | wc -l)
 if grep -hvE '/fd/[012] ' "$tmp"/fds.* | grep 'socket:'; then
     fail "an exec handler inherited the sockets above"
 fi
-rcli DEL "sluice:{$q}:stream" "sluice:{$q}:stats" "sluice:{$q}:meta" >/dev/null
 echo "ok: handlers held $(cat "$tmp"/fds.* | wc -l) descriptors in all, no socket"

@@ -5,29 +5,10 @@
 # second group is refused (each group would delete what it acknowledged, so who sees an entry
 # would be timing); group and consumer names are checked like the queue name; a worker is
 # visible as a consumer as soon as it starts, before its first read.
-set -euo pipefail
-
-bin=${SLUICE_BIN_DIR:?run through ctest}
-url=$(cat "${SLUICE_TEST_REDIS_DIR:?}/url")
-tmp=$(mktemp -d)
-pids=()
+. "$(dirname "$0")/lib.sh"
 q="ident-$$"
-cleanup() {
-    for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-    redis-cli -u "$url" DEL "sluice:{$q}:stream" "sluice:{$q}:list" "sluice:{$q}:meta" \
-        "sluice:{$q}:stats" >/dev/null 2>&1 || true
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-rcli() { redis-cli -u "$url" "$@"; }
-fail() { echo "FAIL: $*" >&2; exit 1; }
-run() { # expected-exit pattern command...
-    local want=$1 pattern=$2 rc=0
-    shift 2
-    "$@" >"$tmp/out" 2>&1 || rc=$?
-    [ "$rc" -eq "$want" ] || fail "$* exited $rc, expected $want: $(cat "$tmp/out")"
-    grep -qE -- "$pattern" "$tmp/out" || fail "$*: output lacks /$pattern/: $(cat "$tmp/out")"
-}
+read -ra qk <<<"$(queue_keys "$q")"
+keys+=("${qk[@]}")
 
 run 0 "admitted=2" "$bin/sluice-enqueue" --redis "$url" --queue "$q" a b
 run 3 "is a stream queue" "$bin/sluice-enqueue" --redis "$url" --queue "$q" --backend list c

@@ -4,20 +4,10 @@
 # without touching its closed connections (the sanitizer pass runs this too), the unfinished
 # entries stay pending for others to reclaim, and they are counted as abandoned, not failed
 # or dead-lettered.
-set -euo pipefail
-
-bin=${SLUICE_BIN_DIR:?run through ctest}
-url=$(cat "${SLUICE_TEST_REDIS_DIR:?}/url")
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
+. "$(dirname "$0")/lib.sh"
 q="shutdown-$$"
-rcli() { redis-cli -u "$url" "$@"; }
-fail() { echo "FAIL: $*" >&2; exit 1; }
+read -ra qk <<<"$(queue_keys "$q")"
+keys+=("${qk[@]}")
 
 "$bin/sluice-enqueue" --redis "$url" --queue "$q" a b c >/dev/null
 "$bin/sluice-worker" --redis "$url" --queue "$q" --grace 500 --concurrency 4 \
@@ -44,5 +34,4 @@ grep -q 'event=stopped .*failed=0 .*abandoned=3' "$tmp/worker.log" ||
 if grep -q 'event=dead_letter' "$tmp/worker.log"; then
     fail "a dead letter was attempted during shutdown: $(cat "$tmp/worker.log")"
 fi
-rcli DEL "sluice:{$q}:stream" "sluice:{$q}:stats" "sluice:{$q}:meta" "sluice:{$q}:dead" >/dev/null
 echo "ok: 3 jobs abandoned at shutdown, still pending, worker exited 0 in ${ms} ms"

@@ -1,0 +1,37 @@
+# SPDX-License-Identifier: MIT
+# Shared by the integration shell tests (sourced, not run): the fixture's binaries and Redis
+# URL, a temporary directory, processes and keys cleaned up on exit, and the assertions.
+#   pids+=("$!")          a process to kill -9 on exit
+#   keys+=("KEY" ...)     Redis keys to delete on exit
+#   run CODE PATTERN COMMAND...   the command exits CODE and prints a line matching PATTERN
+#                                 (stdout and stderr, kept in $tmp/out)
+set -euo pipefail
+
+bin=${SLUICE_BIN_DIR:?run through ctest}
+url=$(cat "${SLUICE_TEST_REDIS_DIR:?}/url")
+tmp=$(mktemp -d)
+pids=()
+keys=()
+lib_cleanup() {
+    local p
+    for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+    if [ "${#keys[@]}" -gt 0 ]; then
+        redis-cli -u "$url" DEL "${keys[@]}" >/dev/null 2>&1 || true
+    fi
+    rm -rf "$tmp"
+}
+trap lib_cleanup EXIT
+rcli() { redis-cli -u "$url" "$@"; }
+fail() { echo "FAIL: $*" >&2; exit 1; }
+run() {
+    local want=$1 pattern=$2 rc=0
+    shift 2
+    "$@" >"$tmp/out" 2>&1 || rc=$?
+    [ "$rc" -eq "$want" ] || fail "$* exited $rc, expected $want: $(cat "$tmp/out")"
+    grep -qE -- "$pattern" "$tmp/out" || fail "$*: output lacks /$pattern/: $(cat "$tmp/out")"
+}
+# queue_keys Q: every key a queue of either backend can have
+queue_keys() {
+    local q=$1
+    echo "sluice:{$q}:stream sluice:{$q}:list sluice:{$q}:meta sluice:{$q}:stats sluice:{$q}:dead sluice:{$q}:procs"
+}
