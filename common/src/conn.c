@@ -102,10 +102,6 @@ void sluice_conn_free(sluice_conn *c) {
     free(c);
 }
 
-redisContext *sluice_conn_ctx(sluice_conn *c) {
-    return c->ctx;
-}
-
 const char *sluice_conn_errstr(const sluice_conn *c) {
     return c->err;
 }
@@ -124,11 +120,6 @@ static void drop(sluice_conn *c) {
         redisFree(c->ctx);
         c->ctx = NULL;
     }
-}
-
-void sluice_conn_reset(sluice_conn *c) {
-    drop(c);
-    c->next_attempt_ms = 0;
 }
 
 static int io_status(redisContext *ctx) {

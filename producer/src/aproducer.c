@@ -615,10 +615,6 @@ void sluice_aproducer_get_counters(const sluice_aproducer *ap, sluice_aproducer_
     *out = ap->counters;
 }
 
-sluice_aconn *sluice_aproducer_conn(sluice_aproducer *ap) {
-    return ap->conn;
-}
-
 /* ---------------------------------------------------------------------------------------- */
 /* Queue info                                                                               */
 

@@ -163,10 +163,6 @@ uv_loop_t *sluice_worker_loop(sluice_worker *w) {
     return w->loop;
 }
 
-const char *sluice_worker_consumer(const sluice_worker *w) {
-    return w->consumer;
-}
-
 const char *sluice_worker_errstr(const sluice_worker *w) {
     return w->err;
 }

@@ -118,14 +118,8 @@ int sluice_conn_append_fcall(sluice_conn *c, sluice_fn fn, int nkeys, const char
                              const size_t *arglens);
 int sluice_conn_read_reply(sluice_conn *c, redisReply **out);
 
-/* The raw hiredis context (NULL when disconnected), for commands with no sluice wrapper. */
-redisContext *sluice_conn_ctx(sluice_conn *c);
-
 /* Detail of the last failure, e.g. "redis://127.0.0.1:6379: Connection refused". */
 const char *sluice_conn_errstr(const sluice_conn *c);
-
-/* Drops the connection; the next call reconnects (without waiting for the backoff). */
-void sluice_conn_reset(sluice_conn *c);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Async connection (libuv)                                                                 */

@@ -154,9 +154,6 @@ typedef void (*sluice_aproducer_info_cb)(sluice_aproducer *ap, int status,
  */
 int sluice_aproducer_info(sluice_aproducer *ap, sluice_aproducer_info_cb cb, void *arg);
 
-/* The producer's connection (borrowed), for commands without a wrapper here. */
-sluice_aconn *sluice_aproducer_conn(sluice_aproducer *ap);
-
 #ifdef __cplusplus
 }
 #endif

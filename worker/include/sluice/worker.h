@@ -143,7 +143,6 @@ void sluice_job_finish_reason(const sluice_job *job, sluice_verdict v, const cha
 uv_loop_t *sluice_worker_loop(sluice_worker *w);
 
 void sluice_worker_get_stats(const sluice_worker *w, sluice_worker_stats *s);
-const char *sluice_worker_consumer(const sluice_worker *w);
 
 /* What a worker drains, from where, and how far it is in stopping: for code that watches it
  * on the same loop (the metrics endpoint). Strings are borrowed until sluice_worker_free. */
