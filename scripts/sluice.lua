@@ -30,37 +30,28 @@ local function parse_capacity(s)
     return tonumber(s)
 end
 
--- The capacity in force: meta's `capacity`, else the caller's default. Checked before anything
--- is written, so a bad value never admits part of a batch.
-local function capacity_of(meta, default)
-    local raw = redis.call('HGET', meta, 'capacity')
-    local c
-    if raw then
-        c = parse_capacity(raw)
-    else
-        raw = default
-        c = parse_capacity(default)
-    end
-    if c == nil then
+-- The settings of a queue that admits or replays, read with one HMGET of its meta hash:
+-- the capacity in force (meta's `capacity`, else the caller's default) and the list depth.
+-- Everything is checked before anything is written, so a bad capacity never admits part of a
+-- batch. The backend a queue was created with is recorded (`backend`) by its first admission;
+-- a client of the other backend is refused instead of silently splitting the queue in two
+-- (docs/faults.md B19). Returns capacity, list depth (0 for streams), or an error reply.
+local function queue_settings(meta, default, backend)
+    local v = redis.call('HMGET', meta, 'capacity', 'backend', 'list_depth')
+    local raw = v[1] or default
+    local cap = parse_capacity(raw)
+    if cap == nil then
         return redis.error_reply('SLUICECONFIG invalid capacity ' .. string.format('%q',
             string.sub(tostring(raw), 1, 40)) .. ' in ' .. meta ..
             ' (an integer 0..9007199254740992)')
     end
-    return c
-end
-
--- The backend a queue was created with is recorded in meta (`backend`) by its first admission;
--- a producer of the other backend is refused instead of silently splitting the queue in two
--- (docs/faults.md B19). Returns an error reply, or nil.
-local function check_backend(meta, backend)
-    local b = redis.call('HGET', meta, 'backend')
-    if not b then -- HSETNX: what a producer's ACL allows on meta (see README, least privilege)
+    if not v[2] then -- HSETNX: what a producer's ACL allows on meta (see README, least privilege)
         redis.call('HSETNX', meta, 'backend', backend)
-    elseif b ~= backend then
-        return redis.error_reply('SLUICECONFIG ' .. meta .. ' is a ' .. b ..
+    elseif v[2] ~= backend then
+        return redis.error_reply('SLUICECONFIG ' .. meta .. ' is a ' .. v[2] ..
             ' queue; this client uses the ' .. backend .. ' backend')
     end
-    return nil
+    return cap, tonumber(v[3]) or 0
 end
 
 -- The `m` field of a stream entry's field list (flat name, value, ...), or nil.
@@ -103,13 +94,9 @@ reply: {admitted, depth_after, capacity, duplicate(0|1), acked, id_1, ..., id_ad
 Retry-After), else -1. A duplicate (the idempotency key was seen within its TTL) replies
 {1, depth, capacity, 1, -1, id} without appending. ]]
 local function admit(keys, args)
-    local cap = capacity_of(keys[2], args[1])
+    local cap = queue_settings(keys[2], args[1], 'stream')
     if type(cap) == 'table' then
         return cap
-    end
-    local wrong = check_backend(keys[2], 'stream')
-    if wrong then
-        return wrong
     end
     local depth = redis.call('XLEN', keys[1])
     if keys[4] then
@@ -237,15 +224,10 @@ Elements are "<seq>:<envelope>"; seq is the message id.
 KEYS[1] list, KEYS[2] meta, KEYS[3] stats
 ARGV as admit. reply as admit. ]]
 local function list_admit(keys, args)
-    local cap = capacity_of(keys[2], args[1])
+    local cap, depth = queue_settings(keys[2], args[1], 'list')
     if type(cap) == 'table' then
         return cap
     end
-    local wrong = check_backend(keys[2], 'list')
-    if wrong then
-        return wrong
-    end
-    local depth = tonumber(redis.call('HGET', keys[2], 'list_depth')) or 0
     local n = #args - 2
     local take = room(cap, depth, n)
     local reply = {take, depth + take, cap, 0, -1}
@@ -393,13 +375,9 @@ reply: {replayed, not_fit, skipped, missing, depth_after, capacity, outcomes}; s
 have an empty body (stay dead), missing ones are not in the dead stream; outcomes[i] tells what
 happened to ARGV[1 + i]: 0 replayed, 1 not fit (stays dead), 2 skipped, 3 missing. ]]
 local function replay(keys, args)
-    local cap = capacity_of(keys[2], args[1])
+    local cap = queue_settings(keys[2], args[1], 'stream')
     if type(cap) == 'table' then
         return cap
-    end
-    local wrong = check_backend(keys[2], 'stream')
-    if wrong then
-        return wrong
     end
     return replay_letters(keys, args, cap, redis.call('XLEN', keys[1]), function(body)
         redis.call('XADD', keys[1], '*', 'm', body)
@@ -410,15 +388,10 @@ end
 KEYS[1] list, KEYS[2] meta, KEYS[3] stats, KEYS[4] dead
 ARGV as replay. reply as replay. ]]
 local function list_replay(keys, args)
-    local cap = capacity_of(keys[2], args[1])
+    local cap, depth = queue_settings(keys[2], args[1], 'list')
     if type(cap) == 'table' then
         return cap
     end
-    local wrong = check_backend(keys[2], 'list')
-    if wrong then
-        return wrong
-    end
-    local depth = tonumber(redis.call('HGET', keys[2], 'list_depth')) or 0
     return replay_letters(keys, args, cap, depth, function(body)
         local seq = redis.call('HINCRBY', keys[2], 'list_seq', 1)
         redis.call('LPUSH', keys[1], tostring(seq) .. ':' .. body)

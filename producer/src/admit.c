@@ -190,7 +190,7 @@ int sluice__admit_parse(const redisReply *r, size_t n, sluice_drain *drain, uint
     if (take < 0 || (size_t)take > n || r->elements != 5 + (size_t)take) {
         return SLUICE_EPROTO;
     }
-    if (acked >= 0 && drain != NULL) {
+    if (acked >= 0) {
         sluice_drain_sample(drain, now_ms, acked);
     }
     for (size_t i = 0; i < n; i++) {
@@ -207,7 +207,7 @@ int sluice__admit_parse(const redisReply *r, size_t n, sluice_drain *drain, uint
             }
         } else {
             res[i].outcome = SLUICE_FULL;
-            res[i].retry_after_s = drain ? sluice_drain_retry_after(drain, depth, cap) : 1;
+            res[i].retry_after_s = sluice_drain_retry_after(drain, depth, cap);
         }
     }
     if (admitted != NULL) {

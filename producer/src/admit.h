@@ -55,8 +55,8 @@ int sluice__admit_call_build(sluice__admit_call *call, const sluice__admit_cfg *
 void sluice__admit_call_free(sluice__admit_call *call);
 
 /*
- * Fills res[0..n) from a successful reply; samples `drain` with the acked counter when some were
- * rejected. Returns 0 or EPROTO. *admitted counts ADMITTED + DUPLICATE.
+ * Fills res[0..n) from a successful reply; samples `drain` (required) with the acked counter when
+ * some were rejected. Returns 0 or EPROTO. *admitted counts ADMITTED + DUPLICATE.
  */
 int sluice__admit_parse(const redisReply *r, size_t n, sluice_drain *drain, uint64_t now_ms,
                         sluice_admit_result *res, size_t *admitted);

@@ -38,6 +38,7 @@ struct areq {
     sluice_aproducer_cb cb;
     void *arg;
     uint64_t deadline;    /* loop time in ms */
+    size_t bytes;         /* of the message's payload, headers, tenant and key */
     sluice_message m;     /* points into hdrs[] and the bytes after it */
     sluice_header hdrs[]; /* m.nheaders, then payload, names, values, tenant, key */
 };
@@ -135,6 +136,7 @@ static areq *req_new(const sluice_message *m) {
     if (q == NULL) {
         return NULL;
     }
+    q->bytes = bytes;
     char *p = (char *)&q->hdrs[m->nheaders];
     memset(&q->m, 0, sizeof(q->m));
     q->m.payload = p;
@@ -276,25 +278,17 @@ static void on_call_reply(sluice_aconn *c, int status, int sent, redisReply *r, 
  * send buffer, which would fail the small requests next to them (docs/faults.md B18). */
 #define ACALL_MAX_BYTES ((size_t)4 << 20)
 
-static size_t message_bytes(const sluice_message *m) {
-    size_t n = m->len + (m->tenant != NULL ? strlen(m->tenant) : 0);
-    for (size_t i = 0; i < m->nheaders; i++) {
-        n += m->headers[i].name_len + m->headers[i].value_len;
-    }
-    return n;
-}
-
 /* Takes the next run of requests off the waiting list: up to max_batch and ACALL_MAX_BYTES
  * without idempotency keys, or one with a key. Returns the first; *n is set. */
 static areq *take_batch(sluice_aproducer *ap, size_t *n) {
     areq *first = ap->head, *last = first;
-    size_t k = 1, bytes = message_bytes(&first->m);
+    size_t k = 1, bytes = first->bytes;
     if (first->m.idempotency_key == NULL) {
         while (k < ap->cfg.max_batch && last->next != NULL &&
                last->next->m.idempotency_key == NULL &&
-               bytes + message_bytes(&last->next->m) <= ACALL_MAX_BYTES) {
+               bytes + last->next->bytes <= ACALL_MAX_BYTES) {
             last = last->next;
-            bytes += message_bytes(&last->m);
+            bytes += last->bytes;
             k++;
         }
     }

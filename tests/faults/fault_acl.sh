@@ -26,7 +26,7 @@ port=$(redis_port r)
 admin_url=$(redis_url r)
 
 # The documented ACL lines (keep in sync with the README, section Guarantees).
-PRODUCER_ACL=(resetchannels -@all +fcall +xlen +hget '~sluice:*'
+PRODUCER_ACL=(resetchannels -@all +fcall +xlen +hget +hmget '~sluice:*'
     '(+xadd ~sluice:*:stream)' '(+hincrby ~sluice:*:stats)' '(+get +set ~sluice:*:idem:*)'
     '(+hsetnx ~sluice:*:meta)')
 WORKER_ACL=(resetchannels -@all +fcall +xreadgroup '+xgroup|create' '+xgroup|createconsumer'
@@ -105,7 +105,7 @@ redis.register_function('x', function() return 1 end)"
 producer_nopem_clear() {
     local rc=0
     # limited to one queue: another queue is refused before anything runs
-    acl_user producer-orders opass resetchannels -@all +fcall +xlen +hget '~sluice:{orders}:*' \
+    acl_user producer-orders opass resetchannels -@all +fcall +xlen +hget +hmget '~sluice:{orders}:*' \
         '(+xadd ~sluice:*:stream)' '(+hincrby ~sluice:*:stats)' '(+hsetnx ~sluice:*:meta)'
     "$BIN/sluice-enqueue" -q orders -r "redis://producer-orders:opass@127.0.0.1:$port" ok \
         >/dev/null 2>"$FL_DIR/orders.err" || fl_fail "producer-orders cannot admit to orders"
@@ -114,7 +114,7 @@ producer_nopem_clear() {
     fl_eq "exit code of a producer limited to queue orders admitting to payments" 3 "$rc"
     fl_grep "its message" "not permitted by the redis ACL.*NOPERM" "$FL_DIR/payments.err"
     # a command the admission function runs is missing (XADD)
-    acl_user producer-noxadd npass resetchannels -@all +fcall +xlen +hget +hincrby +hsetnx \
+    acl_user producer-noxadd npass resetchannels -@all +fcall +xlen +hget +hmget +hincrby +hsetnx \
         '~sluice:*'
     rc=0
     timeout 10 "$BIN/sluice-enqueue" -q $q -r "redis://producer-noxadd:npass@127.0.0.1:$port" \

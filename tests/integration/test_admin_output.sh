@@ -4,15 +4,10 @@
 # {"base64": ...}; dead show --json carries tenant and headers; consumer and reason fields
 # cannot put terminal escapes on the screen; an exec handler's dead letter says how the command
 # ended (exit status or signal).
-set -euo pipefail
-
-bin=${SLUICE_BIN_DIR:?run through ctest}
-url=$(cat "${SLUICE_TEST_REDIS_DIR:?}/url")
-tmp=$(mktemp -d)
+. "$(dirname "$0")/lib.sh"
 q="admout-$$"
-trap 'rm -rf "$tmp"; redis-cli -u "$url" DEL "sluice:{$q}:stream" "sluice:{$q}:stats" "sluice:{$q}:meta" "sluice:{$q}:dead" >/dev/null 2>&1 || true' EXIT
-rcli() { redis-cli -u "$url" "$@"; }
-fail() { echo "FAIL: $*" >&2; exit 1; }
+read -ra qk <<<"$(queue_keys "$q")"
+keys+=("${qk[@]}")
 
 "$bin/sluice-enqueue" --redis "$url" --queue "$q" --tenant "tén" --header "trace=ü1" "é" \
     >/dev/null

@@ -4,15 +4,11 @@
 # figures Redis never gave are "unknown" (JSON null), not -1; --ids prints payloads whole (NUL
 # bytes included); a reused idempotency key says the payload was not queued; a line far over
 # --max-payload on standard input is refused without reading it into memory.
-set -euo pipefail
-
-bin=${SLUICE_BIN_DIR:?run through ctest}
-url=$(cat "${SLUICE_TEST_REDIS_DIR:?}/url")
-tmp=$(mktemp -d)
+. "$(dirname "$0")/lib.sh"
 q="enqout-$$"
-trap 'rm -rf "$tmp"; redis-cli -u "$url" DEL "sluice:{$q}:stream" "sluice:{$q}:stats" "sluice:{$q}:meta" "sluice:{$q}:idem:k-$$" >/dev/null 2>&1 || true' EXIT
-rcli() { redis-cli -u "$url" "$@"; }
-fail() { echo "FAIL: $*" >&2; exit 1; }
+read -ra qk <<<"$(queue_keys "$q")"
+keys+=("${qk[@]}")
+keys+=("sluice:{$q}:idem:k-$$")
 
 rc=0
 "$bin/sluice-enqueue" --redis "$url" --queue "$q" --max-payload 3 --ids a b c dddd \

@@ -3,15 +3,11 @@
 # The server functions called directly, as a client in another language would: sluice_retry of
 # an entry that is no longer pending (acked after a reclaim) retries nothing and counts nothing;
 # sluice_group registers the consumer and refuses a second group.
-set -euo pipefail
-
-bin=${SLUICE_BIN_DIR:?run through ctest}
-url=$(cat "${SLUICE_TEST_REDIS_DIR:?}/url")
+. "$(dirname "$0")/lib.sh"
 q="fns-$$"
 s="sluice:{$q}:stream" m="sluice:{$q}:meta" st="sluice:{$q}:stats"
-rcli() { redis-cli -u "$url" "$@"; }
-fail() { echo "FAIL: $*" >&2; exit 1; }
-trap 'rcli DEL "$s" "$m" "$st" >/dev/null 2>&1 || true' EXIT
+read -ra qk <<<"$(queue_keys "$q")"
+keys+=("${qk[@]}")
 
 "$bin/sluice-enqueue" --redis "$url" --queue "$q" one >/dev/null # loads the library too
 [ "$(rcli FCALL sluice_group 2 "$s" "$m" workers c1)" = 1 ] || fail "group not created"

@@ -3,15 +3,11 @@
 # docs/faults.md B17: elements pushed into a list queue by something other than sluice (no
 # "seq:" prefix, or not an envelope) are dead-lettered whole with a reason, nothing vanishes,
 # and the depth counter never goes below 0, so capacity stays exact afterwards.
-set -euo pipefail
-
-bin=${SLUICE_BIN_DIR:?run through ctest}
-url=$(cat "${SLUICE_TEST_REDIS_DIR:?}/url")
+. "$(dirname "$0")/lib.sh"
 q="listforeign-$$"
-rcli() { redis-cli -u "$url" "$@"; }
-fail() { echo "FAIL: $*" >&2; exit 1; }
-trap 'rcli DEL "sluice:{$q}:list" "sluice:{$q}:meta" "sluice:{$q}:stats" "sluice:{$q}:dead" \
-    "sluice:{$q}:procs" "sluice:{$q}:proc:w1" >/dev/null 2>&1 || true' EXIT
+read -ra qk <<<"$(queue_keys "$q")"
+keys+=("${qk[@]}")
+keys+=("sluice:{$q}:proc:w1")
 
 rcli HSET "sluice:{$q}:meta" capacity 3 >/dev/null
 rcli LPUSH "sluice:{$q}:list" "no separator here" "7:notmsgpack" >/dev/null

@@ -207,10 +207,10 @@ static void on_group(sluice_aconn *c, int status, int sent, redisReply *r, void 
                         (r->type == REDIS_REPLY_INTEGER && r->integer == 1))) {
         SLUICE_LOG(SLUICE_LOG_INFO, "event=group_created queue=%s group=%s", w->queue, w->group);
     }
-    int exists = r != NULL && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "BUSYGROUP", 9) == 0;
-    /* At maxmemory Redis refuses XGROUP CREATE with OOM even when the group exists: go on; if
-     * it really is missing, the read says NOGROUP and we come back here after a pause. */
-    if (status == 0 || exists || status == SLUICE_EOOM) {
+    /* sluice_group answers an existing group with 0, not BUSYGROUP. At maxmemory Redis refuses
+     * the call with OOM even when the group exists: go on; if it really is missing, the read
+     * says NOGROUP and we come back here after a pause. */
+    if (status == 0 || status == SLUICE_EOOM) {
         w->group_ready = 1;
         sluice__worker_kick(w);
         sluice__reclaim_start(w);
