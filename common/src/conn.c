@@ -18,7 +18,9 @@
 
 #include "sluice/cli.h"
 #include "sluice/log.h"
+#include "sluice/lua.h"
 #include "sluice/redis.h"
+#include "sluice/reply.h"
 #include "sluice/status.h"
 
 #include "conn_internal.h"
@@ -202,23 +204,17 @@ static int ensure_library(sluice_conn *c) {
     if (r == NULL) {
         return st;
     }
-    int current =
-        st == 0 && r->type == REDIS_REPLY_STRING && strcmp(r->str, sluice_lua_version()) == 0;
-    int unknown_cmd = r->type == REDIS_REPLY_ERROR && strstr(r->str, "unknown command") != NULL;
+    sluice_lua_action act = sluice_lua_probe(st, r, c->o.no_load);
     freeReplyObject(r);
-    if (unknown_cmd) {
-        c->mode = MODE_EVAL;
-        return 0;
+    c->mode = act == SLUICE_LUA_EVAL ? MODE_EVAL : MODE_FUNCTION;
+    if (act == SLUICE_LUA_FAIL) {
+        return st;
     }
-    c->mode = MODE_FUNCTION;
-    if (current || c->o.no_load) {
+    if (act != SLUICE_LUA_LOAD) {
         return 0;
-    }
-    if (st != 0 && st != SLUICE_ENOSCRIPT) {
-        return st == SLUICE_ENOPERM ? 0 : st; /* a restricted user may only call functions */
     }
     st = load_library(c);
-    return st == SLUICE_ENOPERM ? 0 : st;
+    return st == SLUICE_ENOPERM ? 0 : st; /* a restricted user may only call functions */
 }
 
 static int handshake(sluice_conn *c) {

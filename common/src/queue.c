@@ -131,3 +131,24 @@ int sluice_capacity_parse(const char *s, size_t len, long long *out) {
     *out = n;
     return 0;
 }
+
+#define PROC_PART "proc:"
+#define IDEM_PART "idem:"
+
+int sluice_key_proc(const sluice_keys *k, const char *consumer, char *buf, size_t len) {
+    int n = snprintf(buf, len, "%s" PROC_PART "%s", k->prefix, consumer);
+    return n >= 0 && (size_t)n < len ? 0 : SLUICE_EINVAL;
+}
+
+int sluice_key_idem(const sluice_keys *k, const char *key, size_t keylen, char *buf, size_t len) {
+    int n = snprintf(buf, len, "%s" IDEM_PART "%.*s", k->prefix, (int)keylen, key);
+    return n >= 0 && (size_t)n < len && keylen <= (size_t)n ? 0 : SLUICE_EINVAL;
+}
+
+const char *sluice_key_proc_consumer(const sluice_keys *k, const char *key) {
+    size_t n = strlen(k->prefix);
+    if (strncmp(key, k->prefix, n) == 0 && strncmp(key + n, PROC_PART, strlen(PROC_PART)) == 0) {
+        return key + n + strlen(PROC_PART);
+    }
+    return key;
+}

@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * reply.c - maps Redis error replies to sluice statuses.
+ * reply.c - reading Redis replies (see sluice/reply.h): error replies mapped to statuses.
  *
  * Redis prefixes every error with a code word ("NOPERM", "OOM", ...); errors raised inside a
  * function carry the code of the command that failed. Anything without a known code is EREDIS.
  */
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "sluice/redis.h"
+#include "sluice/reply.h"
 #include "sluice/status.h"
 
 static int has_prefix(const char *s, size_t len, const char *p) {
@@ -63,4 +65,40 @@ int sluice_reply_error_status(const char *str, size_t len) {
         return SLUICE_ENOPERM;
     }
     return SLUICE_EREDIS;
+}
+
+int sluice_reply_unknown_command(const redisReply *r) {
+    return r != NULL && r->type == REDIS_REPLY_ERROR && r->str != NULL &&
+           contains(r->str, r->len, "unknown command");
+}
+
+long long sluice_reply_ll(const redisReply *r, long long dflt) {
+    if (r == NULL) {
+        return dflt;
+    }
+    if (r->type == REDIS_REPLY_INTEGER) {
+        return r->integer;
+    }
+    if ((r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS) || r->len == 0 ||
+        r->len > 20) {
+        return dflt;
+    }
+    char *end;
+    errno = 0;
+    long long v = strtoll(r->str, &end, 10);
+    return errno == 0 && end == r->str + r->len ? v : dflt;
+}
+
+const redisReply *sluice_reply_field(const redisReply *r, const char *name) {
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
+        return NULL;
+    }
+    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+        const redisReply *k = r->element[i];
+        if ((k->type == REDIS_REPLY_STRING || k->type == REDIS_REPLY_STATUS) &&
+            strcmp(k->str, name) == 0) {
+            return r->element[i + 1];
+        }
+    }
+    return NULL;
 }

@@ -10,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sluice/redis.h"
+#include "sluice/lua.h"
+#include "sluice/reply.h"
+#include "sluice/status.h"
 
 extern const char sluice__lua_library[];
 extern const size_t sluice__lua_library_len;
@@ -84,4 +86,21 @@ char *sluice_lua_script(sluice_fn fn, size_t *len) {
         *len = n + (size_t)tail;
     }
     return out;
+}
+
+sluice_lua_action sluice_lua_probe(int status, const redisReply *r, int no_load) {
+    if (sluice_reply_unknown_command(r)) {
+        return SLUICE_LUA_EVAL;
+    }
+    if (status == 0 && r != NULL && r->type == REDIS_REPLY_STRING &&
+        strcmp(r->str, sluice_lua_version()) == 0) {
+        return SLUICE_LUA_USE;
+    }
+    if (status == SLUICE_ENOPERM) {
+        return SLUICE_LUA_USE; /* a restricted user: the calls themselves say what is wrong */
+    }
+    if (status != 0 && status != SLUICE_ENOSCRIPT) {
+        return SLUICE_LUA_FAIL;
+    }
+    return no_load ? SLUICE_LUA_USE : SLUICE_LUA_LOAD;
 }

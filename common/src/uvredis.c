@@ -30,7 +30,9 @@
 #include <uv.h>
 
 #include "sluice/log.h"
+#include "sluice/lua.h"
 #include "sluice/redis.h"
+#include "sluice/reply.h"
 #include "sluice/status.h"
 
 #include "conn_internal.h"
@@ -363,10 +365,6 @@ static int reply_status(const redisReply *r) {
     return sluice_reply_error_status(r->str, r->len);
 }
 
-static int unknown_command(const redisReply *r) {
-    return r->type == REDIS_REPLY_ERROR && strstr(r->str, "unknown command") != NULL;
-}
-
 static void step_auth(sluice_aconn *c, redisReply *r, int fn) {
     (void)fn;
     int st = reply_status(r);
@@ -395,7 +393,7 @@ static void step_fload(sluice_aconn *c, redisReply *r, int fn) {
     int st = reply_status(r);
     if (st == 0) {
         SLUICE_LOG(SLUICE_LOG_INFO, "event=library_loaded server=%s", c->where);
-    } else if (!c->ready && unknown_command(r)) {
+    } else if (!c->ready && sluice_reply_unknown_command(r)) {
         load_scripts(c); /* a server without functions (Redis < 7) */
     } else if (!c->ready && st != SLUICE_ENOPERM) {
         fail_handshake(c, st, "FUNCTION LOAD", r);
@@ -433,37 +431,26 @@ static void load_scripts(sluice_aconn *c) {
     }
 }
 
-/* 1 when the server runs exactly the embedded library (its version string carries a hash of
- * the source), so nothing needs loading. */
-static int library_current(const redisReply *r) {
-    char needle[128];
-    if (r->type != REDIS_REPLY_STRING || r->len > 64) {
-        return 0;
-    }
-    snprintf(needle, sizeof(needle), "VERSION = '%.*s'", (int)r->len, r->str);
-    return strstr(sluice_lua_library(NULL), needle) != NULL;
-}
-
-/* The reply to FCALL sluice_version (or PING in forced EVALSHA mode) decides what to load. */
+/* The reply to FCALL sluice_version (or PING in forced EVALSHA mode) decides what to load,
+ * by the rule the blocking connection follows too (sluice_lua_probe). */
 static void step_probe(sluice_aconn *c, redisReply *r, int fn) {
     (void)fn;
     int st = reply_status(r);
-    if (c->o.force_eval || unknown_command(r)) {
-        if (st != 0 && !unknown_command(r)) {
-            fail_handshake(c, st, NULL, r);
-            return;
-        }
-        load_scripts(c);
-    } else if (st == SLUICE_ENOPERM || (st == SLUICE_ENOSCRIPT && c->o.no_load)) {
-        /* a restricted user may not call this; the calls themselves will say what is wrong */
-        snprintf(c->err, sizeof(c->err), "%s: %.*s", c->where, (int)r->len, r->str);
-    } else if (st != 0 && st != SLUICE_ENOSCRIPT) {
+    sluice_lua_action act =
+        c->o.force_eval && st == 0 ? SLUICE_LUA_EVAL : sluice_lua_probe(st, r, c->o.no_load);
+    if (act == SLUICE_LUA_FAIL || (c->o.force_eval && act != SLUICE_LUA_EVAL)) {
         fail_handshake(c, st, NULL, r);
         return;
-    } else if (!c->o.no_load && (st != 0 || !library_current(r))) {
+    }
+    if (act == SLUICE_LUA_EVAL) {
+        load_scripts(c);
+    } else if (act == SLUICE_LUA_LOAD) {
         if (send_function_load(c, step_fload) != 0) {
             snprintf(c->err, sizeof(c->err), "%s: out of memory loading the library", c->where);
         }
+    } else if (st != 0) {
+        /* a restricted user may not call or load this; the calls themselves will say more */
+        snprintf(c->err, sizeof(c->err), "%s: %.*s", c->where, (int)r->len, r->str);
     }
     step_done(c);
 }

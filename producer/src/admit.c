@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sluice/reply.h"
 #include "sluice/url.h"
 
 #include "admit.h"
@@ -52,31 +53,33 @@ int sluice__admit_cfg_init(sluice__admit_cfg *cfg, const sluice_producer_options
     return 0;
 }
 
-static int check_msg(const sluice__admit_cfg *cfg, const sluice_message *m, size_t i, size_t n,
-                     char *err, size_t errlen) {
-    if (m->payload == NULL && m->len > 0) {
-        snprintf(err, errlen, "message %zu: NULL payload with length %zu", i, m->len);
+int sluice__admit_check_msg(const sluice__admit_cfg *cfg, const sluice_message *m, char *err,
+                            size_t errlen) {
+    if ((m->payload == NULL && m->len > 0) || (m->headers == NULL && m->nheaders > 0)) {
+        snprintf(err, errlen, "NULL payload or headers with a non-zero length");
         return SLUICE_EINVAL;
     }
     if (m->len > cfg->max_payload) {
-        snprintf(err, errlen, "message %zu: payload is %zu bytes; the limit is %zu", i, m->len,
-                 cfg->max_payload);
+        snprintf(err, errlen, "payload is %zu bytes; the limit is %zu", m->len, cfg->max_payload);
         return SLUICE_ETOOBIG;
     }
     if (m->idempotency_key != NULL) {
         size_t kl = strlen(m->idempotency_key);
-        if (n != 1) {
-            snprintf(err, errlen, "idempotency keys are for single admissions, not batches");
-            return SLUICE_EINVAL;
-        }
-        if (kl == 0 || kl > 200) {
-            snprintf(err, errlen, "idempotency key is %zu bytes; 1..200 allowed", kl);
+        if (kl == 0 || kl > SLUICE_IDEMPOTENCY_KEY_MAX) {
+            snprintf(err, errlen, "idempotency key is %zu bytes; 1..%d allowed", kl,
+                     SLUICE_IDEMPOTENCY_KEY_MAX);
             return SLUICE_EINVAL;
         }
         if (cfg->backend != SLUICE_BACKEND_STREAM) {
             snprintf(err, errlen, "idempotency keys need the stream backend");
             return SLUICE_EINVAL;
         }
+    }
+    sluice_envelope e = {m->payload,  m->len,    m->headers,
+                         m->nheaders, m->tenant, m->tenant ? strlen(m->tenant) : 0};
+    if (sluice_envelope_size(&e) == 0) {
+        snprintf(err, errlen, "message breaks an envelope limit (headers, size)");
+        return SLUICE_ETOOBIG;
     }
     return 0;
 }
@@ -126,9 +129,15 @@ int sluice__admit_call_build(sluice__admit_call *call, const sluice__admit_cfg *
         snprintf(err, errlen, "batch of %zu messages; 1..%zu allowed", n, cfg->max_batch);
         return n == 0 ? SLUICE_EINVAL : SLUICE_ETOOBIG;
     }
+    char why[200];
     for (size_t i = 0; i < n; i++) {
-        int st = check_msg(cfg, &msgs[i], i, n, err, errlen);
+        if (msgs[i].idempotency_key != NULL && n != 1) {
+            snprintf(err, errlen, "idempotency keys are for single admissions, not batches");
+            return SLUICE_EINVAL;
+        }
+        int st = sluice__admit_check_msg(cfg, &msgs[i], why, sizeof(why));
         if (st != 0) {
+            snprintf(err, errlen, "message %zu: %s", i, why);
             return st;
         }
     }
@@ -139,8 +148,12 @@ int sluice__admit_call_build(sluice__admit_call *call, const sluice__admit_cfg *
     call->keys[2] = cfg->keys.stats;
     call->nkeys = 3;
     if (msgs[0].idempotency_key != NULL) {
-        snprintf(call->idem_key, sizeof(call->idem_key), "%sidem:%s", cfg->keys.prefix,
-                 msgs[0].idempotency_key);
+        const char *ik = msgs[0].idempotency_key;
+        if (sluice_key_idem(&cfg->keys, ik, strlen(ik), call->idem_key, sizeof(call->idem_key)) !=
+            0) {
+            snprintf(err, errlen, "idempotency key too long");
+            return SLUICE_EINVAL;
+        }
         call->keys[3] = call->idem_key;
         call->nkeys = 4;
     }
@@ -176,17 +189,14 @@ void sluice__admit_call_free(sluice__admit_call *call) {
     call->arena = NULL;
 }
 
-static long long int_at(const redisReply *r, size_t i) {
-    return r->element[i]->type == REDIS_REPLY_INTEGER ? r->element[i]->integer : -1;
-}
-
 int sluice__admit_parse(const redisReply *r, size_t n, sluice_drain *drain, uint64_t now_ms,
                         sluice_admit_result *res, size_t *admitted) {
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 5) {
         return SLUICE_EPROTO;
     }
-    long long take = int_at(r, 0), depth = int_at(r, 1), cap = int_at(r, 2);
-    long long dup = int_at(r, 3), acked = int_at(r, 4);
+    long long take = sluice_reply_ll(r->element[0], -1), depth = sluice_reply_ll(r->element[1], -1),
+              cap = sluice_reply_ll(r->element[2], -1);
+    long long dup = sluice_reply_ll(r->element[3], -1), acked = sluice_reply_ll(r->element[4], -1);
     if (take < 0 || (size_t)take > n || r->elements != 5 + (size_t)take) {
         return SLUICE_EPROTO;
     }

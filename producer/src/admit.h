@@ -13,7 +13,7 @@
 
 #include <hiredis/hiredis.h>
 
-#include "sluice/drain.h"
+#include "drain.h"
 #include "sluice/producer.h"
 #include "sluice/redis.h"
 
@@ -45,6 +45,12 @@ typedef struct sluice__admit_cfg {
 /* Checks the options' values; fills cfg. Returns 0 or EINVAL with a message. */
 int sluice__admit_cfg_init(sluice__admit_cfg *cfg, const sluice_producer_options *o, char *err,
                            size_t errlen);
+
+/* The rules one message must follow whatever the batch (payload and header pointers, payload
+ * size, idempotency key length and backend, envelope limits). Returns 0, EINVAL or ETOOBIG
+ * with a message in err. The async producer checks each message with it when it is queued. */
+int sluice__admit_check_msg(const sluice__admit_cfg *cfg, const sluice_message *m, char *err,
+                            size_t errlen);
 
 /*
  * Validates and encodes msgs[0..n) into `call`. Returns 0, ETOOBIG (a payload over the limit or

@@ -22,13 +22,13 @@
 
 #include "sluice/aproducer.h"
 #include "sluice/cli.h"
+#include "sluice/figures.h"
 #include "sluice/url.h"
 
 #include "admit.h"
 
 #define DEFAULT_MAX_QUEUED   65536
 #define DEFAULT_MAX_INFLIGHT 64
-#define IDEM_KEY_MAX         200
 
 typedef struct areq areq;
 
@@ -90,31 +90,7 @@ void sluice_aproducer_options_init(sluice_aproducer_options *o) {
 
 /* Checks what sluice__admit_call_build would refuse, so that admit() can refuse it at once. */
 static int check_msg(sluice_aproducer *ap, const sluice_message *m) {
-    if ((m->payload == NULL && m->len > 0) || (m->headers == NULL && m->nheaders > 0)) {
-        snprintf(ap->err, sizeof(ap->err), "NULL payload or headers with a non-zero length");
-        return SLUICE_EINVAL;
-    }
-    if (m->len > ap->cfg.max_payload) {
-        snprintf(ap->err, sizeof(ap->err), "payload is %zu bytes; the limit is %zu", m->len,
-                 ap->cfg.max_payload);
-        return SLUICE_ETOOBIG;
-    }
-    if (m->idempotency_key != NULL) {
-        size_t kl = strlen(m->idempotency_key);
-        if (kl == 0 || kl > IDEM_KEY_MAX || ap->cfg.backend != SLUICE_BACKEND_STREAM) {
-            snprintf(ap->err, sizeof(ap->err),
-                     "idempotency key is %zu bytes; 1..%d allowed, stream backend only", kl,
-                     IDEM_KEY_MAX);
-            return SLUICE_EINVAL;
-        }
-    }
-    sluice_envelope e = {m->payload,  m->len,    m->headers,
-                         m->nheaders, m->tenant, m->tenant ? strlen(m->tenant) : 0};
-    if (sluice_envelope_size(&e) == 0) {
-        snprintf(ap->err, sizeof(ap->err), "message breaks an envelope limit (headers, size)");
-        return SLUICE_ETOOBIG;
-    }
-    return 0;
+    return sluice__admit_check_msg(&ap->cfg, m, ap->err, sizeof(ap->err));
 }
 
 static char *copy_bytes(char *p, const void *src, size_t len) {
@@ -612,21 +588,23 @@ void sluice_aproducer_get_counters(const sluice_aproducer *ap, sluice_aproducer_
 /* ---------------------------------------------------------------------------------------- */
 /* Queue info                                                                               */
 
-typedef struct ainfo {
+typedef struct ainfo ainfo;
+
+/* One command of the info round: which reply slot of the figures it fills. */
+typedef struct ainfo_part {
+    ainfo *ai;
+    size_t i;
+} ainfo_part;
+
+struct ainfo {
     sluice_aproducer *ap;
     sluice_aproducer_info_cb cb;
     void *arg;
     int left;   /* replies still awaited */
     int status; /* the first failure */
-    sluice_queue_info info;
-} ainfo;
-
-static long long reply_ll(const redisReply *r) {
-    if (r->type == REDIS_REPLY_INTEGER) {
-        return r->integer;
-    }
-    return r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0;
-}
+    sluice_figures fig;
+    ainfo_part parts[SLUICE_FIGURES_MAX_CMDS];
+};
 
 static void info_part_done(ainfo *ai, int status) {
     if (status != 0 && ai->status == 0) {
@@ -636,84 +614,39 @@ static void info_part_done(ainfo *ai, int status) {
         return;
     }
     sluice_aproducer *ap = ai->ap;
-    if (ai->status == 0 && ai->info.acked >= 0) {
-        sluice_drain_sample(&ap->drain, sluice_now_ms(), ai->info.acked);
+    const sluice_figures *f = &ai->fig;
+    if (ai->status == 0 && f->capacity == SLUICE_FIGURE_INVALID) {
+        snprintf(ap->err, sizeof(ap->err), "invalid capacity in %s", ap->cfg.keys.meta);
+        ai->status = SLUICE_ECONFIG;
     }
-    ai->info.drain_rate = ap->drain.rate;
-    ai->cb(ap, ai->status, ai->status == 0 ? &ai->info : NULL, ai->arg);
+    sluice_queue_info info = {0};
+    if (ai->status == 0) {
+        sluice_figures_finish(&ai->fig, ap->cfg.backend);
+        sluice_drain_sample(&ap->drain, sluice_now_ms(), f->counters[SLUICE_COUNTER_ACKED]);
+        info = (sluice_queue_info){f->depth,
+                                   f->capacity >= 0 ? f->capacity : ap->cfg.capacity,
+                                   f->in_flight,
+                                   f->consumers,
+                                   f->counters[SLUICE_COUNTER_ADMITTED],
+                                   f->counters[SLUICE_COUNTER_REJECTED],
+                                   f->counters[SLUICE_COUNTER_ACKED],
+                                   f->counters[SLUICE_COUNTER_RETRIED],
+                                   f->counters[SLUICE_COUNTER_DEAD],
+                                   ap->drain.rate};
+    }
+    ai->cb(ap, ai->status, ai->status == 0 ? &info : NULL, ai->arg);
     free(ai);
 }
 
-static void on_info_depth(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
-    ainfo *ai = arg;
-    if (status == 0) {
-        ai->info.depth = reply_ll(r);
+static void on_info_reply(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
+    (void)c;
+    (void)sent;
+    ainfo_part *part = arg;
+    ainfo *ai = part->ai;
+    if (r != NULL && (status == 0 || r->type == REDIS_REPLY_ERROR)) {
+        status = sluice_figures_parse(&ai->fig, ai->ap->cfg.backend, NULL, part->i, r);
     }
     info_part_done(ai, status);
-}
-
-static void on_info_capacity(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
-    ainfo *ai = arg;
-    if (status == 0 && r->type == REDIS_REPLY_STRING &&
-        sluice_capacity_parse(r->str, r->len, &ai->info.capacity) != 0) {
-        snprintf(ai->ap->err, sizeof(ai->ap->err), "invalid capacity in %s", ai->ap->cfg.keys.meta);
-        status = SLUICE_ECONFIG;
-    }
-    info_part_done(ai, status);
-}
-
-static void on_info_stats(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
-    ainfo *ai = arg;
-    static const char *const names[] = {"admitted", "rejected", "acked", "retried", "dead"};
-    long long *fields[] = {&ai->info.admitted, &ai->info.rejected, &ai->info.acked,
-                           &ai->info.retried, &ai->info.dead};
-    if (status == 0 && r->type == REDIS_REPLY_ARRAY) {
-        for (int f = 0; f < 5; f++) {
-            *fields[f] = 0;
-        }
-        for (size_t i = 0; i + 1 < r->elements; i += 2) {
-            for (int f = 0; f < 5; f++) {
-                if (r->element[i]->str != NULL && strcmp(r->element[i]->str, names[f]) == 0) {
-                    *fields[f] = reply_ll(r->element[i + 1]);
-                }
-            }
-        }
-    }
-    info_part_done(ai, status);
-}
-
-/* XINFO GROUPS: an array of groups, each a flat array of field, value. */
-static void on_info_groups(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
-    ainfo *ai = arg;
-    if (status != 0 && r != NULL && r->type == REDIS_REPLY_ERROR &&
-        strstr(r->str, "no such key") != NULL) {
-        status = 0; /* nothing admitted yet */
-    }
-    if (status == 0) {
-        ai->info.pending = ai->info.consumers = 0;
-    }
-    for (size_t g = 0; status == 0 && r->type == REDIS_REPLY_ARRAY && g < r->elements; g++) {
-        const redisReply *grp = r->element[g];
-        for (size_t i = 0; grp->type == REDIS_REPLY_ARRAY && i + 1 < grp->elements; i += 2) {
-            const char *name = grp->element[i]->str;
-            if (name != NULL && strcmp(name, "pending") == 0) {
-                ai->info.pending += reply_ll(grp->element[i + 1]);
-            } else if (name != NULL && strcmp(name, "consumers") == 0) {
-                ai->info.consumers += reply_ll(grp->element[i + 1]);
-            }
-        }
-    }
-    info_part_done(ai, status);
-}
-
-/* Queues one command of the info; a refusal is recorded as the info's status. */
-static void info_send(ainfo *ai, int argc, const char **argv, sluice_aconn_reply_cb cb) {
-    int st = sluice_aconn_command(ai->ap->conn, argc, argv, NULL, 0, cb, ai);
-    if (st == 0) {
-        ai->left++;
-    } else if (ai->status == 0) {
-        ai->status = st;
-    }
 }
 
 int sluice_aproducer_info(sluice_aproducer *ap, sluice_aproducer_info_cb cb, void *arg) {
@@ -731,21 +664,23 @@ int sluice_aproducer_info(sluice_aproducer *ap, sluice_aproducer_info_cb cb, voi
     if (ai == NULL) {
         return SLUICE_ENOMEM;
     }
-    *ai = (ainfo){ap, cb, arg, 1, 0, {-1, ap->cfg.capacity, -1, -1, -1, -1, -1, -1, -1, -1.0}};
-    const sluice_keys *k = &ap->cfg.keys;
-    if (ap->cfg.backend == SLUICE_BACKEND_STREAM) {
-        const char *xlen[] = {"XLEN", k->stream};
-        const char *groups[] = {"XINFO", "GROUPS", k->stream};
-        info_send(ai, 2, xlen, on_info_depth);
-        info_send(ai, 3, groups, on_info_groups);
-    } else {
-        const char *depth[] = {"HGET", k->meta, "list_depth"};
-        info_send(ai, 3, depth, on_info_depth);
+    ai->ap = ap;
+    ai->cb = cb;
+    ai->arg = arg;
+    ai->left = 1; /* held until every command is queued */
+    sluice_figures_init(&ai->fig);
+    sluice_figures_cmd cmds[SLUICE_FIGURES_MAX_CMDS];
+    size_t n = sluice_figures_commands(&ap->cfg.keys, ap->cfg.backend, cmds);
+    for (size_t i = 0; i < n; i++) {
+        ai->parts[i] = (ainfo_part){ai, i};
+        int st = sluice_aconn_command(ap->conn, cmds[i].argc, cmds[i].argv, NULL, 0, on_info_reply,
+                                      &ai->parts[i]);
+        if (st == 0) {
+            ai->left++;
+        } else if (ai->status == 0) {
+            ai->status = st;
+        }
     }
-    const char *stats[] = {"HGETALL", k->stats};
-    const char *cap[] = {"HGET", k->meta, "capacity"};
-    info_send(ai, 2, stats, on_info_stats);
-    info_send(ai, 3, cap, on_info_capacity);
     if (--ai->left == 0) { /* nothing was queued: no callback will come */
         int st = ai->status;
         free(ai);

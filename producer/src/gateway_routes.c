@@ -23,9 +23,8 @@
 
 #include "gateway.h"
 
-#define IDEM_KEY_MAX 200
-#define METRICS_MAX  (1u << 20) /* bytes of one /metrics answer */
-#define JSON_MAX     1024
+#define METRICS_MAX (1u << 20) /* bytes of one /metrics answer */
+#define JSON_MAX    1024
 
 static const double lat_bounds[GW_LAT_BUCKETS - 1] = {
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5};
@@ -187,7 +186,7 @@ static void post_message(gw_conn *c, gw_queue *q) {
                    {"content-type", "content-type", "Content-Type"}};
     sluice_header h[2];
     size_t n = 0, len;
-    char key[IDEM_KEY_MAX + 1];
+    char key[SLUICE_IDEMPOTENCY_KEY_MAX + 1];
     const char *v;
     for (size_t i = 0; i < sizeof(carried) / sizeof(carried[0]); i++) {
         if ((v = gw_header(c, carried[i].http, &len)) == NULL) {
@@ -202,10 +201,10 @@ static void post_message(gw_conn *c, gw_queue *q) {
     }
     const char *idem = NULL;
     if ((v = gw_header(c, "idempotency-key", &len)) != NULL) {
-        if (!visible(v, len, IDEM_KEY_MAX)) {
+        if (!visible(v, len, SLUICE_IDEMPOTENCY_KEY_MAX)) {
             reply_json(c, 400, NULL,
                        "{\"error\":\"Idempotency-Key must be 1-%d visible ASCII characters\"}\n",
-                       IDEM_KEY_MAX);
+                       SLUICE_IDEMPOTENCY_KEY_MAX);
             return;
         }
         memcpy(key, v, len);

@@ -130,13 +130,9 @@ static int worker_start(e2e *b, pthread_t *t) {
 static int worker_ready(const e2e *b, sluice_conn *c) {
     sluice_keys k;
     sluice_keys_init(&k, b->queue, NULL, 0);
-    const char *argv[] = {"XINFO", "GROUPS", k.stream};
     for (int i = 0; i < 500 && !interrupted; i++) {
-        redisReply *r = NULL;
-        int ok = sluice_conn_command(c, 3, argv, NULL, &r, NULL) == 0 &&
-                 r->type == REDIS_REPLY_ARRAY && r->elements > 0;
-        freeReplyObject(r);
-        if (ok) {
+        sluice_figures f;
+        if (bench_figures(c, &k, &f) == 0 && f.group_exists) {
             struct timespec ts = {0, 100000000L}; /* its first XREADGROUP is on its way */
             nanosleep(&ts, NULL);
             return 0;

@@ -176,19 +176,13 @@ static int parse_args(opts *o, int argc, char **argv) {
 
 /* ---- redis figures ---- */
 
-/* HGET-free read of the three counters (HMGET stats admitted rejected acked). */
-static int read_counters(sluice_conn *c, const char *stats, long long v[3]) {
-    const char *argv[] = {"HMGET", stats, "admitted", "rejected", "acked"};
-    redisReply *r = NULL;
-    int st = sluice_conn_command(c, 5, argv, NULL, &r, NULL);
-    if (st == 0 && r->type == REDIS_REPLY_ARRAY && r->elements == 3) {
-        for (int i = 0; i < 3; i++) {
-            v[i] = r->element[i]->type == REDIS_REPLY_STRING ? atoll(r->element[i]->str) : 0;
-        }
-    } else if (st == 0) {
-        st = SLUICE_EPROTO;
-    }
-    freeReplyObject(r);
+/* The three counters a row needs: admitted, rejected, acked. */
+static int read_counters(sluice_conn *c, const sluice_keys *k, long long v[3]) {
+    sluice_figures f;
+    int st = bench_figures(c, k, &f);
+    v[0] = f.counters[SLUICE_COUNTER_ADMITTED];
+    v[1] = f.counters[SLUICE_COUNTER_REJECTED];
+    v[2] = f.counters[SLUICE_COUNTER_ACKED];
     return st;
 }
 
@@ -227,24 +221,9 @@ static void machine_cpu(unsigned long long *busy, unsigned long long *total) {
 
 /* The number of consumers of group "workers" (-1: no stream or no group yet). A blocked
  * XREADGROUP on an empty stream does not create its consumer: only one that got entries. */
-static long long consumers(sluice_conn *c, const char *stream) {
-    const char *argv[] = {"XINFO", "GROUPS", stream};
-    redisReply *r = NULL;
-    long long n = -1;
-    if (sluice_conn_command(c, 3, argv, NULL, &r, NULL) == 0 && r->type == REDIS_REPLY_ARRAY) {
-        for (size_t i = 0; i < r->elements; i++) {
-            const redisReply *g = r->element[i];
-            for (size_t j = 0; g->type == REDIS_REPLY_ARRAY && j + 3 < g->elements; j += 2) {
-                if (strcmp(g->element[j]->str, "name") == 0 &&
-                    strcmp(g->element[j + 1]->str, "workers") == 0 &&
-                    strcmp(g->element[j + 2]->str, "consumers") == 0) {
-                    n = g->element[j + 3]->integer;
-                }
-            }
-        }
-    }
-    freeReplyObject(r);
-    return n;
+static long long consumers(sluice_conn *c, const sluice_keys *k) {
+    sluice_figures f;
+    return bench_figures(c, k, &f) == 0 && f.group_exists ? f.consumers : -1;
 }
 
 /* ---- producers ---- */
@@ -374,7 +353,7 @@ static int fleet_alive(const fleet *f) {
 }
 
 static int fleet_start(fleet *f, const opts *o, const char *queue, long long n, sluice_conn *c,
-                       char *stream) {
+                       const sluice_keys *k) {
     char exe[PATH_MAX];
     if (worker_path(exe, sizeof(exe)) != 0) {
         fprintf(stderr, "sluice-bench scale: no sluice-worker next to this binary (%s)\n", exe);
@@ -388,7 +367,7 @@ static int fleet_start(fleet *f, const opts *o, const char *queue, long long n, 
     }
     /* ready enough = the group exists; the warm-up lets every worker connect and fill up */
     for (int i = 0; i < 1000 && !interrupted; i++) {
-        if (consumers(c, stream) >= 0) {
+        if (consumers(c, k) >= 0) {
             return 0;
         }
         if (fleet_alive(f) != 0) {
@@ -475,17 +454,17 @@ typedef struct sample {
     uint64_t mono_ns, wall_ms;
 } sample;
 
-static int take_sample(sluice_conn *c, const char *stats, sample *s) {
+static int take_sample(sluice_conn *c, const sluice_keys *k, sample *s) {
     s->redis_s = redis_cpu_s(c);
     machine_cpu(&s->busy, &s->total);
     s->mono_ns = sluice_now_ns();
     s->wall_ms = sluice_wall_ms();
-    return read_counters(c, stats, s->c);
+    return read_counters(c, k, s->c);
 }
 
 /* Runs the producers for `secs`, showing progress; returns -1 if a worker died. */
 static int run_for(const opts *o, size_t idx, long long n, const char *phase, double from,
-                   double secs, fleet *f, sluice_conn *c, const char *stats) {
+                   double secs, fleet *f, sluice_conn *c, const sluice_keys *k) {
     uint64_t t0 = sluice_now_ns();
     long long prev = -1, v[3];
     uint64_t prev_ns = t0;
@@ -498,7 +477,7 @@ static int run_for(const opts *o, size_t idx, long long n, const char *phase, do
         if (fleet_alive(f) != 0) {
             return -1;
         }
-        if (read_counters(c, stats, v) == 0) {
+        if (read_counters(c, k, v) == 0) {
             uint64_t now = sluice_now_ns();
             if (prev >= 0 && now > prev_ns) {
                 rate = (double)(v[2] - prev) / ((double)(now - prev_ns) / 1e9);
@@ -545,8 +524,8 @@ static int set_capacity(sluice_conn *c, const sluice_keys *k, long long cap) {
 }
 
 /* After the warm-up every worker must have taken entries; else the row would lie. */
-static int all_reading(sluice_conn *c, const char *stream, long long n) {
-    long long got = consumers(c, stream);
+static int all_reading(sluice_conn *c, const sluice_keys *k, long long n) {
+    long long got = consumers(c, k);
     if (got < n) {
         fprintf(stderr,
                 "\nsluice-bench scale: only %lld of %lld workers took entries during the "
@@ -567,7 +546,7 @@ static int run_step(const opts *o, size_t idx, fleet *f, sluice_conn *c, row *ou
         rc = set_capacity(c, &k, o->capacity);
     }
     if (rc == 0) {
-        rc = fleet_start(f, o, queue, n, c, k.stream);
+        rc = fleet_start(f, o, queue, n, c, &k);
     }
     atomic_int stop = 0;
     producer_thread pt[MAX_PROD];
@@ -577,11 +556,11 @@ static int run_step(const opts *o, size_t idx, fleet *f, sluice_conn *c, row *ou
         pt[np] = (producer_thread){.o = o, .queue = queue, .stop = &stop};
         pthread_create(&pt[np].t, NULL, produce, &pt[np]);
     }
-    if (rc == 0 && (run_for(o, idx, n, "warmup", 0, (double)o->warmup_s, f, c, k.stats) != 0 ||
-                    take_sample(c, k.stats, &a) != 0 || !all_reading(c, k.stream, n) ||
-                    run_for(o, idx, n, "measure", (double)o->warmup_s, (double)o->duration_s, f, c,
-                            k.stats) != 0 ||
-                    take_sample(c, k.stats, &b) != 0)) {
+    if (rc == 0 &&
+        (run_for(o, idx, n, "warmup", 0, (double)o->warmup_s, f, c, &k) != 0 ||
+         take_sample(c, &k, &a) != 0 || !all_reading(c, &k, n) ||
+         run_for(o, idx, n, "measure", (double)o->warmup_s, (double)o->duration_s, f, c, &k) != 0 ||
+         take_sample(c, &k, &b) != 0)) {
         rc = SLUICE_EXIT_REDIS;
     }
     atomic_store(&stop, 1);

@@ -67,3 +67,20 @@ int bench_fill(const char *url, const char *queue, long long count, size_t size)
     sluice_producer_free(p);
     return rc;
 }
+
+int bench_figures(sluice_conn *c, const sluice_keys *k, sluice_figures *f) {
+    sluice_figures_cmd cmds[SLUICE_FIGURES_MAX_CMDS];
+    size_t n = sluice_figures_commands(k, SLUICE_BACKEND_STREAM, cmds);
+    sluice_figures_init(f);
+    int st = 0;
+    for (size_t i = 0; i < n && st == 0; i++) {
+        redisReply *r = NULL;
+        st = sluice_conn_command(c, cmds[i].argc, cmds[i].argv, NULL, &r, NULL);
+        if (r != NULL && (st == 0 || r->type == REDIS_REPLY_ERROR)) {
+            st = sluice_figures_parse(f, SLUICE_BACKEND_STREAM, SLUICE_DEFAULT_GROUP, i, r);
+        }
+        freeReplyObject(r);
+    }
+    sluice_figures_finish(f, SLUICE_BACKEND_STREAM);
+    return st;
+}

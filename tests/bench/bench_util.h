@@ -5,8 +5,15 @@
 
 #include <stddef.h>
 
+#include "sluice/figures.h"
+#include "sluice/redis.h"
+
 /* Deletes every key of `queue` (stream, dead, meta, stats, list). Returns 0 or exit code 3. */
 int bench_purge(const char *url, const char *queue);
+
+/* The queue figures (sluice/figures.h) of a stream queue read over `c`, group "workers".
+ * Returns 0 or a status. */
+int bench_figures(sluice_conn *c, const sluice_keys *k, sluice_figures *f);
 
 /* Admits `count` payloads of `size` bytes in batches of 1000 (capacity count + 1).
  * Returns 0 or an exit code. */

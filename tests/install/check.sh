@@ -28,6 +28,16 @@ libdir=$(dirname "$pcdir")
 for f in include/sluice/producer.h include/sluice/worker.h; do
     [ -e "$prefix/$f" ] || fail "install is missing $f"
 done
+# The installed include directory is the public API and nothing else (cli.h, lua.h, reply.h,
+# figures.h and drain.h are sluice's own), and every public header stands on its own.
+public="aproducer.h envelope.h log.h producer.h queue.h redis.h status.h url.h worker.h"
+got=$(cd "$prefix/include/sluice" && ls | sort | tr '\n' ' ')
+[ "$got" = "$public " ] || fail "installed headers are '$got', expected '$public '"
+for h in $public; do
+    printf '#include <sluice/%s>\nint main(void) { return 0; }\n' "$h" >"$work/h.c"
+    cc -std=c11 -pedantic -Wall -Werror -I"$prefix/include" -c "$work/h.c" -o "$work/h.o" ||
+        fail "public header sluice/$h does not compile on its own"
+done
 soname=$(objdump -p "$libdir/libsluice_producer.so" | awk '/SONAME/ { print $2 }')
 [ "$soname" = libsluice_producer.so.0 ] || fail "libsluice_producer.so has SONAME '$soname'"
 

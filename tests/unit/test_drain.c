@@ -7,7 +7,7 @@
 #include <stdio.h>
 
 #include "harness.h"
-#include "sluice/drain.h"
+#include "drain.h"
 
 int main(void) {
     sluice_drain d;

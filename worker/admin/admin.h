@@ -21,6 +21,7 @@
 #include <hiredis/hiredis.h>
 
 #include "sluice/queue.h"
+#include "sluice/reply.h"
 #include "sluice/redis.h"
 #include "sluice/url.h"
 
@@ -72,16 +73,11 @@ int admin_connect(admin *a);
 /* Sets a->backend from TYPE of the stream / list keys unless --backend was given. */
 int admin_detect_backend(admin *a);
 
-/* An integer from an integer or numeric string reply; `dflt` for nil or anything else. */
-long long admin_reply_ll(const redisReply *r, long long dflt);
 /* A capacity read from meta (HGET): the value, ADMIN_CAPACITY_UNSET for nil, or
  * ADMIN_CAPACITY_INVALID for anything sluice_capacity_parse refuses. */
 #define ADMIN_CAPACITY_UNSET   (-1)
 #define ADMIN_CAPACITY_INVALID (-2)
 long long admin_capacity_value(const redisReply *r);
-
-/* In a flat [name, value, ...] array reply, the value of `name`, or NULL. */
-const redisReply *admin_field(const redisReply *r, const char *name);
 
 /* Writes s[0..len) as a JSON string literal (quotes included); bytes >= 0x80 as \u00XX. */
 void admin_json_str(FILE *f, const char *s, size_t len);

@@ -77,10 +77,10 @@ static int read_stream_consumers(admin *a, group_view *v) {
     }
     int rc = r->type == REDIS_REPLY_ARRAY ? 0 : SLUICE_EXIT_REDIS;
     for (size_t i = 0; rc == 0 && i < r->elements; i++) {
-        const redisReply *c = r->element[i], *name = admin_field(c, "name");
+        const redisReply *c = r->element[i], *name = sluice_reply_field(c, "name");
         if (name == NULL || name->type != REDIS_REPLY_STRING ||
-            view_add(v, name->str, admin_reply_ll(admin_field(c, "pending"), 0),
-                     admin_reply_ll(admin_field(c, "idle"), -1)) != 0) {
+            view_add(v, name->str, sluice_reply_ll(sluice_reply_field(c, "pending"), 0),
+                     sluice_reply_ll(sluice_reply_field(c, "idle"), -1)) != 0) {
             rc = SLUICE_EXIT_REDIS;
         }
     }
@@ -95,14 +95,13 @@ static int read_stream_consumers(admin *a, group_view *v) {
 static int read_list_consumers(admin *a, group_view *v) {
     redisReply *r, *l;
     int rc = admin_call(a, &r, "SMEMBERS", "SMEMBERS", a->keys.procs, NULL);
-    size_t plen = strlen(a->keys.prefix) + 5; /* "<prefix>proc:" */
     for (size_t i = 0; rc == 0 && i < r->elements; i++) {
         const char *key = r->element[i]->str;
         if ((rc = admin_call(a, &l, "LLEN", "LLEN", key, NULL)) != 0) {
             break;
         }
-        const char *name = strlen(key) > plen ? key + plen : key;
-        if (view_add(v, name, admin_reply_ll(l, 0), -1) != 0) {
+        const char *name = sluice_key_proc_consumer(&a->keys, key);
+        if (view_add(v, name, sluice_reply_ll(l, 0), -1) != 0) {
             admin_err(a, "out of memory");
             rc = SLUICE_EXIT_REDIS;
         }
@@ -364,7 +363,7 @@ static int unlink_keys(admin *a, const keylist *k, long long *deleted) {
         if (rc != 0) {
             return rc;
         }
-        *deleted += admin_reply_ll(r, 0);
+        *deleted += sluice_reply_ll(r, 0);
         freeReplyObject(r);
     }
     return 0;

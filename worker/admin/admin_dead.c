@@ -33,7 +33,7 @@ static const redisReply *entry_field(const redisReply *e, const char *name) {
     if (e->type != REDIS_REPLY_ARRAY || e->elements != 2) {
         return NULL;
     }
-    const redisReply *v = admin_field(e->element[1], name);
+    const redisReply *v = sluice_reply_field(e->element[1], name);
     return v != NULL && v->type == REDIS_REPLY_STRING ? v : NULL;
 }
 
@@ -84,7 +84,7 @@ static int read_page(admin *a, const char *after, long long count, redisReply **
 static long long dead_len(admin *a, int *rc) {
     redisReply *r;
     *rc = admin_call(a, &r, "XLEN", "XLEN", a->keys.dead, NULL);
-    long long n = *rc == 0 ? admin_reply_ll(r, 0) : 0;
+    long long n = *rc == 0 ? sluice_reply_ll(r, 0) : 0;
     freeReplyObject(r);
     return n;
 }
@@ -102,7 +102,7 @@ static void list_row(const admin *a, const redisReply *e, int first) {
         printf("%s{\"dead_id\":\"%s\",\"id\":", first ? "" : ",", e->element[0]->str);
         admin_json_str(stdout, entry_str(e, "id"), strlen(entry_str(e, "id")));
         printf(",\"deliveries\":%lld,\"consumer\":",
-               admin_reply_ll(entry_field(e, "deliveries"), 0));
+               sluice_reply_ll(entry_field(e, "deliveries"), 0));
         admin_json_str(stdout, entry_str(e, "consumer"), strlen(entry_str(e, "consumer")));
         printf(",\"reason\":");
         admin_json_str(stdout, reason, strlen(reason));
@@ -131,7 +131,7 @@ static void list_row(const admin *a, const redisReply *e, int first) {
     char consumer[32], why[40], id[48];
     printf("%-22s %-22s %5lld  %-20.20s %-30.30s ", e->element[0]->str,
            admin_safe(entry_str(e, "id"), id, sizeof(id)),
-           admin_reply_ll(entry_field(e, "deliveries"), 0),
+           sluice_reply_ll(entry_field(e, "deliveries"), 0),
            admin_safe(entry_str(e, "consumer"), consumer, sizeof(consumer)),
            admin_safe(reason, why, sizeof(why)));
     if (ok) {
@@ -497,7 +497,7 @@ static int purge_named(admin *a) {
     if (rc != 0) {
         return rc;
     }
-    long long n = admin_reply_ll(r, 0), asked = a->nargs - 2;
+    long long n = sluice_reply_ll(r, 0), asked = a->nargs - 2;
     freeReplyObject(r);
     if (a->json) {
         printf("{\"queue\":\"%s\",\"deleted\":%lld,\"not_found\":%lld}\n", a->queue, n, asked - n);
@@ -523,7 +523,7 @@ static int purge_all(admin *a) {
         return rc;
     }
     long long n =
-        r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? admin_reply_ll(r->element[0], 0) : 0;
+        r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? sluice_reply_ll(r->element[0], 0) : 0;
     freeReplyObject(r);
     if (a->json) {
         printf("{\"queue\":\"%s\",\"deleted\":%lld,\"not_found\":0}\n", a->queue, n);

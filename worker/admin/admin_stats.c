@@ -7,9 +7,9 @@
  * two snapshots divided by the monotonic time between them: stats takes the second one after
  * --sample ms, watch uses the previous refresh.
  *
- * Stream backend: depth = XLEN, in flight = the group's pending count, waiting = depth - pending,
- * lag = XINFO GROUPS' lag (entries never delivered to the group). List backend: depth =
- * meta.list_depth, waiting = LLEN of the list, in flight = sum of LLEN of the processing lists.
+ * Depth, waiting, in flight, dead and the counters mean what sluice/figures.h says, the same
+ * for every reader; the consumer rows come from XINFO CONSUMERS (stream) or the processing
+ * lists (list backend). JSON's "lag" repeats "waiting" for readers of earlier versions.
  */
 #include <errno.h>
 #include <signal.h>
@@ -20,14 +20,14 @@
 #include <unistd.h>
 
 #include "sluice/cli.h"
+#include "sluice/figures.h"
+#include "sluice/status.h"
 
 #include "admin.h"
 
 #define MAX_ROWS 256 /* consumers shown; all are counted */
 
-static const char *const counter_names[] = {"admitted", "rejected", "acked",
-                                            "retried",  "dead",     "reclaimed"};
-enum { NCOUNTERS = sizeof(counter_names) / sizeof(counter_names[0]) };
+enum { NCOUNTERS = SLUICE_COUNTER_COUNT_ };
 
 typedef struct row {
     char name[160];
@@ -37,36 +37,12 @@ typedef struct row {
 
 typedef struct snapshot {
     uint64_t at_ns;
-    long long depth, capacity; /* ADMIN_CAPACITY_UNSET / _INVALID */
-    long long waiting, in_flight, lag, dead;
-    int group_exists;
-    long long counters[NCOUNTERS];
+    sluice_figures f;  /* one meaning for every reader: see sluice/figures.h */
     size_t nconsumers; /* all of them; rows holds the first MAX_ROWS */
     row rows[MAX_ROWS];
 } snapshot;
 
 /* ---- reading a snapshot ---- */
-
-static void read_counters(snapshot *s, const redisReply *h) {
-    for (size_t i = 0; i < NCOUNTERS; i++) {
-        s->counters[i] = admin_reply_ll(admin_field(h, counter_names[i]), 0);
-    }
-}
-
-static void read_group(admin *a, snapshot *s, const redisReply *groups) {
-    if (groups == NULL || groups->type != REDIS_REPLY_ARRAY) {
-        return;
-    }
-    for (size_t i = 0; i < groups->elements; i++) {
-        const redisReply *g = groups->element[i];
-        const redisReply *name = admin_field(g, "name");
-        if (name != NULL && name->type == REDIS_REPLY_STRING && strcmp(name->str, a->group) == 0) {
-            s->group_exists = 1;
-            s->in_flight = admin_reply_ll(admin_field(g, "pending"), 0);
-            s->lag = admin_reply_ll(admin_field(g, "lag"), -1);
-        }
-    }
-}
 
 static void read_consumers(snapshot *s, const redisReply *cs) {
     if (cs == NULL || cs->type != REDIS_REPLY_ARRAY) {
@@ -75,26 +51,22 @@ static void read_consumers(snapshot *s, const redisReply *cs) {
     s->nconsumers = cs->elements;
     for (size_t i = 0; i < cs->elements && i < MAX_ROWS; i++) {
         const redisReply *c = cs->element[i];
-        const redisReply *name = admin_field(c, "name");
+        const redisReply *name = sluice_reply_field(c, "name");
         row *r = &s->rows[i];
         snprintf(r->name, sizeof(r->name), "%s",
                  name && name->type == REDIS_REPLY_STRING ? name->str : "?");
-        r->pending = admin_reply_ll(admin_field(c, "pending"), 0);
-        r->idle_ms = admin_reply_ll(admin_field(c, "idle"), -1);
+        r->pending = sluice_reply_ll(sluice_reply_field(c, "pending"), 0);
+        r->idle_ms = sluice_reply_ll(sluice_reply_field(c, "idle"), -1);
     }
 }
 
 /* Sends MULTI, the commands, EXEC; *out is the EXEC array (n replies, errors inline). */
-static int transaction(admin *a, redisReply **out, const char *cmds[][6], size_t n) {
+static int transaction(admin *a, redisReply **out, sluice_figures_cmd *cmds, size_t n) {
     redisReply *r;
     int rc = admin_call(a, &r, "MULTI", "MULTI", NULL);
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        int argc = 0;
-        while (argc < 6 && cmds[i][argc] != NULL) {
-            argc++;
-        }
         freeReplyObject(r);
-        rc = admin_callv(a, &r, cmds[i][0], argc, cmds[i], NULL);
+        rc = admin_callv(a, &r, cmds[i].argv[0], cmds[i].argc, cmds[i].argv, NULL);
     }
     freeReplyObject(r);
     if (rc != 0) {
@@ -110,92 +82,55 @@ static int transaction(admin *a, redisReply **out, const char *cmds[][6], size_t
     return rc;
 }
 
-static int snap_stream(admin *a, snapshot *s) {
-    const char *cmds[][6] = {
-        {"XLEN", a->keys.stream, NULL},
-        {"HGET", a->keys.meta, "capacity", NULL},
-        {"XINFO", "GROUPS", a->keys.stream, NULL},
-        {"XINFO", "CONSUMERS", a->keys.stream, a->group, NULL},
-        {"XLEN", a->keys.dead, NULL},
-        {"HGETALL", a->keys.stats, NULL},
-    };
-    redisReply *r;
-    int rc = transaction(a, &r, cmds, 6);
-    if (rc != 0) {
-        return rc;
-    }
-    s->depth = admin_reply_ll(r->element[0], 0);
-    s->capacity = admin_capacity_value(r->element[1]);
-    read_group(a, s, r->element[2]);
-    read_consumers(s, r->element[3]);
-    s->dead = admin_reply_ll(r->element[4], 0);
-    read_counters(s, r->element[5]);
-    s->waiting = s->depth > s->in_flight ? s->depth - s->in_flight : 0;
-    freeReplyObject(r);
-    return 0;
-}
-
-/* The consumer a processing list belongs to: the text after "<prefix>proc:". */
-static const char *proc_consumer(const admin *a, const char *key) {
-    size_t n = strlen(a->keys.prefix);
-    if (strncmp(key, a->keys.prefix, n) == 0 && strncmp(key + n, "proc:", 5) == 0) {
-        return key + n + 5;
-    }
-    return key;
-}
-
+/* List backend: each processing list is a consumer; its length is what it holds. */
 static int snap_list_procs(admin *a, snapshot *s, const redisReply *procs) {
     if (procs == NULL || procs->type != REDIS_REPLY_ARRAY) {
         return 0;
     }
     s->nconsumers = procs->elements;
-    for (size_t i = 0; i < procs->elements; i++) {
+    for (size_t i = 0; i < procs->elements && i < MAX_ROWS; i++) {
         redisReply *r;
         int rc = admin_call(a, &r, "LLEN", "LLEN", procs->element[i]->str, NULL);
         if (rc != 0) {
             return rc;
         }
-        long long n = admin_reply_ll(r, 0);
+        snprintf(s->rows[i].name, sizeof(s->rows[i].name), "%s",
+                 sluice_key_proc_consumer(&a->keys, procs->element[i]->str));
+        s->rows[i].pending = sluice_reply_ll(r, 0);
+        s->rows[i].idle_ms = -1;
         freeReplyObject(r);
-        s->in_flight += n;
-        if (i < MAX_ROWS) {
-            snprintf(s->rows[i].name, sizeof(s->rows[i].name), "%s",
-                     proc_consumer(a, procs->element[i]->str));
-            s->rows[i].pending = n;
-            s->rows[i].idle_ms = -1;
-        }
     }
     return 0;
 }
 
-static int snap_list(admin *a, snapshot *s) {
-    const char *cmds[][6] = {
-        {"HGET", a->keys.meta, "list_depth", NULL},
-        {"HGET", a->keys.meta, "capacity", NULL},
-        {"LLEN", a->keys.list, NULL},
-        {"SMEMBERS", a->keys.procs, NULL},
-        {"XLEN", a->keys.dead, NULL},
-        {"HGETALL", a->keys.stats, NULL},
-    };
+/* The queue figures and the consumer rows, read in one MULTI/EXEC. */
+static int snapshot_take(admin *a, snapshot *s) {
+    memset(s, 0, sizeof(*s));
+    sluice_figures_init(&s->f);
+    sluice_figures_cmd cmds[SLUICE_FIGURES_MAX_CMDS + 1];
+    size_t n = sluice_figures_commands(&a->keys, a->backend, cmds);
+    int list = a->backend == SLUICE_BACKEND_LIST;
+    cmds[n] = list ? (sluice_figures_cmd){2, {"SMEMBERS", a->keys.procs}}
+                   : (sluice_figures_cmd){4, {"XINFO", "CONSUMERS", a->keys.stream, a->group}};
     redisReply *r;
-    int rc = transaction(a, &r, cmds, 6);
+    int rc = transaction(a, &r, cmds, n + 1);
     if (rc != 0) {
         return rc;
     }
-    s->depth = admin_reply_ll(r->element[0], 0);
-    s->capacity = admin_capacity_value(r->element[1]);
-    s->waiting = admin_reply_ll(r->element[2], 0);
-    s->dead = admin_reply_ll(r->element[4], 0);
-    read_counters(s, r->element[5]);
-    rc = snap_list_procs(a, s, r->element[3]);
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        int st = sluice_figures_parse(&s->f, a->backend, a->group, i, r->element[i]);
+        if (st != 0) {
+            admin_err(a, "%s: %s", cmds[i].argv[0],
+                      r->element[i]->type == REDIS_REPLY_ERROR ? r->element[i]->str
+                                                               : sluice_strerror(st));
+            rc = SLUICE_EXIT_REDIS;
+        }
+    }
+    sluice_figures_finish(&s->f, a->backend);
+    if (rc == 0) {
+        rc = list ? snap_list_procs(a, s, r->element[n]) : (read_consumers(s, r->element[n]), 0);
+    }
     freeReplyObject(r);
-    return rc;
-}
-
-static int snapshot_take(admin *a, snapshot *s) {
-    memset(s, 0, sizeof(*s));
-    s->lag = -1;
-    int rc = a->backend == SLUICE_BACKEND_LIST ? snap_list(a, s) : snap_stream(a, s);
     s->at_ns = sluice_now_ns();
     return rc;
 }
@@ -209,7 +144,7 @@ static int rates(const snapshot *prev, const snapshot *cur, double *r) {
     }
     double dt = (double)(cur->at_ns - prev->at_ns) / 1e9;
     for (size_t i = 0; i < NCOUNTERS; i++) {
-        long long d = cur->counters[i] - prev->counters[i];
+        long long d = cur->f.counters[i] - prev->f.counters[i];
         r[i] = d > 0 ? (double)d / dt : 0.0; /* a purge resets counters: no negative rates */
     }
     return 1;
@@ -221,15 +156,15 @@ static void print_json(const admin *a, const snapshot *s, const snapshot *prev) 
     printf("{\"queue\":\"%s\",\"backend\":\"%s\",\"group\":", a->queue,
            sluice_backend_name(a->backend));
     admin_json_str(stdout, a->group, strlen(a->group));
-    printf(",\"depth\":%lld,\"capacity\":", s->depth);
-    s->capacity >= 0 ? printf("%lld", s->capacity) : printf("null");
-    if (s->capacity == ADMIN_CAPACITY_INVALID) {
+    printf(",\"depth\":%lld,\"capacity\":", s->f.depth);
+    s->f.capacity >= 0 ? printf("%lld", s->f.capacity) : printf("null");
+    if (s->f.capacity == ADMIN_CAPACITY_INVALID) {
         printf(",\"capacity_error\":\"invalid capacity in meta\"");
     }
-    printf(",\"waiting\":%lld,\"in_flight\":%lld,\"pending\":%lld,\"lag\":", s->waiting,
-           s->in_flight, s->in_flight);
-    s->lag >= 0 ? printf("%lld", s->lag) : printf("null");
-    printf(",\"dead\":%lld,\"consumers\":[", s->dead);
+    printf(",\"waiting\":%lld,\"in_flight\":%lld,\"pending\":%lld,\"lag\":", s->f.waiting,
+           s->f.in_flight, s->f.in_flight);
+    printf("%lld", s->f.waiting); /* kept for readers of earlier versions: = waiting */
+    printf(",\"dead\":%lld,\"consumers\":[", s->f.dead);
     for (size_t i = 0; i < s->nconsumers && i < MAX_ROWS; i++) {
         printf("%s{\"name\":", i ? "," : "");
         admin_json_str(stdout, s->rows[i].name, strlen(s->rows[i].name));
@@ -238,14 +173,15 @@ static void print_json(const admin *a, const snapshot *s, const snapshot *prev) 
     }
     printf("],\"consumers_total\":%zu,\"counters\":{", s->nconsumers);
     for (size_t i = 0; i < NCOUNTERS; i++) {
-        printf("%s\"%s\":%lld", i ? "," : "", counter_names[i], s->counters[i]);
+        printf("%s\"%s\":%lld", i ? "," : "", sluice_counter_name((sluice_counter)i),
+               s->f.counters[i]);
     }
     printf("},\"rates\":");
     if (!have) {
         printf("null");
     } else {
         for (size_t i = 0; i < NCOUNTERS; i++) {
-            printf("%s\"%s\":%.1f", i ? "," : "{", counter_names[i], r[i]);
+            printf("%s\"%s\":%.1f", i ? "," : "{", sluice_counter_name((sluice_counter)i), r[i]);
         }
         printf("}");
     }
@@ -285,39 +221,37 @@ static void print_counters(const snapshot *s, const snapshot *prev) {
     char a[32];
     printf("  %-10s %16s %12s\n", "COUNTER", "TOTAL", "PER SEC");
     for (size_t i = 0; i < NCOUNTERS; i++) {
-        printf("  %-10s %16s", counter_names[i],
-               sluice_fmt_count(a, sizeof(a), (unsigned long long)s->counters[i]));
+        printf("  %-10s %16s", sluice_counter_name((sluice_counter)i),
+               sluice_fmt_count(a, sizeof(a), (unsigned long long)s->f.counters[i]));
         printf(" %12s\n", have ? fmt_rate(a, sizeof(a), r[i]) : "-");
     }
     /* Little's law: a new entry waits about depth / drain rate. */
     if (have && r[2] > 0) {
         printf("  drain %s/s: a new entry waits ~%.2fs; a full bucket drains in ~%.2fs\n",
-               fmt_rate(a, sizeof(a), r[2]), (double)s->depth / r[2],
-               s->capacity >= 0 ? (double)s->capacity / r[2] : (double)s->depth / r[2]);
+               fmt_rate(a, sizeof(a), r[2]), (double)s->f.depth / r[2],
+               s->f.capacity >= 0 ? (double)s->f.capacity / r[2] : (double)s->f.depth / r[2]);
     }
 }
 
 static void print_human(const admin *a, const snapshot *s, const snapshot *prev) {
-    char d[32], c[32], w[32], f[32], l[32], x[32];
+    char d[32], c[32], w[32], f[32], x[32];
     printf("queue %s (%s backend", a->queue, sluice_backend_name(a->backend));
     if (a->backend == SLUICE_BACKEND_STREAM) {
-        printf(", group %s%s", a->group, s->group_exists ? "" : " - not created yet");
+        printf(", group %s%s", a->group, s->f.group_exists ? "" : " - not created yet");
     }
-    printf(")\n  depth      %s / %s", sluice_fmt_count(d, sizeof(d), (unsigned long long)s->depth),
-           s->capacity >= 0 ? sluice_fmt_count(c, sizeof(c), (unsigned long long)s->capacity)
-           : s->capacity == ADMIN_CAPACITY_UNSET
+    printf(")\n  depth      %s / %s",
+           sluice_fmt_count(d, sizeof(d), (unsigned long long)s->f.depth),
+           s->f.capacity >= 0 ? sluice_fmt_count(c, sizeof(c), (unsigned long long)s->f.capacity)
+           : s->f.capacity == ADMIN_CAPACITY_UNSET
                ? "(not set: producers' default)"
                : "(INVALID in meta: admissions fail; fix with sluice-admin capacity QUEUE N)");
-    if (s->capacity > 0) {
-        printf("  (%.0f%%)", 100.0 * (double)s->depth / (double)s->capacity);
+    if (s->f.capacity > 0) {
+        printf("  (%.0f%%)", 100.0 * (double)s->f.depth / (double)s->f.capacity);
     }
     printf("\n  waiting    %s   in flight %s",
-           sluice_fmt_count(w, sizeof(w), (unsigned long long)s->waiting),
-           sluice_fmt_count(f, sizeof(f), (unsigned long long)s->in_flight));
-    if (s->lag >= 0) {
-        printf("   lag %s", sluice_fmt_count(l, sizeof(l), (unsigned long long)s->lag));
-    }
-    printf("\n  dead       %s\n", sluice_fmt_count(x, sizeof(x), (unsigned long long)s->dead));
+           sluice_fmt_count(w, sizeof(w), (unsigned long long)s->f.waiting),
+           sluice_fmt_count(f, sizeof(f), (unsigned long long)s->f.in_flight));
+    printf("\n  dead       %s\n", sluice_fmt_count(x, sizeof(x), (unsigned long long)s->f.dead));
     print_consumers(s);
     print_counters(s, prev);
     fflush(stdout);
@@ -363,7 +297,7 @@ static int queue_missing(admin *a, int *rc) {
     if (*rc != 0) {
         return 0;
     }
-    int missing = admin_reply_ll(r, 1) == 0;
+    int missing = sluice_reply_ll(r, 1) == 0;
     freeReplyObject(r);
     if (missing) {
         admin_err(a, "queue %s does not exist (no keys sluice:{%s}:*; names are case-sensitive)",
@@ -482,16 +416,16 @@ int admin_capacity(admin *a) {
     }
     char value[24]; /* written as parsed: "+5" or "010" are stored as 5 and 10 */
     snprintf(value, sizeof(value), "%lld", n);
-    const char *cmds[][6] = {{"HGET", a->keys.meta, "capacity", NULL},
-                             {"HSET", a->keys.meta, "capacity", value, NULL},
-                             {"XLEN", a->keys.stream, NULL},
-                             {"HGET", a->keys.meta, "list_depth", NULL}};
+    sluice_figures_cmd cmds[] = {{3, {"HGET", a->keys.meta, "capacity"}},
+                                 {4, {"HSET", a->keys.meta, "capacity", value}},
+                                 {2, {"XLEN", a->keys.stream}},
+                                 {3, {"HGET", a->keys.meta, "list_depth"}}};
     redisReply *r;
     if ((rc = transaction(a, &r, cmds, 4)) != 0) {
         return rc;
     }
     old = admin_capacity_value(r->element[0]);
-    depth = admin_reply_ll(r->element[2], 0) + admin_reply_ll(r->element[3], 0);
+    depth = sluice_reply_ll(r->element[2], 0) + sluice_reply_ll(r->element[3], 0);
     freeReplyObject(r);
     if (a->json) {
         printf("{\"queue\":\"%s\",\"capacity\":%lld,\"previous\":", a->queue, n);

@@ -102,40 +102,11 @@ int admin_detect_backend(admin *a) {
     }
     redisReply *r;
     rc = admin_call(a, &r, "HEXISTS", "HEXISTS", a->keys.meta, "list_depth", NULL);
-    if (rc == 0 && admin_reply_ll(r, 0) == 1) {
+    if (rc == 0 && sluice_reply_ll(r, 0) == 1) {
         a->backend = SLUICE_BACKEND_LIST;
     }
     freeReplyObject(r);
     return rc;
-}
-
-long long admin_reply_ll(const redisReply *r, long long dflt) {
-    if (r == NULL) {
-        return dflt;
-    }
-    if (r->type == REDIS_REPLY_INTEGER) {
-        return r->integer;
-    }
-    if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS) {
-        char *end;
-        long long v = strtoll(r->str, &end, 10);
-        return (end != r->str && *end == '\0') ? v : dflt;
-    }
-    return dflt;
-}
-
-const redisReply *admin_field(const redisReply *r, const char *name) {
-    if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
-        return NULL;
-    }
-    for (size_t i = 0; i + 1 < r->elements; i += 2) {
-        const redisReply *k = r->element[i];
-        if ((k->type == REDIS_REPLY_STRING || k->type == REDIS_REPLY_STATUS) &&
-            strcmp(k->str, name) == 0) {
-            return r->element[i + 1];
-        }
-    }
-    return NULL;
 }
 
 /* Text as a JSON value: valid UTF-8 as a JSON string (as is, only quote, backslash and control

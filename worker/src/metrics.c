@@ -29,6 +29,7 @@
 #include <uv.h>
 
 #include "sluice/cli.h"
+#include "sluice/figures.h"
 #include "sluice/log.h"
 #include "sluice/redis.h"
 
@@ -56,9 +57,14 @@ struct sluice_metrics {
     int nclients;
     client *clients;
     int closing, stop_called;
-    int querying;     /* replies still to come in the current query round */
-    int round_failed; /* one of them failed */
-    long long q_depth, q_lag, q_pending;
+    int querying;         /* replies still to come in the current query round */
+    int round_failed;     /* one of them failed */
+    sluice_figures round; /* the figures of the current round */
+    sluice_figures q;     /* the last complete round's */
+    struct query_part {
+        sluice_metrics *m;
+        size_t i;
+    } parts[SLUICE_FIGURES_MAX_CMDS];
     uint64_t q_at_ms; /* when the last complete answer came (0 = never) */
     unsigned long long q_errors;
     char label_consumer[300]; /* escaped label value */
@@ -175,9 +181,11 @@ static void queue_metrics(buf *b, const sluice_metrics *m) {
     if (!fresh) {
         return; /* absent rather than stale */
     }
-    queue_gauge(b, m, "depth", "Entries in the bucket: waiting + in flight (XLEN).", m->q_depth);
-    queue_gauge(b, m, "lag", "Entries not yet delivered to the consumer group.", m->q_lag);
-    queue_gauge(b, m, "pending", "Entries delivered and not yet acknowledged.", m->q_pending);
+    queue_gauge(b, m, "depth", "Entries in the bucket: waiting + in flight.", m->q.depth);
+    queue_gauge(b, m, "lag", "Entries waiting: not yet delivered to any worker.", m->q.waiting);
+    queue_gauge(b, m, "pending", "Entries in flight: delivered, not yet acknowledged.",
+                m->q.in_flight);
+    queue_gauge(b, m, "dead", "Dead letters held.", m->q.dead);
     bprintf(b, "# HELP sluice_queue_age_seconds Age of the depth/lag/pending figures.\n");
     bprintf(b, "# TYPE sluice_queue_age_seconds gauge\n");
     bprintf(b, "sluice_queue_age_seconds{queue=\"%s\",group=\"%s\"} %.3f\n", m->info.queue,
@@ -369,70 +377,24 @@ static void query_done(sluice_metrics *m, int ok) {
     if (m->round_failed) {
         m->q_errors++;
     } else {
+        sluice_figures_finish(&m->round, m->info.backend);
+        m->q = m->round;
         m->q_at_ms = sluice_now_ms();
     }
 }
 
-static void on_depth(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
-    sluice_metrics *m = arg;
+static void on_figure(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
+    (void)c;
+    (void)sent;
+    struct query_part *part = arg;
+    sluice_metrics *m = part->m;
     if (status == SLUICE_ECANCELED) {
         return;
     }
-    int ok = status == 0 && (r->type == REDIS_REPLY_INTEGER || r->type == REDIS_REPLY_STRING ||
-                             r->type == REDIS_REPLY_NIL);
-    if (ok) {
-        m->q_depth = r->type == REDIS_REPLY_INTEGER  ? r->integer
-                     : r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10)
-                                                     : 0;
+    if (r != NULL && (status == 0 || r->type == REDIS_REPLY_ERROR)) {
+        status = sluice_figures_parse(&m->round, m->info.backend, m->info.group, part->i, r);
     }
-    query_done(m, ok);
-}
-
-/* XINFO GROUPS: lag and pending of our group. A missing stream means an empty queue. */
-static void on_groups(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
-    sluice_metrics *m = arg;
-    if (status == SLUICE_ECANCELED) {
-        return;
-    }
-    int ok = status == 0 && r->type == REDIS_REPLY_ARRAY;
-    if (status != 0 && r != NULL && r->type == REDIS_REPLY_ERROR && strstr(r->str, "no such key")) {
-        m->q_lag = m->q_pending = 0;
-        ok = 1;
-    }
-    for (size_t i = 0; ok && status == 0 && i < r->elements; i++) {
-        const redisReply *g = r->element[i];
-        long long vals[3] = {-1, -1, -1}; /* name matches, lag, pending */
-        for (size_t j = 0; g->type == REDIS_REPLY_ARRAY && j + 1 < g->elements; j += 2) {
-            const char *k = g->element[j]->str;
-            const redisReply *v = g->element[j + 1];
-            if (strcmp(k, "name") == 0 && v->type == REDIS_REPLY_STRING) {
-                vals[0] = strcmp(v->str, m->info.group) == 0;
-            } else if (strcmp(k, "lag") == 0 && v->type == REDIS_REPLY_INTEGER) {
-                vals[1] = v->integer;
-            } else if (strcmp(k, "pending") == 0 && v->type == REDIS_REPLY_INTEGER) {
-                vals[2] = v->integer;
-            }
-        }
-        if (vals[0] == 1) {
-            m->q_lag = vals[1] >= 0 ? vals[1] : m->q_depth - vals[2]; /* lag unknown: estimate */
-            m->q_pending = vals[2] >= 0 ? vals[2] : 0;
-        }
-    }
-    query_done(m, ok);
-}
-
-/* List backend: LLEN of the list = not yet taken by any worker. */
-static void on_waiting(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
-    sluice_metrics *m = arg;
-    if (status == SLUICE_ECANCELED) {
-        return;
-    }
-    int ok = status == 0 && r->type == REDIS_REPLY_INTEGER;
-    if (ok) {
-        m->q_lag = r->integer;
-        m->q_pending = m->q_depth > r->integer ? m->q_depth - r->integer : 0;
-    }
-    query_done(m, ok);
+    query_done(m, status == 0);
 }
 
 static void query(sluice_metrics *m) {
@@ -443,23 +405,21 @@ static void query(sluice_metrics *m) {
         m->q_errors++; /* Redis unreachable: the figures age out after STALE_MS */
         return;
     }
-    int list = m->info.backend == SLUICE_BACKEND_LIST;
-    const char *a1[] = {"XLEN", m->keys.stream};
-    const char *l1[] = {"HGET", m->keys.meta, "list_depth"};
-    const char *a2[] = {"XINFO", "GROUPS", m->keys.stream};
-    const char *l2[] = {"LLEN", m->keys.list};
-    m->querying = 2;
+    sluice_figures_cmd cmds[SLUICE_FIGURES_MAX_CMDS];
+    size_t n = sluice_figures_commands(&m->keys, m->info.backend, cmds);
+    sluice_figures_init(&m->round);
     m->round_failed = 0;
-    if (sluice_aconn_command(m->conn, list ? 3 : 2, list ? l1 : a1, NULL, QUERY_MS, on_depth, m) !=
-        0) {
-        m->querying = 0;
-        m->q_errors++;
-        return;
+    m->querying = 1; /* held until every command is queued */
+    for (size_t i = 0; i < n; i++) {
+        m->parts[i] = (struct query_part){m, i};
+        if (sluice_aconn_command(m->conn, cmds[i].argc, cmds[i].argv, NULL, QUERY_MS, on_figure,
+                                 &m->parts[i]) == 0) {
+            m->querying++;
+        } else {
+            m->round_failed = 1;
+        }
     }
-    if (sluice_aconn_command(m->conn, list ? 2 : 3, list ? l2 : a2, NULL, QUERY_MS,
-                             list ? on_waiting : on_groups, m) != 0) {
-        query_done(m, 0);
-    }
+    query_done(m, 1);
 }
 
 /* ---- life cycle ---- */

@@ -141,7 +141,11 @@ int sluice_worker_new(const sluice_worker_options *in, sluice_worker **out, char
     w->o.redis_url = NULL; /* parsed into w->url; the caller's string is not kept */
     w->url = url;
     w->keys = keys;
-    snprintf(w->proc_key, sizeof(w->proc_key), "%sproc:%s", keys.prefix, w->consumer);
+    if (sluice_key_proc(&keys, w->consumer, w->proc_key, sizeof(w->proc_key)) != 0) {
+        snprintf(err, errlen, "consumer name too long for a processing-list key");
+        sluice_worker_free(w);
+        return SLUICE_EINVAL;
+    }
     w->in_flight.next = w->in_flight.prev = &w->in_flight;
     snprintf(w->cursor, sizeof(w->cursor), "0-0");
     *out = w;

@@ -45,6 +45,17 @@ int sluice_queue_name_check(const char *name, char *err, size_t errlen);
 /* Same check, then fills `k`. Returns 0 or SLUICE_EINVAL. */
 int sluice_keys_init(sluice_keys *k, const char *queue, char *err, size_t errlen);
 
+/* The keys built from a queue's prefix, here and nowhere else. Each writes the key into buf
+ * and returns 0, or SLUICE_EINVAL when it does not fit in `len` bytes:
+ *   sluice:{Q}:proc:CONSUMER   a list-backend consumer's processing list
+ *   sluice:{Q}:idem:KEY        an idempotency key's record */
+int sluice_key_proc(const sluice_keys *k, const char *consumer, char *buf, size_t len);
+int sluice_key_idem(const sluice_keys *k, const char *key, size_t keylen, char *buf, size_t len);
+
+/* The consumer a processing-list key belongs to (the text after "sluice:{Q}:proc:"), or the
+ * key itself when it is not one of this queue's processing lists. */
+const char *sluice_key_proc_consumer(const sluice_keys *k, const char *key);
+
 /* Parses "stream" or "list". Returns 0 or SLUICE_EINVAL. */
 int sluice_backend_parse(const char *s, sluice_backend *out);
 

@@ -54,18 +54,6 @@ typedef enum sluice_fn {
 /* "sluice_admit" etc. */
 const char *sluice_fn_name(sluice_fn fn);
 
-/* The library text as loaded with FUNCTION LOAD, and the stand-alone script text EVALSHA mode
- * uses for one function (malloc'ed, caller frees). */
-const char *sluice_lua_library(size_t *len);
-char *sluice_lua_script(sluice_fn fn, size_t *len);
-
-/* The version sluice_version returns for this build's library: "1:<hash of the source>". A
- * server answering anything else gets the library loaded with FUNCTION LOAD REPLACE. */
-const char *sluice_lua_version(void);
-
-/* Maps an error reply's text ("NOPERM ...", "OOM ...") to a status. */
-int sluice_reply_error_status(const char *str, size_t len);
-
 typedef struct sluice_conn_options {
     int connect_timeout_ms; /* ms, default 2000 */
     int command_timeout_ms; /* ms, default 5000; the deadline of each call */

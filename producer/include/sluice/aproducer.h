@@ -131,12 +131,12 @@ typedef struct sluice_aproducer_counters {
 
 void sluice_aproducer_get_counters(const sluice_aproducer *ap, sluice_aproducer_counters *out);
 
-/* What GET /v1/queues/{q} shows. -1 = unknown. */
+/* What GET /v1/queues/{q} shows; the meanings of README's "Queue figures", for both backends. */
 typedef struct sluice_queue_info {
     long long depth;     /* entries in the bucket: waiting + in flight */
     long long capacity;  /* meta `capacity`, else the producer's default */
-    long long pending;   /* delivered to a worker, not yet acked (consumer groups summed) */
-    long long consumers; /* consumers known to the groups (summed) */
+    long long pending;   /* in flight: delivered to a worker, not yet acked */
+    long long consumers; /* stream: consumers of the group; list: processing lists */
     long long admitted, rejected, acked, retried, dead; /* the stats counters */
     double drain_rate;                                  /* acks per second, smoothed; < 0 unknown */
 } sluice_queue_info;
@@ -147,7 +147,8 @@ typedef void (*sluice_aproducer_info_cb)(sluice_aproducer *ap, int status,
 
 /*
  * Reads the queue's depth, capacity, consumer-group state and counters with pipelined commands
- * (XLEN, HGETALL stats, XINFO GROUPS, HGET meta capacity) and feeds the `acked` counter to the
+ * (the queue-figures commands: depth, capacity, group or list state, dead letters, counters)
+ * and feeds the `acked` counter to the
  * drain-rate estimate. Returns 0 (cb runs exactly once, with status 0 or the first failure:
  * ECONN, ETIMEDOUT, ECANCELED, ...) or an error (cb never runs: ECONN when not connected,
  * ECANCELED when closing, ENOMEM).

@@ -47,6 +47,9 @@ typedef struct sluice_admit_result {
     char id[SLUICE_ID_MAX]; /* ADMITTED/DUPLICATE: stream entry id (list: sequence number) */
 } sluice_admit_result;
 
+/* The longest idempotency key, in bytes (every producer and the gateway apply it). */
+#define SLUICE_IDEMPOTENCY_KEY_MAX 200
+
 /* A message with optional envelope fields. Only `payload`/`len` are required. */
 typedef struct sluice_message {
     const void *payload;
@@ -54,7 +57,8 @@ typedef struct sluice_message {
     const sluice_header *headers; /* nheaders entries, borrowed */
     size_t nheaders;
     const char *tenant;          /* NUL-terminated, NULL = none */
-    const char *idempotency_key; /* NUL-terminated, NULL = none; single admissions only */
+    const char *idempotency_key; /* NUL-terminated, 1..SLUICE_IDEMPOTENCY_KEY_MAX bytes, NULL =
+                                    none; single admissions, stream backend only */
 } sluice_message;
 
 typedef struct sluice_producer_options {

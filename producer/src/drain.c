@@ -2,7 +2,7 @@
 /* drain.c - drain-rate estimate and Retry-After (see drain.h). */
 #include <math.h>
 
-#include "sluice/drain.h"
+#include "drain.h"
 
 void sluice_drain_init(sluice_drain *d) {
     d->last_ms = 0;

@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * reply.h - reading Redis replies: error replies mapped to sluice statuses, integers that
+ * arrive as integers or as decimal strings, and fields of the flat name/value arrays Redis
+ * returns for HGETALL and XINFO. Internal to sluice (the library, its binaries and tests).
+ * Pure: no I/O; thread-safe.
+ */
+#ifndef SLUICE_REPLY_H
+#define SLUICE_REPLY_H
+
+#include <stddef.h>
+
+#include <hiredis/hiredis.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Maps an error reply's text ("NOPERM ...", "OOM ...") to a status; EREDIS when unknown. */
+int sluice_reply_error_status(const char *str, size_t len);
+
+/* 1 when `r` is the error of a command the server does not know ("ERR unknown command"). */
+int sluice_reply_unknown_command(const redisReply *r);
+
+/* An integer reply, or a string holding only a decimal integer; `dflt` for anything else
+ * (NULL, nil, an error, "12abc"). */
+long long sluice_reply_ll(const redisReply *r, long long dflt);
+
+/* The value after the name `name` in a flat array of name, value pairs (HGETALL, one group or
+ * consumer of XINFO); NULL when absent or `r` is not an array. */
+const redisReply *sluice_reply_field(const redisReply *r, const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SLUICE_REPLY_H */

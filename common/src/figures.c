@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: MIT */
+/* figures.c - what a queue holds: commands and reply parsing (see sluice/figures.h). */
+#include <string.h>
+
+#include "sluice/figures.h"
+#include "sluice/reply.h"
+#include "sluice/status.h"
+
+static const char *const counter_names[SLUICE_COUNTER_COUNT_] = {
+    "admitted", "rejected", "acked", "retried", "dead", "reclaimed"};
+
+/* The command slots, in the order they are sent (the same for both backends up to DEAD). */
+enum { CMD_DEPTH, CMD_CAPACITY, CMD_DELIVERY, CMD_DEAD, CMD_STATS, CMD_PROCS };
+
+const char *sluice_counter_name(sluice_counter c) {
+    return (unsigned)c < SLUICE_COUNTER_COUNT_ ? counter_names[c] : "unknown";
+}
+
+static void cmd(sluice_figures_cmd *c, int argc, const char *a0, const char *a1, const char *a2) {
+    c->argc = argc;
+    c->argv[0] = a0;
+    c->argv[1] = a1;
+    c->argv[2] = a2;
+}
+
+size_t sluice_figures_commands(const sluice_keys *k, sluice_backend b,
+                               sluice_figures_cmd cmds[SLUICE_FIGURES_MAX_CMDS]) {
+    int list = b == SLUICE_BACKEND_LIST;
+    if (list) {
+        cmd(&cmds[CMD_DEPTH], 3, "HGET", k->meta, "list_depth");
+        cmd(&cmds[CMD_DELIVERY], 2, "LLEN", k->list, NULL);
+    } else {
+        cmd(&cmds[CMD_DEPTH], 2, "XLEN", k->stream, NULL);
+        cmd(&cmds[CMD_DELIVERY], 3, "XINFO", "GROUPS", k->stream);
+    }
+    cmd(&cmds[CMD_CAPACITY], 3, "HGET", k->meta, "capacity");
+    cmd(&cmds[CMD_DEAD], 2, "XLEN", k->dead, NULL);
+    /* HMGET, not HGETALL: the fields in a known order, and a right producers already have */
+    cmd(&cmds[CMD_STATS], 2 + SLUICE_COUNTER_COUNT_, "HMGET", k->stats, counter_names[0]);
+    for (int c = 1; c < SLUICE_COUNTER_COUNT_; c++) {
+        cmds[CMD_STATS].argv[2 + c] = counter_names[c];
+    }
+    if (list) {
+        cmd(&cmds[CMD_PROCS], 2, "SCARD", k->procs, NULL);
+        return CMD_PROCS + 1;
+    }
+    return CMD_STATS + 1;
+}
+
+void sluice_figures_init(sluice_figures *f) {
+    memset(f, 0, sizeof(*f));
+    f->capacity = SLUICE_FIGURE_UNSET;
+}
+
+static int is_int(const redisReply *r) {
+    return r->type == REDIS_REPLY_INTEGER;
+}
+
+/* XINFO GROUPS: an array of groups, each a flat array of field, value. */
+static int parse_groups(sluice_figures *f, const char *group, const redisReply *r) {
+    if (r->type != REDIS_REPLY_ARRAY) {
+        return SLUICE_EPROTO;
+    }
+    for (size_t i = 0; i < r->elements; i++) {
+        const redisReply *g = r->element[i];
+        const redisReply *name = sluice_reply_field(g, "name");
+        if (group != NULL &&
+            (name == NULL || name->type != REDIS_REPLY_STRING || strcmp(name->str, group) != 0)) {
+            continue;
+        }
+        f->group_exists = 1;
+        f->in_flight += sluice_reply_ll(sluice_reply_field(g, "pending"), 0);
+        f->consumers += sluice_reply_ll(sluice_reply_field(g, "consumers"), 0);
+    }
+    return 0;
+}
+
+int sluice_figures_parse(sluice_figures *f, sluice_backend b, const char *group, size_t i,
+                         const redisReply *r) {
+    if (r == NULL) {
+        return SLUICE_EPROTO;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+        /* XINFO on a stream nothing was admitted to yet */
+        return strstr(r->str, "no such key") != NULL ? 0
+                                                     : sluice_reply_error_status(r->str, r->len);
+    }
+    int list = b == SLUICE_BACKEND_LIST;
+    switch (i) {
+    case CMD_DEPTH:
+        if (!is_int(r) && r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_NIL) {
+            return SLUICE_EPROTO;
+        }
+        f->depth = sluice_reply_ll(r, 0);
+        return 0;
+    case CMD_CAPACITY:
+        if (r->type == REDIS_REPLY_STRING &&
+            sluice_capacity_parse(r->str, r->len, &f->capacity) != 0) {
+            f->capacity = SLUICE_FIGURE_INVALID;
+        }
+        return r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_NIL ? 0 : SLUICE_EPROTO;
+    case CMD_DELIVERY:
+        if (!list) {
+            return parse_groups(f, group, r);
+        }
+        f->group_exists = 1;
+        f->waiting = sluice_reply_ll(r, 0);
+        return is_int(r) ? 0 : SLUICE_EPROTO;
+    case CMD_DEAD:
+        f->dead = sluice_reply_ll(r, 0);
+        return is_int(r) ? 0 : SLUICE_EPROTO;
+    case CMD_STATS:
+        if (r->type != REDIS_REPLY_ARRAY || r->elements != SLUICE_COUNTER_COUNT_) {
+            return SLUICE_EPROTO;
+        }
+        for (int c = 0; c < SLUICE_COUNTER_COUNT_; c++) {
+            f->counters[c] = sluice_reply_ll(r->element[c], 0);
+        }
+        return 0;
+    case CMD_PROCS:
+        f->consumers = sluice_reply_ll(r, 0);
+        return list && is_int(r) ? 0 : SLUICE_EPROTO;
+    default:
+        return SLUICE_EPROTO;
+    }
+}
+
+void sluice_figures_finish(sluice_figures *f, sluice_backend b) {
+    if (b == SLUICE_BACKEND_LIST) {
+        f->in_flight = f->depth > f->waiting ? f->depth - f->waiting : 0;
+    } else {
+        f->waiting = f->depth > f->in_flight ? f->depth - f->in_flight : 0;
+    }
+}

@@ -1,0 +1,295 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_reply.c - the pure modules between the wire and the meaning: reply helpers
+ * (sluice/reply.h), the queue figures (sluice/figures.h), what a connection does after the
+ * library probe and how the loader cuts the library for EVALSHA mode (sluice/lua.h), the
+ * reconnect backoff, and building and reading the admission call (producer/src/admit.h).
+ * Replies are made by hiredis' own reader from RESP text, as they arrive from a server.
+ */
+#include <stdarg.h>
+
+#include "harness.h"
+
+#include "admit.h"
+#include "conn_internal.h"
+#include "sluice/figures.h"
+#include "sluice/lua.h"
+#include "sluice/reply.h"
+#include "sluice/status.h"
+
+static redisReply *resp(const char *text) {
+    redisReader *rd = redisReaderCreate();
+    void *out = NULL;
+    CHECK(redisReaderFeed(rd, text, strlen(text)) == REDIS_OK);
+    CHECK(redisReaderGetReply(rd, &out) == REDIS_OK && out != NULL);
+    redisReaderFree(rd);
+    return out;
+}
+
+static void test_reply_helpers(void) {
+    redisReply *r = resp(":5\r\n");
+    CHECK_EQ(sluice_reply_ll(r, -1), 5);
+    freeReplyObject(r);
+    r = resp("$2\r\n12\r\n");
+    CHECK_EQ(sluice_reply_ll(r, -1), 12);
+    freeReplyObject(r);
+    r = resp("$5\r\n12abc\r\n");
+    CHECK_EQ(sluice_reply_ll(r, -1), -1);
+    freeReplyObject(r);
+    r = resp("$-1\r\n");
+    CHECK_EQ(sluice_reply_ll(r, 7), 7);
+    freeReplyObject(r);
+    CHECK_EQ(sluice_reply_ll(NULL, 3), 3);
+
+    r = resp("*4\r\n$4\r\nname\r\n$1\r\na\r\n$7\r\npending\r\n:3\r\n");
+    CHECK_EQ(sluice_reply_ll(sluice_reply_field(r, "pending"), -1), 3);
+    CHECK_STREQ(sluice_reply_field(r, "name")->str, "a");
+    CHECK(sluice_reply_field(r, "idle") == NULL);
+    CHECK(sluice_reply_field(NULL, "x") == NULL);
+    freeReplyObject(r);
+
+    static const struct {
+        const char *text;
+        int status;
+    } errs[] = {
+        {"NOPERM this user has no permissions", SLUICE_ENOPERM},
+        {"ERR Function not found", SLUICE_ENOSCRIPT},
+        {"NOSCRIPT No matching script", SLUICE_ENOSCRIPT},
+        {"SLUICECONFIG invalid capacity", SLUICE_ECONFIG},
+        {"OOM command not allowed", SLUICE_EOOM},
+        {"ERR The user executing the script can't run this command", SLUICE_ENOPERM},
+        {"ERR something else", SLUICE_EREDIS},
+    };
+    for (size_t i = 0; i < sizeof(errs) / sizeof(errs[0]); i++) {
+        CHECK_EQ(sluice_reply_error_status(errs[i].text, strlen(errs[i].text)), errs[i].status);
+    }
+    r = resp("-ERR unknown command 'FCALL', with args beginning with:\r\n");
+    CHECK(sluice_reply_unknown_command(r));
+    freeReplyObject(r);
+    r = resp("-ERR Function not found\r\n");
+    CHECK(!sluice_reply_unknown_command(r));
+    freeReplyObject(r);
+}
+
+static void test_lua(void) {
+    size_t len = 0;
+    const char *lib = sluice_lua_library(&len);
+    const char *v = sluice_lua_version();
+    CHECK(strncmp(lib, "#!lua name=sluice\n", 18) == 0 && len == strlen(lib));
+    CHECK(strncmp(v, "1:", 2) == 0 && strlen(v) > 2);
+    CHECK(strstr(lib, v) != NULL);
+
+    /* EVALSHA mode: the text above the marker, no shebang, no registration, one return */
+    char *s = sluice_lua_script(SLUICE_FN_ADMIT, &len);
+    CHECK(s != NULL && len == strlen(s));
+    CHECK(strncmp(s, "#!", 2) != 0 && strstr(s, "#!lua") == NULL);
+    CHECK(strstr(s, "register_function") == NULL);
+    CHECK(strstr(s, "local function admit(") != NULL);
+    const char *tail = "\nreturn admit(KEYS, ARGV)\n";
+    CHECK(len > strlen(tail) && strcmp(s + len - strlen(tail), tail) == 0);
+    free(s);
+    s = sluice_lua_script(SLUICE_FN_LIST_ACK, NULL);
+    CHECK(s != NULL && strstr(s, "\nreturn list_ack(KEYS, ARGV)\n") != NULL);
+    free(s);
+    CHECK(sluice_lua_script(SLUICE_FN_COUNT_, NULL) == NULL);
+
+    /* the decision after FCALL sluice_version, one rule for both connections */
+    char cur[128], old[] = "$8\r\n1:000000\r\n";
+    snprintf(cur, sizeof(cur), "$%zu\r\n%s\r\n", strlen(v), v);
+    redisReply *r = resp(cur);
+    CHECK_EQ(sluice_lua_probe(0, r, 0), SLUICE_LUA_USE);
+    freeReplyObject(r);
+    r = resp(old);
+    CHECK_EQ(sluice_lua_probe(0, r, 0), SLUICE_LUA_LOAD); /* another build's library */
+    CHECK_EQ(sluice_lua_probe(0, r, 1), SLUICE_LUA_USE);  /* may not load: use it */
+    freeReplyObject(r);
+    r = resp("-ERR Function not found\r\n");
+    CHECK_EQ(sluice_lua_probe(SLUICE_ENOSCRIPT, r, 0), SLUICE_LUA_LOAD);
+    freeReplyObject(r);
+    r = resp("-NOPERM no permissions to run the 'fcall' command\r\n");
+    CHECK_EQ(sluice_lua_probe(SLUICE_ENOPERM, r, 0), SLUICE_LUA_USE);
+    freeReplyObject(r);
+    r = resp("-ERR unknown command 'FCALL'\r\n");
+    CHECK_EQ(sluice_lua_probe(SLUICE_EREDIS, r, 0), SLUICE_LUA_EVAL);
+    freeReplyObject(r);
+    r = resp("-LOADING Redis is loading the dataset in memory\r\n");
+    CHECK_EQ(sluice_lua_probe(SLUICE_ELOADING, r, 0), SLUICE_LUA_FAIL);
+    freeReplyObject(r);
+    CHECK_EQ(sluice_lua_probe(SLUICE_ECONN, NULL, 0), SLUICE_LUA_FAIL);
+}
+
+/* Parses RESP replies 0..n-1 into f; returns the first failure. */
+static int parse_all(sluice_figures *f, sluice_backend b, const char *group, size_t n, ...) {
+    va_list ap;
+    int st = 0;
+    sluice_figures_init(f);
+    va_start(ap, n);
+    for (size_t i = 0; i < n; i++) {
+        redisReply *r = resp(va_arg(ap, const char *));
+        int s = sluice_figures_parse(f, b, group, i, r);
+        st = st ? st : s;
+        freeReplyObject(r);
+    }
+    va_end(ap);
+    sluice_figures_finish(f, b);
+    return st;
+}
+
+/* One group of XINFO GROUPS: name, consumers, pending (Redis sends more fields). */
+#define GROUP(namelen, name, consumers, pending)                                                   \
+    "*6\r\n$4\r\nname\r\n$" namelen "\r\n" name "\r\n$9\r\nconsumers\r\n:" consumers               \
+    "\r\n$7\r\npending\r\n:" pending "\r\n"
+
+static void test_figures(void) {
+    sluice_keys k;
+    sluice_figures_cmd cmds[SLUICE_FIGURES_MAX_CMDS];
+    sluice_figures f;
+    CHECK_EQ(sluice_keys_init(&k, "fig", NULL, 0), 0);
+
+    size_t n = sluice_figures_commands(&k, SLUICE_BACKEND_STREAM, cmds);
+    CHECK_EQ(n, 5);
+    CHECK_STREQ(cmds[0].argv[0], "XLEN");
+    CHECK_STREQ(cmds[0].argv[1], "sluice:{fig}:stream");
+    CHECK_STREQ(cmds[2].argv[0], "XINFO");
+    CHECK_STREQ(cmds[4].argv[0], "HMGET");
+    CHECK_EQ(cmds[4].argc, 2 + SLUICE_COUNTER_COUNT_);
+    CHECK_STREQ(cmds[4].argv[2 + SLUICE_COUNTER_ACKED], "acked");
+
+    const char *stats = "*6\r\n$2\r\n20\r\n$1\r\n4\r\n$2\r\n12\r\n$-1\r\n$1\r\n1\r\n$-1\r\n";
+    /* two groups: the named one is reported; NULL sums them */
+    const char *groups = "*2\r\n" GROUP("7", "workers", "2", "3") GROUP("5", "other", "1", "5");
+    CHECK_EQ(parse_all(&f, SLUICE_BACKEND_STREAM, "workers", 5, ":10\r\n", "$3\r\n100\r\n", groups,
+                       ":1\r\n", stats),
+             0);
+    CHECK_EQ(f.depth, 10);
+    CHECK_EQ(f.capacity, 100);
+    CHECK_EQ(f.in_flight, 3);
+    CHECK_EQ(f.waiting, 7);
+    CHECK_EQ(f.consumers, 2);
+    CHECK_EQ(f.dead, 1);
+    CHECK(f.group_exists);
+    CHECK_EQ(f.counters[SLUICE_COUNTER_ADMITTED], 20);
+    CHECK_EQ(f.counters[SLUICE_COUNTER_ACKED], 12);
+    CHECK_EQ(f.counters[SLUICE_COUNTER_RETRIED], 0);
+    CHECK_EQ(parse_all(&f, SLUICE_BACKEND_STREAM, NULL, 3, ":10\r\n", "$-1\r\n", groups), 0);
+    CHECK_EQ(f.in_flight, 8);
+    CHECK_EQ(f.consumers, 3);
+    CHECK_EQ(f.waiting, 2);
+    CHECK_EQ(f.capacity, SLUICE_FIGURE_UNSET);
+
+    /* nothing admitted yet: no stream, an empty queue, not an error */
+    CHECK_EQ(parse_all(&f, SLUICE_BACKEND_STREAM, "workers", 3, ":0\r\n", "$3\r\n2.5\r\n",
+                       "-ERR no such key\r\n"),
+             0);
+    CHECK(!f.group_exists);
+    CHECK_EQ(f.capacity, SLUICE_FIGURE_INVALID);
+    /* a wrong shape or another error is reported */
+    CHECK_EQ(parse_all(&f, SLUICE_BACKEND_STREAM, NULL, 1, "*0\r\n"), SLUICE_EPROTO);
+    CHECK_EQ(parse_all(&f, SLUICE_BACKEND_STREAM, NULL, 1, "-NOPERM no\r\n"), SLUICE_ENOPERM);
+
+    n = sluice_figures_commands(&k, SLUICE_BACKEND_LIST, cmds);
+    CHECK_EQ(n, 6);
+    CHECK_STREQ(cmds[0].argv[2], "list_depth");
+    CHECK_STREQ(cmds[2].argv[0], "LLEN");
+    CHECK_STREQ(cmds[5].argv[0], "SCARD");
+    CHECK_EQ(parse_all(&f, SLUICE_BACKEND_LIST, NULL, 6, "$1\r\n9\r\n", "$-1\r\n", ":4\r\n",
+                       ":0\r\n", stats, ":2\r\n"),
+             0);
+    CHECK_EQ(f.depth, 9);
+    CHECK_EQ(f.waiting, 4);
+    CHECK_EQ(f.in_flight, 5);
+    CHECK_EQ(f.consumers, 2);
+    /* foreign elements in the list never make in_flight negative */
+    CHECK_EQ(parse_all(&f, SLUICE_BACKEND_LIST, NULL, 3, "$1\r\n2\r\n", "$-1\r\n", ":4\r\n"), 0);
+    CHECK_EQ(f.in_flight, 0);
+}
+
+static void test_backoff(void) {
+    sluice_conn_options o;
+    sluice_conn_options_init(&o);
+    o.backoff_min_ms = 100;
+    o.backoff_max_ms = 5000;
+    unsigned seed = 42;
+    for (int round = 0; round < 50; round++) {
+        int d1 = sluice__backoff_ms(&o, 1, &seed);
+        int d3 = sluice__backoff_ms(&o, 3, &seed);
+        int d40 = sluice__backoff_ms(&o, 40, &seed);
+        CHECK(d1 >= 50 && d1 <= 100);
+        CHECK(d3 >= 200 && d3 <= 400);
+        CHECK(d40 >= 2500 && d40 <= 5000); /* capped, no overflow however many attempts */
+    }
+    /* jitter: two clients with different seeds do not reconnect in lockstep */
+    unsigned s1 = 1, s2 = 2;
+    int same = 0;
+    for (int i = 0; i < 20; i++) {
+        same += sluice__backoff_ms(&o, 10, &s1) == sluice__backoff_ms(&o, 10, &s2);
+    }
+    CHECK(same < 20);
+}
+
+static void test_admit_call(void) {
+    sluice_producer_options po;
+    sluice_producer_options_init(&po);
+    po.queue = "adm";
+    sluice__admit_cfg cfg;
+    char err[256];
+    CHECK_EQ(sluice__admit_cfg_init(&cfg, &po, err, sizeof(err)), 0);
+    CHECK_EQ(cfg.capacity, 1000);
+
+    sluice_message m[2] = {{"a", 1, NULL, 0, "t1", NULL}, {"bc", 2, NULL, 0, NULL, NULL}};
+    sluice__admit_call call;
+    CHECK_EQ(sluice__admit_call_build(&call, &cfg, m, 2, err, sizeof(err)), 0);
+    CHECK_EQ(call.fn, SLUICE_FN_ADMIT);
+    CHECK_EQ(call.nkeys, 3);
+    CHECK_STREQ(call.keys[0], "sluice:{adm}:stream");
+    CHECK_EQ(call.nargs, 4);
+    CHECK_STREQ(call.args[0], "1000");
+    sluice__admit_call_free(&call);
+
+    /* an idempotency key: the fourth key, built by queue.c; not in batches; 1..200 bytes */
+    m[0].idempotency_key = "order-7";
+    CHECK_EQ(sluice__admit_call_build(&call, &cfg, m, 1, err, sizeof(err)), 0);
+    CHECK_EQ(call.nkeys, 4);
+    CHECK_STREQ(call.keys[3], "sluice:{adm}:idem:order-7");
+    sluice__admit_call_free(&call);
+    CHECK_EQ(sluice__admit_call_build(&call, &cfg, m, 2, err, sizeof(err)), SLUICE_EINVAL);
+    CHECK(strstr(err, "batches") != NULL);
+    char longkey[SLUICE_IDEMPOTENCY_KEY_MAX + 2];
+    memset(longkey, 'k', sizeof(longkey) - 1);
+    longkey[sizeof(longkey) - 1] = '\0';
+    m[0].idempotency_key = longkey;
+    CHECK_EQ(sluice__admit_check_msg(&cfg, &m[0], err, sizeof(err)), SLUICE_EINVAL);
+    CHECK(strstr(err, "201 bytes") != NULL);
+    longkey[SLUICE_IDEMPOTENCY_KEY_MAX] = '\0';
+    CHECK_EQ(sluice__admit_check_msg(&cfg, &m[0], err, sizeof(err)), 0);
+    m[0].idempotency_key = NULL;
+    CHECK_EQ(sluice__admit_call_build(&call, &cfg, m, 0, err, sizeof(err)), SLUICE_EINVAL);
+
+    /* the reply: {taken, depth, capacity, duplicate, acked, ids...} */
+    sluice_drain d;
+    sluice_drain_init(&d);
+    sluice_admit_result res[2];
+    size_t admitted = 0;
+    redisReply *r = resp("*6\r\n:1\r\n:10\r\n:10\r\n:0\r\n:5\r\n$3\r\n1-1\r\n");
+    CHECK_EQ(sluice__admit_parse(r, 2, &d, 1000, res, &admitted), 0);
+    CHECK_EQ(admitted, 1);
+    CHECK_EQ(res[0].outcome, SLUICE_ADMITTED);
+    CHECK_STREQ(res[0].id, "1-1");
+    CHECK_EQ(res[1].outcome, SLUICE_FULL);
+    CHECK_EQ(res[1].depth, 10);
+    CHECK(res[1].retry_after_s >= 1);
+    freeReplyObject(r);
+    r = resp("*5\r\n:2\r\n:10\r\n:10\r\n:0\r\n:5\r\n"); /* says 2 taken, carries no ids */
+    CHECK_EQ(sluice__admit_parse(r, 2, &d, 1000, res, &admitted), SLUICE_EPROTO);
+    freeReplyObject(r);
+}
+
+int main(void) {
+    test_reply_helpers();
+    test_lua();
+    test_figures();
+    test_backoff();
+    test_admit_call();
+    puts("test_reply: ok");
+    return 0;
+}
