@@ -110,6 +110,15 @@ r=$(lim 2 "$k" "$k" 1 window:4:1000:100 window:20:60000:1000)
 rcli FCALL sluice_limit 2 "$k" "$k" 1 window:4:1000:100 gcra:4:1000 2>&1 |
     grep -q '^SLUICECONFIG key .* given twice' || fail "a key given twice was not refused"
 
+# expired blocks are deleted as time moves: a window's hash keeps at most its blocks + 2 fields
+mk k window-trim
+for ((i = 0; i < 15; i++)); do
+    [ "$(field "$(lim 1 "$k" 1 window:100:500:50)" 1)" = 1 ] || fail "window-trim: refused"
+    n=$(rcli HLEN "$k")
+    [ "$n" -le 12 ] || fail "window-trim: $n fields for 10 blocks"
+    msleep 60
+done
+
 # 6. fixed 3 per clock second (the calls start just after a second begins)
 ms=$(date +%s%3N)
 msleep $((1000 - ms % 1000 + 20))
@@ -168,6 +177,15 @@ for k in conc-gcra conc-window conc-log conc-fixed conc-gate multi-a multi-b; do
     ttl=$(rcli PTTL "$ns:$k")
     [ "$ttl" -gt 0 ] || fail "$ns:$k has PTTL $ttl"
 done
+
+# a key holding something else than the algorithm's state is an error, nothing is written
+mk k foreign
+rcli SET "$k" garbage >/dev/null
+rcli FCALL sluice_limit 2 "$ns:bad1" "$k" 1 log:5:1000 gcra:5:1000 2>&1 |
+    grep -q "^SLUICECONFIG $k does not hold gcra state" || fail "foreign gcra value accepted"
+[ "$(rcli GET "$k")" = garbage ] && [ "$(rcli EXISTS "$ns:bad1")" = 0 ] ||
+    fail "a call refused for a foreign value wrote something"
+keys+=("$ns:bad1" "$ns:bad2")
 
 # a bad spec names itself and its position, and nothing is written
 rcli FCALL sluice_limit 2 "$ns:bad1" "$ns:bad2" 1 gcra:5:1000 window:5:10000:1 2>&1 |
