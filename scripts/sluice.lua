@@ -467,6 +467,447 @@ local function version(keys, args)
     return VERSION
 end
 
+--[[ limit: the limiter engine. One request is checked against several limits at once and
+counted in all of them, or in none.
+
+FCALL sluice_limit N key_1 .. key_N weight spec_1 .. spec_N
+  weight  the cost of the request, a decimal integer 1..1000000000
+  spec_i  the limit kept in key_i:
+            gcra:COUNT:PERIOD_MS          burst of COUNT, then COUNT per PERIOD (GCRA)
+            window:COUNT:PERIOD_MS:PRECISION_MS   sliding window in sub-buckets of PRECISION
+            log:COUNT:PERIOD_MS           exact sliding window, one sorted-set member per unit
+            fixed:COUNT:PERIOD_MS         fixed windows aligned to the clock (epoch multiples)
+            gate:COUNT:PERIOD_MS          one unit every PERIOD/COUNT: a request of weight w
+                                          closes the gate for w*PERIOD/COUNT ms (rounded up)
+          COUNT 1..1000000000, PERIOD_MS 1..31622400000 (366 days), PRECISION_MS 1..PERIOD_MS
+          with PERIOD_MS/PRECISION_MS <= 1000. Anything else is an error reply
+          `SLUICECONFIG limit <i> "<spec>": <why>`, before anything is read or written.
+reply: {allowed, limited_by, remaining, retry_after_ms, reset_ms}
+  allowed         1 allowed and counted in every limit; 0 refused, nothing counted anywhere;
+                  -1 never: the weight exceeds the COUNT of limit `limited_by`, so it can never
+                  pass (then remaining 0, retry_after_ms -1, reset_ms 0; nothing is read)
+  limited_by      0 when allowed, else the 1-based index of the refusing limit with the largest
+                  retry-after (the first of them on a tie)
+  remaining       the smallest remaining among all limits: after counting when allowed; when
+                  refused the current one, 0 for each refusing limit
+  retry_after_ms  0 when allowed, else the largest retry-after of the refusing limits, rounded
+                  up: the same call made that much later passes if nothing else arrives
+  reset_ms        the longest time, rounded up, until every limit is back to full capacity
+
+Time is the server's (TIME), in integer microseconds. Every limit is checked first with reads
+only; writes happen only when all of them pass, so a refused call writes nothing. Every key
+written gets a PEXPIRE (>= 1 ms) that outlives its state, so idle keys disappear. A key may
+appear twice only for `window` limits of different PERIOD:PRECISION (they share one hash);
+otherwise a repeated key is a SLUICECONFIG error. A key holding something else than its
+algorithm's state is a SLUICECONFIG (bad value) or WRONGTYPE error, before anything is written.
+
+What each algorithm promises (T = PERIOD/COUNT):
+  gcra    value "TAT_INT TAT_FRAC COUNT PERIOD_MS": the theoretical arrival time (integer and
+          fractional microseconds, so T need not be whole) and the limit it was written with.
+          Passes when TAT + w*T - PERIOD <= now; never more than COUNT in a burst. A changed
+          COUNT or PERIOD rescales the outstanding debt (TAT - now) by T_new / T_old.
+          remaining = units that would pass now; reset = TAT - now.
+  window  hash fields "P:PREC:" (running total), "P:PREC:l" (last block), "P:PREC:<block>"
+          (units counted in block floor(now/PREC)). A unit counts until its block is
+          ceil(P/PREC) blocks old, i.e. between P - PREC and P after it was made: at most
+          COUNT in any window of P - PREC; retry-after is exact to that block granularity.
+          Expired blocks are deleted when a request is counted (at most ceil(P/PREC) HDELs).
+  log     sorted set, one member "<now_us>:<j>" per unit with score now_us. Exact: at most
+          COUNT units in any window of PERIOD. Costs O(w) per counted request and O(COUNT)
+          memory; expired members are removed when a request is counted.
+  fixed   hash {s = window start us, c = count}: at most COUNT per clock-aligned window
+          [k*P, (k+1)*P) (so up to 2*COUNT across a boundary); retry-after = end of window.
+  gate    a string with a TTL: passes only when the key is absent (a key without a TTL, which
+          sluice never writes, counts as absent and is overwritten); then SET PX
+          ceil(w*P/COUNT). remaining 1 while the gate is open, 0 while closed (so 0 right after
+          a pass); retry-after = PTTL + 1 ms (Redis expires a key after, not at, its time). ]]
+local LIMIT_MAX_COUNT = 1000000000
+local LIMIT_MAX_PERIOD_MS = 366 * 86400000
+local LIMIT_MAX_BLOCKS = 1000
+
+-- A decimal integer lo..hi (digits only), or nil.
+local function limit_int(s, lo, hi)
+    if type(s) ~= 'string' or #s == 0 or #s > 15 or not string.match(s, '^%d+$') then
+        return nil
+    end
+    local n = tonumber(s)
+    if n < lo or n > hi then
+        return nil
+    end
+    return n
+end
+
+-- An integer (< 2^53) as decimal text.
+local function limit_fmt(n)
+    return string.format('%.0f', n)
+end
+
+-- floor(a / b) for integers 0 <= a < 2^53, b > 0, exactly (no rounding of a / b).
+local function limit_floor_div(a, b)
+    return (a - math.fmod(a, b)) / b
+end
+
+-- ceil(w * p / n) for integers w, p, n > 0, exactly while w * p < 2^53.
+local function limit_ceil_ratio(w, p, n)
+    local x = w * p
+    if x >= 9007199254740992 then
+        return math.ceil(x / n)
+    end
+    local r = math.fmod(x, n)
+    local q = (x - r) / n
+    if r > 0 then
+        q = q + 1
+    end
+    return q
+end
+
+local LIMIT_ALGS = {gcra = 3, window = 4, log = 3, fixed = 3, gate = 3}
+
+-- Parses spec i; returns a table {alg, n, p (us), p_ms, prec (us), prec_ms, blocks} or an
+-- error reply.
+local function limit_spec(i, s)
+    local function bad(why)
+        return redis.error_reply('SLUICECONFIG limit ' .. i .. ' ' ..
+            string.format('%q', string.sub(tostring(s), 1, 80)) .. ': ' .. why)
+    end
+    local parts = {}
+    for part in string.gmatch(s .. ':', '([^:]*):') do
+        parts[#parts + 1] = part
+    end
+    local want = LIMIT_ALGS[parts[1]]
+    if not want then
+        return bad('the algorithm is one of gcra, window, log, fixed, gate')
+    end
+    if #parts ~= want then
+        if want == 4 then
+            return bad('expected window:COUNT:PERIOD_MS:PRECISION_MS')
+        end
+        return bad('expected ' .. parts[1] .. ':COUNT:PERIOD_MS')
+    end
+    local n = limit_int(parts[2], 1, LIMIT_MAX_COUNT)
+    if not n then
+        return bad('COUNT is an integer 1..1000000000')
+    end
+    local p_ms = limit_int(parts[3], 1, LIMIT_MAX_PERIOD_MS)
+    if not p_ms then
+        return bad('PERIOD_MS is an integer 1..31622400000 (366 days)')
+    end
+    local l = {alg = parts[1], n = n, p_ms = p_ms, p = p_ms * 1000}
+    if want == 4 then
+        local prec_ms = limit_int(parts[4], 1, p_ms)
+        if not prec_ms then
+            return bad('PRECISION_MS is an integer 1..PERIOD_MS')
+        end
+        l.blocks = math.ceil(p_ms / prec_ms)
+        if l.blocks > LIMIT_MAX_BLOCKS then
+            return bad('PERIOD_MS / PRECISION_MS is at most 1000')
+        end
+        l.prec_ms = prec_ms
+        l.prec = prec_ms * 1000
+    end
+    return l
+end
+
+-- Each check reads the state of limit l at time `now` (us) for weight w and sets l.ok (it
+-- passes), l.retry (us, when it does not), l.left / l.reset (units left, us until full: as
+-- things are now), l.left_after / l.reset_after (the same once w is counted, when it passes)
+-- and what its record step needs. A check returns an error reply or nil; it writes nothing.
+
+local function gcra_check(l, key, w, now)
+    local t = l.p / l.n
+    local debt = 0
+    local v = redis.call('GET', key)
+    if v then
+        local ti, tf, n0, p0 = string.match(v, '^(%-?%d+) ([%d%.eE%-%+]+) (%d+) (%d+)$')
+        ti, tf, n0, p0 = tonumber(ti), tonumber(tf), tonumber(n0), tonumber(p0)
+        if not (ti and tf and n0 and p0) or n0 < 1 or p0 < 1 then
+            return redis.error_reply('SLUICECONFIG ' .. key .. ' does not hold gcra state')
+        end
+        debt = (ti - now) + tf
+        if debt < 0 then
+            debt = 0
+        elseif n0 ~= l.n or p0 ~= l.p_ms then
+            debt = debt * t / (p0 * 1000 / n0)
+        end
+    end
+    -- float noise is far below one emission interval (P*1e-12 <= T/1000)
+    local eps = l.p * 1e-12
+    local after = debt + w * t
+    l.ok = after - l.p <= eps
+    l.retry = after - l.p
+    local function units(d)
+        local x = (l.p - d) / t
+        x = math.floor(x + x * 1e-12 + 1e-9)
+        if x < 0 then
+            return 0
+        end
+        return x
+    end
+    l.left, l.reset = units(debt), debt
+    l.left_after, l.reset_after = units(after), after
+    l.debt = after
+end
+
+local function gcra_record(l, key, w, now)
+    local whole = math.floor(l.debt)
+    redis.call('SET', key, limit_fmt(now + whole) .. ' ' .. string.format('%.17g',
+        l.debt - whole) .. ' ' .. l.n .. ' ' .. l.p_ms, 'PX', math.ceil(l.debt / 1000) + 1)
+end
+
+local function window_check(l, key, w, now)
+    local pre = l.p_ms .. ':' .. l.prec_ms .. ':'
+    local nb = l.blocks
+    local b = limit_floor_div(now, l.prec)
+    local v = redis.call('HMGET', key, pre, pre .. 'l')
+    local total = tonumber(v[1]) or 0
+    local last = tonumber(v[2])
+    local expired = {}
+    if last == nil then
+        total = 0
+    else
+        if last > b then -- the clock went back: keep counting in the newest block
+            b = last
+        end
+        local lo, hi = last - nb + 1, b - nb
+        if hi >= last then -- everything fell out of the window
+            hi = last
+            total = 0
+        end
+        if hi >= lo then
+            for k = lo, hi do
+                expired[#expired + 1] = pre .. limit_fmt(k)
+            end
+            if total > 0 then
+                for _, c in ipairs(redis.call('HMGET', key, unpack(expired))) do
+                    total = total - (tonumber(c) or 0)
+                end
+            end
+        end
+        if total < 0 then
+            total = 0
+        end
+    end
+    l.pre, l.b, l.expired, l.count = pre, b, expired, total
+    l.ok = total + w <= l.n
+    l.left, l.reset = l.n - total, 0
+    if total > 0 then
+        l.reset = (last + nb) * l.prec - now
+    end
+    l.left_after, l.reset_after = l.n - total - w, (b + nb) * l.prec - now
+    if l.ok then
+        return
+    end
+    -- the oldest live blocks expire first: block k at (k + nb) * prec
+    local need = total + w - l.n
+    l.retry = l.reset
+    local fields = {}
+    for k = b - nb + 1, last do
+        fields[#fields + 1] = pre .. limit_fmt(k)
+    end
+    local counts = redis.call('HMGET', key, unpack(fields))
+    local freed = 0
+    for i = 1, #fields do
+        freed = freed + (tonumber(counts[i]) or 0)
+        if freed >= need then
+            l.retry = (b - nb + i + nb) * l.prec - now
+            break
+        end
+    end
+end
+
+local function window_record(l, key, w, now)
+    if #l.expired > 0 then
+        redis.call('HDEL', key, unpack(l.expired))
+    end
+    redis.call('HINCRBY', key, l.pre .. limit_fmt(l.b), w)
+    redis.call('HSET', key, l.pre, limit_fmt(l.count + w), l.pre .. 'l', limit_fmt(l.b))
+end
+
+local function log_check(l, key, w, now)
+    local lo = '(' .. limit_fmt(now - l.p) -- a unit made at s counts while now < s + P
+    local count = redis.call('ZCOUNT', key, lo, '+inf')
+    l.ok = count + w <= l.n
+    l.left, l.reset = l.n - count, 0
+    l.left_after, l.reset_after = l.n - count - w, l.p
+    if count > 0 then
+        local r = redis.call('ZREVRANGEBYSCORE', key, '+inf', lo, 'WITHSCORES', 'LIMIT', 0, 1)
+        l.reset = tonumber(r[2]) + l.p - now
+    end
+    if not l.ok then -- the (count + w - COUNT)-th oldest unit must go
+        local r = redis.call('ZRANGEBYSCORE', key, lo, '+inf', 'WITHSCORES', 'LIMIT',
+            count + w - l.n - 1, 1)
+        l.retry = tonumber(r[2]) + l.p - now
+    end
+end
+
+local function log_record(l, key, w, now)
+    local score = limit_fmt(now)
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', limit_fmt(now - l.p))
+    -- members "<now>:<j>" are unique: names already taken in this microsecond are skipped
+    local j = redis.call('ZCOUNT', key, score, score)
+    local need = w
+    local tries = 0
+    while need > 0 and tries < 1000000 do
+        local batch = need
+        if batch > 500 then
+            batch = 500
+        end
+        local cmd = {'ZADD', key, 'NX'}
+        for _ = 1, batch do
+            cmd[#cmd + 1] = score
+            cmd[#cmd + 1] = score .. ':' .. j
+            j = j + 1
+        end
+        need = need - redis.call(unpack(cmd))
+        tries = tries + 1
+    end
+    redis.call('PEXPIRE', key, l.p_ms + 1)
+end
+
+local function fixed_check(l, key, w, now)
+    local s = limit_floor_div(now, l.p) * l.p
+    local v = redis.call('HMGET', key, 's', 'c')
+    local c = 0
+    if tonumber(v[1]) == s then
+        c = tonumber(v[2]) or 0
+    end
+    l.s, l.count = s, c
+    l.ok = c + w <= l.n
+    l.retry = s + l.p - now
+    l.left, l.reset = l.n - c, 0
+    if c > 0 then
+        l.reset = s + l.p - now
+    end
+    l.left_after, l.reset_after = l.n - c - w, s + l.p - now
+end
+
+local function fixed_record(l, key, w, now)
+    redis.call('HSET', key, 's', limit_fmt(l.s), 'c', limit_fmt(l.count + w))
+    redis.call('PEXPIRE', key, math.ceil((l.s + l.p - now) / 1000))
+end
+
+local function gate_check(l, key, w, now)
+    local ttl = redis.call('PTTL', key)
+    l.interval = limit_ceil_ratio(w, l.p_ms, l.n)
+    l.ok = ttl < 0
+    l.left, l.reset = 1, 0
+    if not l.ok then
+        l.left, l.reset = 0, (ttl + 1) * 1000
+        l.retry = l.reset
+    end
+    l.left_after, l.reset_after = 0, l.interval * 1000
+end
+
+local function gate_record(l, key, w, now)
+    redis.call('SET', key, '1', 'PX', l.interval)
+end
+
+local LIMIT_ENGINES = {
+    gcra = {gcra_check, gcra_record},
+    window = {window_check, window_record},
+    log = {log_check, log_record},
+    fixed = {fixed_check, fixed_record},
+    gate = {gate_check, gate_record},
+}
+
+local function limit(keys, args)
+    local nl = #keys
+    if nl < 1 or #args ~= nl + 1 then
+        return redis.error_reply('SLUICECONFIG sluice_limit takes N keys, a weight and N specs' ..
+            ' (got ' .. nl .. ' keys and ' .. #args .. ' arguments)')
+    end
+    local w = limit_int(args[1], 1, LIMIT_MAX_COUNT)
+    if not w then
+        return redis.error_reply('SLUICECONFIG weight ' ..
+            string.format('%q', string.sub(tostring(args[1]), 1, 40)) ..
+            ' is not an integer 1..1000000000')
+    end
+    local ls = {}
+    local seen = {}
+    for i = 1, nl do
+        local l = limit_spec(i, args[i + 1])
+        if l.err then
+            return l
+        end
+        local key = keys[i]
+        local prior = seen[key]
+        local tag = l.alg
+        if l.alg == 'window' then
+            tag = 'window ' .. l.p_ms .. ':' .. l.prec_ms
+        end
+        if prior and (l.alg ~= 'window' or prior[tag] or prior.other) then
+            return redis.error_reply('SLUICECONFIG key ' .. key .. ' is given twice (limit ' ..
+                i .. '); only window limits of different PERIOD:PRECISION may share a key')
+        end
+        prior = prior or {}
+        prior[tag] = true
+        if l.alg ~= 'window' then
+            prior.other = true
+        end
+        seen[key] = prior
+        ls[i] = l
+    end
+    for i = 1, nl do
+        if w > ls[i].n then
+            return {-1, i, 0, -1, 0}
+        end
+    end
+    local t = redis.call('TIME')
+    local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    local ok = true
+    for i = 1, nl do
+        local err = LIMIT_ENGINES[ls[i].alg][1](ls[i], keys[i], w, now)
+        if err then
+            return err
+        end
+        ok = ok and ls[i].ok
+    end
+    local by, remaining, retry, reset = 0, nil, 0, 0
+    for i = 1, nl do
+        local l = ls[i]
+        local left, full = l.left, l.reset
+        if ok then
+            LIMIT_ENGINES[l.alg][2](l, keys[i], w, now)
+            left, full = l.left_after, l.reset_after
+        elseif not l.ok then
+            left = 0
+            if by == 0 or l.retry > retry then
+                by, retry = i, l.retry
+            end
+        end
+        if remaining == nil or left < remaining then
+            remaining = left
+        end
+        if full > reset then
+            reset = full
+        end
+    end
+    if ok then
+        -- a hash shared by windows lives as long as its longest window needs
+        local ttl = {}
+        for i = 1, nl do
+            local l = ls[i]
+            if l.alg == 'window' then
+                local ms = math.ceil(((l.b + l.blocks) * l.prec - now) / 1000)
+                if ms < 1 then
+                    ms = 1
+                end
+                if (ttl[keys[i]] or 0) < ms then
+                    ttl[keys[i]] = ms
+                end
+            end
+        end
+        for key, ms in pairs(ttl) do
+            local cur = redis.call('PTTL', key)
+            if cur < ms then
+                redis.call('PEXPIRE', key, ms)
+            end
+        end
+        return {1, 0, remaining, 0, math.ceil(reset / 1000)}
+    end
+    return {0, by, remaining, math.ceil(retry / 1000), math.ceil(reset / 1000)}
+end
+
 -- REGISTER (the loader cuts the text here for EVALSHA mode)
 redis.register_function('sluice_admit', admit)
 redis.register_function{function_name = 'sluice_ack', callback = ack, flags = {'allow-oom'}}
@@ -490,3 +931,4 @@ redis.register_function{function_name = 'sluice_prune', callback = prune, flags 
 redis.register_function('sluice_group', group)
 redis.register_function{function_name = 'sluice_version', callback = version,
     flags = {'no-writes', 'allow-stale'}}
+redis.register_function('sluice_limit', limit)

@@ -37,6 +37,7 @@ static const struct {
     [SLUICE_FN_LIST_REPLAY] = {"sluice_list_replay", "list_replay"},
     [SLUICE_FN_PRUNE] = {"sluice_prune", "prune"},
     [SLUICE_FN_GROUP] = {"sluice_group", "group"},
+    [SLUICE_FN_LIMIT] = {"sluice_limit", "limit"},
 };
 
 const char *sluice_fn_name(sluice_fn fn) {

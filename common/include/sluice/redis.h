@@ -48,6 +48,7 @@ typedef enum sluice_fn {
     SLUICE_FN_LIST_REPLAY,
     SLUICE_FN_PRUNE,
     SLUICE_FN_GROUP,
+    SLUICE_FN_LIMIT,
     SLUICE_FN_COUNT_
 } sluice_fn;
 
