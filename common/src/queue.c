@@ -134,6 +134,13 @@ int sluice_capacity_parse(const char *s, size_t len, long long *out) {
 
 #define PROC_PART "proc:"
 #define IDEM_PART "idem:"
+#define LIM_PART  "lim:"
+
+static int key_part(const sluice_keys *k, const char *part, const char *key, size_t keylen,
+                    char *buf, size_t len) {
+    int n = snprintf(buf, len, "%s%s%.*s", k->prefix, part, (int)keylen, key);
+    return n >= 0 && (size_t)n < len && memchr(key, '\0', keylen) == NULL ? 0 : SLUICE_EINVAL;
+}
 
 int sluice_key_proc(const sluice_keys *k, const char *consumer, char *buf, size_t len) {
     int n = snprintf(buf, len, "%s" PROC_PART "%s", k->prefix, consumer);
@@ -141,8 +148,11 @@ int sluice_key_proc(const sluice_keys *k, const char *consumer, char *buf, size_
 }
 
 int sluice_key_idem(const sluice_keys *k, const char *key, size_t keylen, char *buf, size_t len) {
-    int n = snprintf(buf, len, "%s" IDEM_PART "%.*s", k->prefix, (int)keylen, key);
-    return n >= 0 && (size_t)n < len && keylen <= (size_t)n ? 0 : SLUICE_EINVAL;
+    return key_part(k, IDEM_PART, key, keylen, buf, len);
+}
+
+int sluice_key_limit(const sluice_keys *k, const char *key, size_t keylen, char *buf, size_t len) {
+    return key_part(k, LIM_PART, key, keylen, buf, len);
 }
 
 const char *sluice_key_proc_consumer(const sluice_keys *k, const char *key) {

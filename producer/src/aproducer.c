@@ -22,6 +22,7 @@
 
 #include "sluice/aproducer.h"
 #include "sluice/cli.h"
+#include "sluice/client.h"
 #include "sluice/figures.h"
 #include "sluice/url.h"
 
@@ -402,16 +403,11 @@ static void on_state(sluice_aconn *c, int ready, int status, void *arg) {
 static int start_conn(sluice_aproducer *ap, const sluice_producer_options *o, char *err,
                       size_t errlen) {
     sluice_url url;
-    if (sluice_url_parse(&url, o->redis_url ? o->redis_url : sluice_url_default(), err, errlen) !=
-        0) {
+    sluice_conn_options co;
+    if (sluice_client_setup(o->redis_url, o->connect_timeout_ms, o->command_timeout_ms,
+                            o->force_eval, "producer", &url, &co, err, errlen) != 0) {
         return SLUICE_EINVAL;
     }
-    sluice_conn_options co;
-    sluice_conn_options_init(&co);
-    co.connect_timeout_ms = o->connect_timeout_ms;
-    co.command_timeout_ms = o->command_timeout_ms;
-    co.force_eval = o->force_eval;
-    co.name = "producer";
     co.queue = o->queue;
     ap->conn = sluice_aconn_new(ap->loop, &url, &co, on_state, ap);
     memset(&url, 0, sizeof(url)); /* the password */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "sluice/cli.h"
+#include "sluice/client.h"
 #include "sluice/redis.h"
 #include "sluice/url.h"
 
@@ -35,10 +36,12 @@ int sluice_producer_new(const sluice_producer_options *o, sluice_producer **out,
         o = &d;
     }
     sluice_url url;
-    if (sluice_url_parse(&url, o->redis_url ? o->redis_url : sluice_url_default(), err, errlen) !=
-        0) {
+    sluice_conn_options co;
+    if (sluice_client_setup(o->redis_url, o->connect_timeout_ms, o->command_timeout_ms,
+                            o->force_eval, "producer", &url, &co, err, errlen) != 0) {
         return SLUICE_EINVAL;
     }
+    co.queue = o->queue;
     sluice_producer *p = calloc(1, sizeof(*p));
     if (p == NULL) {
         return SLUICE_ENOMEM;
@@ -48,11 +51,6 @@ int sluice_producer_new(const sluice_producer_options *o, sluice_producer **out,
         free(p);
         return st;
     }
-    sluice_conn_options co;
-    sluice_conn_options_init(&co);
-    co.connect_timeout_ms = o->connect_timeout_ms;
-    co.command_timeout_ms = o->command_timeout_ms;
-    co.force_eval = o->force_eval;
     p->conn = sluice_conn_new(&url, &co);
     if (p->conn == NULL) {
         free(p);

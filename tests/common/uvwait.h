@@ -40,7 +40,7 @@ static void on_watchdog(uv_timer_t *t) {
     } while (0)
 
 /* Runs the loop for `ms` milliseconds. */
-static void run_for(int ms) {
+static inline void run_for(int ms) {
     watchdog_fired = 0;
     uv_timer_start(&watchdog, on_watchdog, (uint64_t)ms, 0);
     while (!watchdog_fired) {

@@ -30,7 +30,7 @@ for f in include/sluice/producer.h include/sluice/worker.h; do
 done
 # The installed include directory is the public API and nothing else (cli.h, lua.h, reply.h,
 # figures.h and drain.h are sluice's own), and every public header stands on its own.
-public="aproducer.h envelope.h log.h producer.h queue.h redis.h status.h url.h worker.h"
+public="aproducer.h envelope.h limit.h log.h producer.h queue.h redis.h status.h url.h worker.h"
 got=$(cd "$prefix/include/sluice" && ls | sort | tr '\n' ' ')
 [ "$got" = "$public " ] || fail "installed headers are '$got', expected '$public '"
 for h in $public; do

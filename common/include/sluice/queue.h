@@ -48,9 +48,11 @@ int sluice_keys_init(sluice_keys *k, const char *queue, char *err, size_t errlen
 /* The keys built from a queue's prefix, here and nowhere else. Each writes the key into buf
  * and returns 0, or SLUICE_EINVAL when it does not fit in `len` bytes:
  *   sluice:{Q}:proc:CONSUMER   a list-backend consumer's processing list
- *   sluice:{Q}:idem:KEY        an idempotency key's record */
+ *   sluice:{Q}:idem:KEY        an idempotency key's record
+ *   sluice:{Q}:lim:KEY         a rate limit's state (Q is the limiter's namespace) */
 int sluice_key_proc(const sluice_keys *k, const char *consumer, char *buf, size_t len);
 int sluice_key_idem(const sluice_keys *k, const char *key, size_t keylen, char *buf, size_t len);
+int sluice_key_limit(const sluice_keys *k, const char *key, size_t keylen, char *buf, size_t len);
 
 /* The consumer a processing-list key belongs to (the text after "sluice:{Q}:proc:"), or the
  * key itself when it is not one of this queue's processing lists. */
