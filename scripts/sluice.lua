@@ -37,7 +37,7 @@ end
 -- a client of the other backend is refused instead of silently splitting the queue in two
 -- (docs/faults.md B19). Returns capacity, list depth (0 for streams), or an error reply.
 local function queue_settings(meta, default, backend)
-    local v = redis.call('HMGET', meta, 'capacity', 'backend', 'list_depth')
+    local v = redis.call('HMGET', meta, 'capacity', 'backend', 'list_depth', 'limits')
     local raw = v[1] or default
     local cap = parse_capacity(raw)
     if cap == nil then
@@ -51,7 +51,14 @@ local function queue_settings(meta, default, backend)
         return redis.error_reply('SLUICECONFIG ' .. meta .. ' is a ' .. v[2] ..
             ' queue; this client uses the ' .. backend .. ' backend')
     end
-    return cap, tonumber(v[3]) or 0
+    return cap, tonumber(v[3]) or 0, tonumber(v[4]) or 0
+end
+
+-- Callers of the first admission functions (sluice_admit, sluice_list_admit) know nothing of
+-- limits: once a queue has some, they are refused rather than let past them.
+local function refuse_v1(meta)
+    return redis.error_reply('SLUICECONFIG ' .. meta .. ' has rate limits; this client ' ..
+        'predates them (it calls sluice_admit, limits need sluice_admit2)')
 end
 
 -- The `m` field of a stream entry's field list (flat name, value, ...), or nil.
@@ -84,42 +91,6 @@ local function count_rejected(stats, rejected, reply)
     end
 end
 
---[[ admit (stream backend)
-KEYS[1] stream, KEYS[2] meta, KEYS[3] stats, KEYS[4] idempotency key (optional)
-ARGV[1] default capacity (used when meta has no `capacity`)
-ARGV[2] idempotency TTL in ms (only with KEYS[4]; exactly one envelope then)
-ARGV[3..] envelopes, appended in order while depth < capacity; the rest are rejected
-reply: {admitted, depth_after, capacity, duplicate(0|1), acked, id_1, ..., id_admitted}
-`acked` is the stats counter when something was rejected (for the drain-rate estimate behind
-Retry-After), else -1. A duplicate (the idempotency key was seen within its TTL) replies
-{1, depth, capacity, 1, -1, id} without appending. ]]
-local function admit(keys, args)
-    local cap = queue_settings(keys[2], args[1], 'stream')
-    if type(cap) == 'table' then
-        return cap
-    end
-    local depth = redis.call('XLEN', keys[1])
-    if keys[4] then
-        local seen = redis.call('GET', keys[4])
-        if seen then
-            return {1, depth, cap, 1, -1, seen}
-        end
-    end
-    local n = #args - 2
-    local take = room(cap, depth, n)
-    local reply = {take, depth + take, cap, 0, -1}
-    for i = 1, take do
-        reply[5 + i] = redis.call('XADD', keys[1], '*', 'm', args[2 + i])
-    end
-    if take > 0 then
-        redis.call('HINCRBY', keys[3], 'admitted', take)
-        if keys[4] then
-            redis.call('SET', keys[4], reply[6], 'PX', args[2])
-        end
-    end
-    count_rejected(keys[3], n - take, reply)
-    return reply
-end
 
 --[[ ack (stream backend): acknowledge and delete in one step, so depth never leaks.
 KEYS[1] stream, KEYS[2] stats
@@ -218,34 +189,6 @@ local function touch(keys, args)
     return lost
 end
 
---[[ list_admit (list backend). Depth = waiting + in flight is kept in meta field
-`list_depth`: it changes only here and in list_ack/list_dead, so a crash cannot leak it.
-Elements are "<seq>:<envelope>"; seq is the message id.
-KEYS[1] list, KEYS[2] meta, KEYS[3] stats
-ARGV as admit. reply as admit. ]]
-local function list_admit(keys, args)
-    local cap, depth = queue_settings(keys[2], args[1], 'list')
-    if type(cap) == 'table' then
-        return cap
-    end
-    local n = #args - 2
-    local take = room(cap, depth, n)
-    local reply = {take, depth + take, cap, 0, -1}
-    if take > 0 then
-        local last = redis.call('HINCRBY', keys[2], 'list_seq', take)
-        local elems = {}
-        for i = 1, take do
-            local id = tostring(last - take + i)
-            reply[5 + i] = id
-            elems[i] = id .. ':' .. args[2 + i]
-        end
-        redis.call('LPUSH', keys[1], unpack(elems))
-        redis.call('HINCRBY', keys[2], 'list_depth', take)
-        redis.call('HINCRBY', keys[3], 'admitted', take)
-    end
-    count_rejected(keys[3], n - take, reply)
-    return reply
-end
 
 --[[ list_take (list backend): move up to ARGV[1] elements into the consumer's processing list.
 KEYS[1] list, KEYS[2] processing list, KEYS[3] procs set
@@ -908,6 +851,275 @@ local function limit(keys, args)
     return {0, by, remaining, math.ceil(retry / 1000), math.ceil(reset / 1000)}
 end
 
+--[[ Limits on a queue: configured in the hash sluice:{Q}:limits (name -> "SCOPE SPEC", SPEC as
+for sluice_limit), counted in sluice:{Q}:meta `limits` (so admission learns with the HMGET it
+already makes whether there are any), state in sluice:{Q}:lim:NAME:VALUE where VALUE is '' for
+scope `queue`, the envelope's tenant for `tenant`, the caller's key for `client`. ]]
+local ADMISSION_SCOPES = {queue = true, tenant = true, client = true}
+local LIMIT_NAME_PATTERN = '^[%w_%.%-]+$'
+
+-- The admission limits of a queue: {{name, scope, spec table}, ...} in name order.
+local function admission_limits(limits_key)
+    local raw = redis.call('HGETALL', limits_key)
+    local out = {}
+    for i = 1, #raw, 2 do
+        local scope, spec = string.match(raw[i + 1], '^(%S+) (%S+)$')
+        if scope and ADMISSION_SCOPES[scope] then
+            local l = limit_spec(raw[i], spec)
+            if l.err then
+                return l
+            end
+            out[#out + 1] = {name = raw[i], scope = scope, spec = l}
+        end
+    end
+    table.sort(out, function(a, b) return a.name < b.name end)
+    return out
+end
+
+-- Checks one message (weight 1) against the queue's limits for its tenant and client; records
+-- nothing. Returns nil when all pass (and the checked states, for limits_record), else the
+-- refusing limit and its retry-after in us (the largest among the refusing ones).
+local function limits_check(prefix, lims, tenant, client, now)
+    local checked = {}
+    local worst, worst_retry = nil, -1
+    for i, lim in ipairs(lims) do
+        local value = ''
+        if lim.scope == 'tenant' then
+            value = tenant
+        elseif lim.scope == 'client' then
+            value = client
+        end
+        local l = {}
+        for k, v in pairs(lim.spec) do
+            l[k] = v
+        end
+        local key = prefix .. 'lim:' .. lim.name .. ':' .. value
+        local err = LIMIT_ENGINES[l.alg][1](l, key, 1, now)
+        if err then
+            return nil, nil, err
+        end
+        checked[i] = {l, key}
+        if not l.ok and l.retry > worst_retry then
+            worst, worst_retry = lim, l.retry
+        end
+    end
+    if worst then
+        return worst, worst_retry
+    end
+    return checked
+end
+
+local function limits_record(checked, now)
+    for _, c in ipairs(checked) do
+        local l, key = c[1], c[2]
+        LIMIT_ENGINES[l.alg][2](l, key, 1, now)
+        if l.alg == 'window' then
+            local ms = math.ceil(((l.b + l.blocks) * l.prec - now) / 1000)
+            if redis.call('PTTL', key) < ms then
+                redis.call('PEXPIRE', key, ms)
+            end
+        end
+    end
+end
+
+--[[ The admission loop of admit2 and list_admit2. Messages are ARGV triples (tenant, client,
+envelope) from ARGV[3]; `append(envelope)` queues one and returns its id. Each message is
+checked against the limits first (a limited message never takes room, and never stops the next
+message of another tenant or client), then admitted while depth < capacity, else full.
+Returns the reply: {admitted, depth_after, capacity, 0, acked, outcome_1, ..., outcome_n} with
+outcome_i the id (admitted), 0 (full) or {limit name, retry_after_ms, COUNT, PERIOD_MS}
+(limited). ]]
+local function admit_each(keys, args, cap, depth, nlimits, append)
+    local n = (#args - 2) / 3
+    if n < 1 or n ~= math.floor(n) then
+        return redis.error_reply('SLUICECONFIG sluice_admit2 takes a capacity, a TTL and ' ..
+            'triples of tenant, client, envelope')
+    end
+    local lims, now, prefix = {}, 0, string.sub(keys[2], 1, -5) -- "sluice:{Q}:" of "...meta"
+    if nlimits > 0 then
+        lims = admission_limits(prefix .. 'limits')
+        if lims.err then
+            return lims
+        end
+        local t = redis.call('TIME')
+        now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    end
+    local reply = {0, depth, cap, 0, -1}
+    local admitted, full, limited = 0, 0, 0
+    for i = 1, n do
+        local base = 3 + (i - 1) * 3
+        local checked, retry, err = {}, nil, nil
+        if #lims > 0 then
+            checked, retry, err = limits_check(prefix, lims, args[base], args[base + 1], now)
+            if err then
+                return err
+            end
+        end
+        if retry then -- `checked` is the refusing limit
+            limited = limited + 1
+            redis.call('HINCRBY', keys[3], 'limited:' .. checked.name, 1)
+            reply[5 + i] = {checked.name, math.ceil(retry / 1000), checked.spec.n,
+                checked.spec.p_ms}
+        elseif depth < cap then
+            limits_record(checked, now)
+            reply[5 + i] = append(args[base + 2])
+            depth = depth + 1
+            admitted = admitted + 1
+        else
+            full = full + 1
+            reply[5 + i] = 0
+        end
+    end
+    reply[1], reply[2] = admitted, depth
+    if admitted > 0 then
+        redis.call('HINCRBY', keys[3], 'admitted', admitted)
+    end
+    if limited > 0 then
+        redis.call('HINCRBY', keys[3], 'limited', limited)
+    end
+    count_rejected(keys[3], full, reply)
+    return reply
+end
+
+--[[ admit2 (stream backend; data model 2 of admission: limits and per-message outcomes)
+KEYS[1] stream, KEYS[2] meta, KEYS[3] stats, KEYS[4] idempotency key (optional)
+ARGV[1] default capacity, ARGV[2] idempotency TTL ms (with KEYS[4]: exactly one message)
+ARGV[3..] triples: tenant ('' none), client key ('' none), envelope
+reply: {admitted, depth_after, capacity, duplicate(0|1), acked, outcome_1, ..., outcome_n}
+  outcome: the entry id (admitted), 0 (full), or {limit, retry_after_ms, COUNT, PERIOD_MS}
+  (refused by that limit; retry_after_ms rounded up). A duplicate replies {1, depth,
+  capacity, 1, -1, id}. Limit state keys sluice:{Q}:lim:NAME:VALUE are derived here (same hash
+  tag as KEYS). Errors: SLUICECONFIG (capacity, backend, a bad limit in sluice:{Q}:limits or
+  arguments), WRONGTYPE. ]]
+local function admit2(keys, args, v1)
+    local cap, _, nlimits = queue_settings(keys[2], args[1], 'stream')
+    if type(cap) == 'table' then
+        return cap
+    end
+    if v1 and nlimits > 0 then
+        return refuse_v1(keys[2])
+    end
+    local depth = redis.call('XLEN', keys[1])
+    if keys[4] then
+        local seen = redis.call('GET', keys[4])
+        if seen then
+            return {1, depth, cap, 1, -1, seen}
+        end
+    end
+    local reply = admit_each(keys, args, cap, depth, nlimits, function(env)
+        return redis.call('XADD', keys[1], '*', 'm', env)
+    end)
+    if keys[4] and reply[1] == 1 then
+        redis.call('SET', keys[4], reply[6], 'PX', args[2])
+    end
+    return reply
+end
+
+--[[ list_admit2 (list backend): as admit2; elements "<seq>:<envelope>" as list_admit. ]]
+local function list_admit2(keys, args, v1)
+    local cap, depth, nlimits = queue_settings(keys[2], args[1], 'list')
+    if type(cap) == 'table' then
+        return cap
+    end
+    if v1 and nlimits > 0 then
+        return refuse_v1(keys[2])
+    end
+    local elems = {}
+    local seq = tonumber(redis.call('HGET', keys[2], 'list_seq')) or 0
+    local reply = admit_each(keys, args, cap, depth, nlimits, function(env)
+        seq = seq + 1
+        local id = limit_fmt(seq)
+        elems[#elems + 1] = id .. ':' .. env
+        return id
+    end)
+    if #elems > 0 then
+        redis.call('LPUSH', keys[1], unpack(elems))
+        redis.call('HSET', keys[2], 'list_seq', limit_fmt(seq))
+        redis.call('HINCRBY', keys[2], 'list_depth', #elems)
+    end
+    return reply
+end
+
+--[[ admit (stream backend)
+KEYS[1] stream, KEYS[2] meta, KEYS[3] stats, KEYS[4] idempotency key (optional)
+ARGV[1] default capacity (used when meta has no `capacity`)
+ARGV[2] idempotency TTL in ms (only with KEYS[4]; exactly one envelope then)
+ARGV[3..] envelopes, appended in order while depth < capacity; the rest are rejected
+reply: {admitted, depth_after, capacity, duplicate(0|1), acked, id_1, ..., id_admitted}
+The first admission call, kept for existing clients; it runs admit2 (so the two cannot drift)
+and is refused once the queue has rate limits.
+`acked` is the stats counter when something was rejected (for the drain-rate estimate behind
+Retry-After), else -1. A duplicate (the idempotency key was seen within its TTL) replies
+{1, depth, capacity, 1, -1, id} without appending. ]]
+-- ARGV of admit/list_admit as admit2 takes them: no tenant, no client.
+local function v1_args(args)
+    local t = {args[1], args[2]}
+    for i = 3, #args do
+        t[#t + 1] = ''
+        t[#t + 1] = ''
+        t[#t + 1] = args[i]
+    end
+    return t
+end
+
+-- admit2's reply as the first call gave it: the ids of the admitted prefix.
+local function v1_reply(r)
+    if r.err or r[4] == 1 then
+        return r
+    end
+    local out = {r[1], r[2], r[3], r[4], r[5]}
+    for i = 1, r[1] do
+        out[5 + i] = r[5 + i]
+    end
+    return out
+end
+
+local function admit(keys, args)
+    return v1_reply(admit2(keys, v1_args(args), true))
+end
+
+--[[ list_admit (list backend). Depth = waiting + in flight is kept in meta field
+`list_depth`: it changes only here and in list_ack/list_dead, so a crash cannot leak it.
+Elements are "<seq>:<envelope>"; seq is the message id.
+KEYS[1] list, KEYS[2] meta, KEYS[3] stats
+ARGV as admit. reply as admit. ]]
+local function list_admit(keys, args)
+    return v1_reply(list_admit2(keys, v1_args(args), true))
+end
+
+--[[ limits_config: the only writer of a queue's limits, so that meta `limits` always counts
+them and every spec is valid before anyone admits with it.
+KEYS[1] sluice:{Q}:limits, KEYS[2] meta
+ARGV 'set' NAME SCOPE SPEC | 'del' NAME
+reply: the number of limits now configured. Errors: SLUICECONFIG naming the bad value. ]]
+local function limits_config(keys, args)
+    local op, name = args[1], args[2]
+    if type(name) ~= 'string' or #name > 64 or not string.match(name, LIMIT_NAME_PATTERN) then
+        return redis.error_reply('SLUICECONFIG limit name ' ..
+            string.format('%q', string.sub(tostring(name), 1, 80)) ..
+            ' is not 1..64 of A-Z a-z 0-9 _ . -')
+    end
+    if op == 'set' then
+        if not ADMISSION_SCOPES[args[3]] then
+            return redis.error_reply('SLUICECONFIG scope ' ..
+                string.format('%q', string.sub(tostring(args[3]), 1, 40)) ..
+                ' is not one of queue, tenant, client')
+        end
+        local l = limit_spec(1, args[4])
+        if l.err then
+            return l
+        end
+        redis.call('HSET', keys[1], name, args[3] .. ' ' .. args[4])
+    elseif op == 'del' then
+        redis.call('HDEL', keys[1], name)
+    else
+        return redis.error_reply('SLUICECONFIG limits_config: set or del')
+    end
+    local n = redis.call('HLEN', keys[1])
+    redis.call('HSET', keys[2], 'limits', n)
+    return n
+end
+
 -- REGISTER (the loader cuts the text here for EVALSHA mode)
 redis.register_function('sluice_admit', admit)
 redis.register_function{function_name = 'sluice_ack', callback = ack, flags = {'allow-oom'}}
@@ -932,3 +1144,6 @@ redis.register_function('sluice_group', group)
 redis.register_function{function_name = 'sluice_version', callback = version,
     flags = {'no-writes', 'allow-stale'}}
 redis.register_function('sluice_limit', limit)
+redis.register_function('sluice_admit2', admit2)
+redis.register_function('sluice_list_admit2', list_admit2)
+redis.register_function('sluice_limits_config', limits_config)

@@ -7,7 +7,7 @@
 #include "sluice/status.h"
 
 static const char *const counter_names[SLUICE_COUNTER_COUNT_] = {
-    "admitted", "rejected", "acked", "retried", "dead", "reclaimed"};
+    "admitted", "rejected", "acked", "retried", "dead", "reclaimed", "limited"};
 
 /* The command slots, in the order they are sent (the same for both backends up to DEAD). */
 enum { CMD_DEPTH, CMD_CAPACITY, CMD_DELIVERY, CMD_DEAD, CMD_STATS, CMD_PROCS };

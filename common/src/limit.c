@@ -183,21 +183,29 @@ static int call_build(limit_call *c, const char *ns, const sluice_limit *limits,
                      SLUICE_LIMIT_KEY_MAX);
             return SLUICE_EINVAL;
         }
-        if (l->alg == SLUICE_LIMIT_WINDOW) {
-            long long prec = l->precision_ms ? l->precision_ms : l->period_ms / WINDOW_BLOCKS;
-            prec = prec < 1 ? 1 : prec;
-            snprintf(c->specbuf[i], SPEC_MAX, "window:%lld:%lld:%lld", l->count, l->period_ms,
-                     prec);
-        } else {
-            snprintf(c->specbuf[i], SPEC_MAX, "%s:%lld:%lld", alg_names[l->alg], l->count,
-                     l->period_ms);
-        }
+        sluice_limit_spec(l, c->specbuf[i], SPEC_MAX);
         c->keys[i] = c->keybuf[i];
         c->keylens[i] = strlen(c->keybuf[i]);
         c->args[1 + i] = c->specbuf[i];
         c->arglens[1 + i] = strlen(c->specbuf[i]);
     }
     return 0;
+}
+
+int sluice_limit_spec(const sluice_limit *l, char *buf, size_t len) {
+    char err[160];
+    if (check_limit(l, 0, err, sizeof(err)) != 0) {
+        return SLUICE_EINVAL;
+    }
+    int n;
+    if (l->alg == SLUICE_LIMIT_WINDOW) {
+        long long prec = l->precision_ms ? l->precision_ms : l->period_ms / WINDOW_BLOCKS;
+        prec = prec < 1 ? 1 : prec;
+        n = snprintf(buf, len, "window:%lld:%lld:%lld", l->count, l->period_ms, prec);
+    } else {
+        n = snprintf(buf, len, "%s:%lld:%lld", alg_names[l->alg], l->count, l->period_ms);
+    }
+    return n >= 0 && (size_t)n < len ? 0 : SLUICE_EINVAL;
 }
 
 /* {allowed, limited_by (1-based), remaining, retry_after_ms, reset_ms} */

@@ -84,6 +84,7 @@ int sluice_keys_init(sluice_keys *k, const char *queue, char *err, size_t errlen
     snprintf(k->stats, sizeof(k->stats), "sluice:{%s}:stats", queue);
     snprintf(k->list, sizeof(k->list), "sluice:{%s}:list", queue);
     snprintf(k->procs, sizeof(k->procs), "sluice:{%s}:procs", queue);
+    snprintf(k->limits, sizeof(k->limits), "sluice:{%s}:limits", queue);
     snprintf(k->prefix, sizeof(k->prefix), "sluice:{%s}:", queue);
     return 0;
 }

@@ -38,6 +38,9 @@ static const struct {
     [SLUICE_FN_PRUNE] = {"sluice_prune", "prune"},
     [SLUICE_FN_GROUP] = {"sluice_group", "group"},
     [SLUICE_FN_LIMIT] = {"sluice_limit", "limit"},
+    [SLUICE_FN_ADMIT2] = {"sluice_admit2", "admit2"},
+    [SLUICE_FN_LIST_ADMIT2] = {"sluice_list_admit2", "list_admit2"},
+    [SLUICE_FN_LIMITS_CONFIG] = {"sluice_limits_config", "limits_config"},
 };
 
 const char *sluice_fn_name(sluice_fn fn) {

@@ -119,7 +119,7 @@ static void admit_line(client *c) {
     }
     r->c = c;
     r->seq = ++c->seq;
-    sluice_message m = {c->line, c->len, NULL, 0, NULL, NULL}; /* copied by the producer */
+    sluice_message m = {c->line, c->len, NULL, 0, NULL, NULL, NULL}; /* copied by the producer */
     int st = sluice_aproducer_admit(producer, &m, on_admitted, r);
     if (st != 0) { /* refused at once: no callback will come */
         snprintf(text, sizeof(text), "%lu ERR %s\n", r->seq, sluice_strerror(st));

@@ -84,6 +84,9 @@ int sluice__admit_check_msg(const sluice__admit_cfg *cfg, const sluice_message *
     return 0;
 }
 
+/* ARGV of sluice_admit2: capacity, TTL, then (tenant, client, envelope) per message. */
+#define ARG_ENVELOPE(i) (2 + 3 * (int)(i) + 2)
+
 /* Encodes every message into one arena; fills args[2..] with pointers into it. */
 static int encode_all(sluice__admit_call *call, const sluice_message *msgs, size_t n, char *err,
                       size_t errlen) {
@@ -97,7 +100,7 @@ static int encode_all(sluice__admit_call *call, const sluice_message *msgs, size
             snprintf(err, errlen, "message %zu breaks an envelope limit (headers, size)", i);
             return SLUICE_ETOOBIG;
         }
-        call->arglens[2 + i] = sz;
+        call->arglens[ARG_ENVELOPE(i)] = sz;
         total += sz;
     }
     call->arena = malloc(total ? total : 1);
@@ -115,7 +118,7 @@ static int encode_all(sluice__admit_call *call, const sluice_message *msgs, size
             snprintf(err, errlen, "message %zu: cannot encode: %s", i, sluice_strerror(st));
             return st;
         }
-        call->args[2 + i] = (const char *)call->arena + off;
+        call->args[ARG_ENVELOPE(i)] = (const char *)call->arena + off;
         off += len;
     }
     call->arena_len = off;
@@ -142,7 +145,7 @@ int sluice__admit_call_build(sluice__admit_call *call, const sluice__admit_cfg *
         }
     }
     int stream = cfg->backend == SLUICE_BACKEND_STREAM;
-    call->fn = stream ? SLUICE_FN_ADMIT : SLUICE_FN_LIST_ADMIT;
+    call->fn = stream ? SLUICE_FN_ADMIT2 : SLUICE_FN_LIST_ADMIT2;
     call->keys[0] = stream ? cfg->keys.stream : cfg->keys.list;
     call->keys[1] = cfg->keys.meta;
     call->keys[2] = cfg->keys.stats;
@@ -160,7 +163,7 @@ int sluice__admit_call_build(sluice__admit_call *call, const sluice__admit_cfg *
     for (int i = 0; i < call->nkeys; i++) {
         call->keylens[i] = strlen(call->keys[i]);
     }
-    call->nargs = (int)n + 2;
+    call->nargs = ARG_ENVELOPE(n - 1) + 1;
     call->args = calloc((size_t)call->nargs, sizeof(*call->args));
     call->arglens = calloc((size_t)call->nargs, sizeof(*call->arglens));
     if (call->args == NULL || call->arglens == NULL) {
@@ -173,6 +176,14 @@ int sluice__admit_call_build(sluice__admit_call *call, const sluice__admit_cfg *
     call->arglens[0] = strlen(call->cap_arg);
     call->args[1] = call->ttl_arg;
     call->arglens[1] = strlen(call->ttl_arg);
+    for (size_t i = 0; i < n; i++) {
+        const char *t = msgs[i].tenant ? msgs[i].tenant : "";
+        const char *c = msgs[i].client ? msgs[i].client : "";
+        call->args[ARG_ENVELOPE(i) - 2] = t;
+        call->arglens[ARG_ENVELOPE(i) - 2] = strlen(t);
+        call->args[ARG_ENVELOPE(i) - 1] = c;
+        call->arglens[ARG_ENVELOPE(i) - 1] = strlen(c);
+    }
     int st = encode_all(call, msgs, n, err, errlen);
     if (st != 0) {
         sluice__admit_call_free(call);
@@ -189,15 +200,39 @@ void sluice__admit_call_free(sluice__admit_call *call) {
     call->arena = NULL;
 }
 
-int sluice__admit_parse(const redisReply *r, size_t n, sluice_drain *drain, uint64_t now_ms,
-                        sluice_admit_result *res, size_t *admitted) {
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 5) {
+/* Outcome i of a sluice_admit2 reply: an id, 0 (full) or {limit, retry_after_ms, COUNT, PERIOD}. */
+static int parse_outcome(const redisReply *o, sluice_drain *drain, long long depth, long long cap,
+                         sluice_admit_result *res) {
+    if (o->type == REDIS_REPLY_STRING) {
+        res->outcome = SLUICE_ADMITTED;
+        snprintf(res->id, sizeof(res->id), "%s", o->str);
+    } else if (o->type == REDIS_REPLY_INTEGER && o->integer == 0) {
+        res->outcome = SLUICE_FULL;
+        res->retry_after_s = sluice_drain_retry_after(drain, depth, cap);
+        res->retry_after_ms = (long long)res->retry_after_s * 1000;
+    } else if (o->type == REDIS_REPLY_ARRAY && o->elements == 4 &&
+               o->element[0]->type == REDIS_REPLY_STRING) {
+        res->outcome = SLUICE_LIMITED;
+        snprintf(res->limit, sizeof(res->limit), "%s", o->element[0]->str);
+        res->retry_after_ms = sluice_reply_ll(o->element[1], 0);
+        res->retry_after_s = (unsigned)((res->retry_after_ms + 999) / 1000);
+        res->limit_count = sluice_reply_ll(o->element[2], -1);
+        res->limit_period_ms = sluice_reply_ll(o->element[3], -1);
+    } else {
         return SLUICE_EPROTO;
     }
-    long long take = sluice_reply_ll(r->element[0], -1), depth = sluice_reply_ll(r->element[1], -1),
-              cap = sluice_reply_ll(r->element[2], -1);
-    long long dup = sluice_reply_ll(r->element[3], -1), acked = sluice_reply_ll(r->element[4], -1);
-    if (take < 0 || (size_t)take > n || r->elements != 5 + (size_t)take) {
+    return 0;
+}
+
+int sluice__admit_parse(const redisReply *r, size_t n, sluice_drain *drain, uint64_t now_ms,
+                        sluice_admit_result *res, size_t *admitted) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 6) {
+        return SLUICE_EPROTO;
+    }
+    long long take = sluice_reply_ll(r->element[0], -1), depth = sluice_reply_ll(r->element[1], -1);
+    long long cap = sluice_reply_ll(r->element[2], -1), dup = sluice_reply_ll(r->element[3], -1);
+    long long acked = sluice_reply_ll(r->element[4], -1);
+    if (take < 0 || (size_t)take > n || r->elements != 5 + (dup == 1 ? 1 : n)) {
         return SLUICE_EPROTO;
     }
     if (acked >= 0) {
@@ -207,17 +242,11 @@ int sluice__admit_parse(const redisReply *r, size_t n, sluice_drain *drain, uint
         memset(&res[i], 0, sizeof(res[i]));
         res[i].depth = depth;
         res[i].capacity = cap;
-        if (i < (size_t)take) {
-            const redisReply *id = r->element[5 + i];
-            res[i].outcome = dup == 1 ? SLUICE_DUPLICATE : SLUICE_ADMITTED;
-            if (id->type == REDIS_REPLY_STRING) {
-                snprintf(res[i].id, sizeof(res[i].id), "%s", id->str);
-            } else if (id->type == REDIS_REPLY_INTEGER) {
-                snprintf(res[i].id, sizeof(res[i].id), "%lld", id->integer);
-            }
-        } else {
-            res[i].outcome = SLUICE_FULL;
-            res[i].retry_after_s = sluice_drain_retry_after(drain, depth, cap);
+        if (parse_outcome(r->element[5 + i], drain, depth, cap, &res[i]) != 0) {
+            return SLUICE_EPROTO;
+        }
+        if (dup == 1) {
+            res[i].outcome = SLUICE_DUPLICATE;
         }
     }
     if (admitted != NULL) {

@@ -105,7 +105,8 @@ static char *copy_bytes(char *p, const void *src, size_t len) {
 static areq *req_new(const sluice_message *m) {
     size_t tl = m->tenant ? strlen(m->tenant) + 1 : 0;
     size_t kl = m->idempotency_key ? strlen(m->idempotency_key) + 1 : 0;
-    size_t bytes = m->len + tl + kl;
+    size_t cl = m->client ? strlen(m->client) + 1 : 0;
+    size_t bytes = m->len + tl + kl + cl;
     for (size_t i = 0; i < m->nheaders; i++) {
         bytes += m->headers[i].name_len + m->headers[i].value_len;
     }
@@ -135,7 +136,11 @@ static areq *req_new(const sluice_message *m) {
     }
     if (kl > 0) {
         q->m.idempotency_key = p;
-        copy_bytes(p, m->idempotency_key, kl);
+        p = copy_bytes(p, m->idempotency_key, kl);
+    }
+    if (cl > 0) {
+        q->m.client = p;
+        copy_bytes(p, m->client, cl);
     }
     q->next = NULL;
     return q;
@@ -151,6 +156,9 @@ static void count(sluice_aproducer *ap, const sluice_admit_result *res) {
         break;
     case SLUICE_FULL:
         ap->counters.full++;
+        break;
+    case SLUICE_LIMITED:
+        ap->counters.limited++;
         break;
     default:
         ap->counters.failed++;

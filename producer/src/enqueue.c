@@ -32,7 +32,8 @@ static const char usage[] =
     "  -b, --backend stream|list   (default stream)\n"
     "  -n, --batch N               payloads per round trip from stdin, 1..10000 (default 100)\n"
     "      --max-payload SIZE      largest payload, e.g. 512k (default 1m)\n"
-    "      --tenant NAME           envelope field k\n"
+    "      --tenant NAME           envelope field k (also the key of `tenant` rate limits)\n"
+    "      --client KEY            the caller's key for `client` rate limits\n"
     "      --header NAME=VALUE     envelope header (repeatable, up to 64)\n"
     "      --idempotency-key KEY   admit once per KEY within 24 h (single payload only)\n"
     "      --timeout MS            per-call deadline (default 5000)\n"
@@ -42,17 +43,27 @@ static const char usage[] =
     "      --json                  print the summary as JSON\n"
     "  -h, --help                  this text\n"
     "\n"
-    "Prints: admitted=N rejected=M depth=D capacity=C\n"
+    "Prints: admitted=N rejected=M depth=D capacity=C [limited=L (by LIMIT, retry after T ms)]\n"
     "EXAMPLES\n"
     "  sluice-enqueue --queue jobs 'hello' 'world'          two payloads\n"
     "  seq 1 1000 | sluice-enqueue -q jobs --batch 100     one payload per line\n"
     "  sluice-enqueue -q jobs --tenant acme --header trace=abc 'job'\n"
     "  sluice-enqueue -q jobs --idempotency-key order-17 'charge 17'   admitted once\n"
     "\n"
-    "Exit codes: 0 all admitted, 1 some rejected (queue full), 2 usage or bad input,\n"
-    "3 redis unavailable or refused.\n";
+    "Exit codes: 0 all admitted, 1 some rejected (queue full or rate limited), 2 usage or bad\n"
+    "input, 3 redis unavailable or refused.\n";
 
-enum { OPT_MAXP = 256, OPT_TENANT, OPT_HEADER, OPT_IDEM, OPT_TIMEOUT, OPT_IDS, OPT_JSON, OPT_RATE };
+enum {
+    OPT_MAXP = 256,
+    OPT_TENANT,
+    OPT_HEADER,
+    OPT_IDEM,
+    OPT_TIMEOUT,
+    OPT_IDS,
+    OPT_JSON,
+    OPT_RATE,
+    OPT_CLIENT
+};
 
 static const struct option longopts[] = {
     {"queue", required_argument, NULL, 'q'},
@@ -62,6 +73,7 @@ static const struct option longopts[] = {
     {"batch", required_argument, NULL, 'n'},
     {"max-payload", required_argument, NULL, OPT_MAXP},
     {"tenant", required_argument, NULL, OPT_TENANT},
+    {"client", required_argument, NULL, OPT_CLIENT},
     {"header", required_argument, NULL, OPT_HEADER},
     {"idempotency-key", required_argument, NULL, OPT_IDEM},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
@@ -78,6 +90,7 @@ typedef struct run {
     sluice_producer *p;
     long long batch;
     const char *tenant;
+    const char *client;
     const char *idem;
     sluice_header headers[SLUICE_ENVELOPE_MAX_HEADERS];
     size_t nheaders;
@@ -87,6 +100,9 @@ typedef struct run {
     uint64_t started_ns;           /* when pacing started */
     unsigned long long offered;
     unsigned long long admitted, rejected, invalid;
+    unsigned long long limited; /* refused by a rate limit (counted in rejected) */
+    char last_limit[SLUICE_LIMIT_NAME_MAX + 1];
+    long long limit_retry_ms; /* the largest retry-after a limit gave */
     long long depth, capacity;
     int redis_failed;
 } run;
@@ -135,6 +151,9 @@ static int parse_opt(run *r, int ch, const char *v, char *err, size_t n) {
         return sluice_parse_ll("--batch", v, 1, 10000, &r->batch, err, n);
     case OPT_MAXP:
         return sluice_parse_size("--max-payload", v, 0, 15u << 20, &r->o.max_payload, err, n);
+    case OPT_CLIENT:
+        r->client = v;
+        return 0;
     case OPT_TENANT:
         r->tenant = v;
         return 0;
@@ -216,6 +235,13 @@ static int send_batch(run *r, sluice_message *msgs, size_t n) {
                     msgs[i].idempotency_key ? msgs[i].idempotency_key : "", res[i].id);
         } else {
             r->rejected++;
+            if (res[i].outcome == SLUICE_LIMITED) {
+                r->limited++;
+                snprintf(r->last_limit, sizeof(r->last_limit), "%s", res[i].limit);
+                if (res[i].retry_after_ms > r->limit_retry_ms) {
+                    r->limit_retry_ms = res[i].retry_after_ms;
+                }
+            }
         }
     }
     return 0;
@@ -228,6 +254,7 @@ static void fill(run *r, sluice_message *m, const char *payload, size_t len) {
     m->nheaders = r->nheaders;
     m->tenant = r->tenant;
     m->idempotency_key = r->idem;
+    m->client = r->client;
 }
 
 /* Reads one line (without its newline) into a fresh buffer that grows only up to max bytes:
@@ -320,15 +347,19 @@ static const char *figure(long long v, int json, char *buf, size_t len) {
 static void summary(const run *r) {
     char d[24], c[24];
     if (r->json) {
-        printf("{\"admitted\":%llu,\"rejected\":%llu,\"invalid\":%llu,\"duplicates\":%llu,"
-               "\"depth\":%s,\"capacity\":%s}\n",
-               r->admitted, r->rejected, r->invalid, r->duplicates,
+        printf("{\"admitted\":%llu,\"rejected\":%llu,\"limited\":%llu,\"invalid\":%llu,"
+               "\"duplicates\":%llu,\"depth\":%s,\"capacity\":%s}\n",
+               r->admitted, r->rejected, r->limited, r->invalid, r->duplicates,
                figure(r->depth, 1, d, sizeof(d)), figure(r->capacity, 1, c, sizeof(c)));
     } else {
         printf("admitted=%llu rejected=%llu depth=%s capacity=%s", r->admitted, r->rejected,
                figure(r->depth, 0, d, sizeof(d)), figure(r->capacity, 0, c, sizeof(c)));
         if (r->duplicates > 0) {
             printf(" duplicates=%llu", r->duplicates);
+        }
+        if (r->limited > 0) {
+            printf(" limited=%llu (by %s, retry after %lld ms)", r->limited, r->last_limit,
+                   r->limit_retry_ms);
         }
         printf("%s\n", r->invalid ? " (some input was invalid)" : "");
     }

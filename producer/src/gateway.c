@@ -12,6 +12,7 @@
  * accepting, close idle connections, answer what is in progress with Connection: close, then
  * exit 0; after --grace ms or a second signal, cancel what is left and exit).
  */
+#include <ctype.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -28,7 +29,8 @@ static const char usage[] =
     "usage: sluice-gateway --listen HOST:PORT --queue NAME[:CAPACITY] [--queue ...] [options]\n"
     "\n"
     "Serves HTTP/1.1 with keep-alive: POST /v1/queues/NAME/messages admits the request body into\n"
-    "the queue (202 Accepted, or 429 Too Many Requests with Retry-After when the queue is full,\n"
+    "the queue (202 Accepted, or 429 Too Many Requests with Retry-After when the queue is full\n"
+    "or a rate limit refuses it (with RateLimit-Policy and RateLimit headers),\n"
     "or 503 with Retry-After when Redis is unavailable); GET /v1/queues/NAME shows the queue;\n"
     "GET /metrics (Prometheus) and GET /healthz.\n"
     "\n"
@@ -52,6 +54,8 @@ static const char usage[] =
     "      --body-timeout MS         end of headers to end of body (default 30000)\n"
     "      --idle-timeout MS         keep-alive connection between requests (default 30000)\n"
     "      --grace MS                on SIGTERM/SIGINT, time to finish requests (default 10000)\n"
+    "      --client-header NAME      the request header whose value is the caller's key for\n"
+    "                                `client` rate limits (default: the peer's IP address)\n"
     "      --log-level LEVEL         error, warn, info, debug or off (default info)\n"
     "  -h, --help                    this text\n"
     "\n"
@@ -79,6 +83,7 @@ enum {
     OPT_IDLE_TIMEOUT,
     OPT_GRACE,
     OPT_LOG_LEVEL,
+    OPT_CLIENT_HEADER,
 };
 
 static const struct option longopts[] = {
@@ -100,6 +105,7 @@ static const struct option longopts[] = {
     {"idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT},
     {"grace", required_argument, NULL, OPT_GRACE},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+    {"client-header", required_argument, NULL, OPT_CLIENT_HEADER},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -234,6 +240,17 @@ static int parse_opt(config *cfg, gw_server *s, int ch, const char *v, char *err
         return sluice_parse_ll("--retry-after-max", v, 1, 86400, &cfg->retry_max, err, n);
     case OPT_GRACE:
         return sluice_parse_ll("--grace", v, 0, 3600000, &cfg->grace_ms, err, n);
+    case OPT_CLIENT_HEADER: {
+        size_t len = strlen(v);
+        if (len == 0 || len >= sizeof(s->client_header)) {
+            snprintf(err, n, "--client-header: \"%s\" is not a header name of 1..63 bytes", v);
+            return -1;
+        }
+        for (size_t i = 0; i <= len; i++) { /* headers are looked up lower case */
+            s->client_header[i] = (char)tolower((unsigned char)v[i]);
+        }
+        return 0;
+    }
     case OPT_LOG_LEVEL:
         cfg->log_level = sluice_log_level_parse(v);
         if (cfg->log_level == -2) {

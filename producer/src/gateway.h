@@ -72,7 +72,8 @@ typedef struct gw_server {
     int stopping;     /* 1: draining after the first signal; 2: after the second / grace */
     int grace_ms;
     gw_metrics m;
-    char date[64]; /* "Date: ...\r\n", refreshed once per second */
+    char client_header[64]; /* lower case; "" = the peer address is the client key */
+    char date[64];          /* "Date: ...\r\n", refreshed once per second */
     uint64_t date_s;
 } gw_server;
 

@@ -156,7 +156,7 @@ static void on_admitted(sluice_aproducer *ap, const sluice_admit_result *res, vo
     if (gw_conn_release(c)) {
         return;
     }
-    char extra[300], hdrs[340];
+    char extra[300], hdrs[600];
     request_id_header(c, extra, sizeof(extra));
     switch (res->outcome) {
     case SLUICE_ADMITTED:
@@ -165,6 +165,20 @@ static void on_admitted(sluice_aproducer *ap, const sluice_admit_result *res, vo
                    res->depth, res->capacity,
                    res->outcome == SLUICE_DUPLICATE ? ",\"duplicate\":true" : "");
         break;
+    case SLUICE_LIMITED: {
+        /* draft-ietf-httpapi-ratelimit-headers: the policy (quota q per window w seconds) and
+         * what is left of it now (r units, t seconds until the next one is allowed) */
+        long long t = (res->retry_after_ms + 999) / 1000, w = (res->limit_period_ms + 999) / 1000;
+        snprintf(hdrs, sizeof(hdrs),
+                 "Retry-After: %lld\r\nRateLimit-Policy: \"%s\";q=%lld;w=%lld\r\n"
+                 "RateLimit: \"%s\";r=0;t=%lld\r\n%s",
+                 t, res->limit, res->limit_count, w, res->limit, t, extra);
+        reply_json(c, 429, hdrs,
+                   "{\"error\":\"rate limited\",\"limit\":\"%s\",\"retry_after_ms\":%lld,"
+                   "\"retry_after\":%lld}\n",
+                   res->limit, res->retry_after_ms, t);
+        break;
+    }
     case SLUICE_FULL:
         snprintf(hdrs, sizeof(hdrs), "Retry-After: %u\r\n%s", res->retry_after_s, extra);
         reply_json(c, 429, hdrs,
@@ -176,6 +190,32 @@ static void on_admitted(sluice_aproducer *ap, const sluice_admit_result *res, vo
         answer_failure(c, res, extra);
         break;
     }
+}
+
+/* The caller's key for `client` limits: the --client-header value, else the peer's address.
+ * Returns 0, or -1 when the header is there but not 1..len-1 visible ASCII characters. */
+static int client_key(gw_conn *c, char *out, size_t len) {
+    size_t vl;
+    const char *v = c->srv->client_header[0] ? gw_header(c, c->srv->client_header, &vl) : NULL;
+    if (v != NULL) {
+        if (!visible(v, vl, len - 1)) {
+            return -1;
+        }
+        memcpy(out, v, vl);
+        out[vl] = '\0';
+        return 0;
+    }
+    struct sockaddr_storage ss;
+    int sl = sizeof(ss);
+    out[0] = '\0';
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &sl) == 0) {
+        if (ss.ss_family == AF_INET6) {
+            uv_ip6_name((const struct sockaddr_in6 *)&ss, out, len);
+        } else {
+            uv_ip4_name((const struct sockaddr_in *)&ss, out, len);
+        }
+    }
+    return 0;
 }
 
 static void post_message(gw_conn *c, gw_queue *q) {
@@ -211,13 +251,19 @@ static void post_message(gw_conn *c, gw_queue *q) {
         key[len] = '\0';
         idem = key;
     }
-    sluice_message m = {c->body, c->body_len, n > 0 ? h : NULL, n, NULL, idem};
+    char client[SLUICE_IDEMPOTENCY_KEY_MAX + 1];
+    if (client_key(c, client, sizeof(client)) != 0) {
+        reply_json(c, 400, NULL, "{\"error\":\"%s must be 1-%d visible ASCII characters\"}\n",
+                   c->srv->client_header, SLUICE_IDEMPOTENCY_KEY_MAX);
+        return;
+    }
+    sluice_message m = {c->body, c->body_len, n > 0 ? h : NULL, n, NULL, idem, client};
     int st = sluice_aproducer_admit(q->ap, &m, on_admitted, c);
     if (st == 0) {
         c->inflight++;
         return;
     }
-    sluice_admit_result res = {SLUICE_FAILED, st, -1, -1, 0, ""};
+    sluice_admit_result res = {.outcome = SLUICE_FAILED, .status = st, .depth = -1, .capacity = -1};
     if (st == SLUICE_ETOOBIG || st == SLUICE_ENOMEM) { /* too many admissions waiting */
         res.status = SLUICE_EBUSY;
     }
@@ -359,15 +405,16 @@ static void metrics_http(sbuf *b, const gw_server *s) {
 }
 
 static void metrics_queues(sbuf *b, const gw_server *s) {
-    static const char *const names[] = {"admitted", "duplicate", "full", "failed", "unknown"};
+    static const char *const names[] = {"admitted", "duplicate", "full",
+                                        "limited",  "failed",    "unknown"};
     sb_printf(b, "# HELP sluice_gateway_admissions_total Admission outcomes by queue "
                  "(unknown: reply lost, counted in failed too).\n"
                  "# TYPE sluice_gateway_admissions_total counter\n");
     for (size_t i = 0; i < s->nqueues; i++) {
         sluice_aproducer_counters k;
         sluice_aproducer_get_counters(s->queues[i].ap, &k);
-        unsigned long long v[] = {k.admitted, k.duplicate, k.full, k.failed, k.unknown};
-        for (int j = 0; j < 5; j++) {
+        unsigned long long v[] = {k.admitted, k.duplicate, k.full, k.limited, k.failed, k.unknown};
+        for (int j = 0; j < 6; j++) {
             sb_printf(b, "sluice_gateway_admissions_total{queue=\"%s\",outcome=\"%s\"} %llu\n",
                       s->queues[i].name, names[j], v[j]);
         }

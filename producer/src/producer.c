@@ -124,6 +124,6 @@ int sluice_producer_admit_msg(sluice_producer *p, const sluice_message *m,
 
 int sluice_producer_admit(sluice_producer *p, const void *payload, size_t len,
                           sluice_admit_result *res) {
-    sluice_message m = {payload, len, NULL, 0, NULL, NULL};
+    sluice_message m = {payload, len, NULL, 0, NULL, NULL, NULL};
     return sluice_producer_admit_batch(p, &m, 1, res, NULL);
 }

@@ -211,7 +211,7 @@ int bench_async(int argc, char **argv) {
     }
     char *payload = malloc((size_t)v[4] + 1);
     memset(payload, 'x', (size_t)v[4]);
-    r.m = (sluice_message){payload, (size_t)v[4], NULL, 0, NULL, NULL};
+    r.m = (sluice_message){payload, (size_t)v[4], NULL, 0, NULL, NULL, NULL};
     r.count = v[0];
     r.window = v[2];
     uv_timer_init(&r.loop, &r.start_timer);

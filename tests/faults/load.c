@@ -161,7 +161,8 @@ static int offer(load *l, sluice_producer *p, long long next, size_t n, uint64_t
     for (size_t i = 0; i < n; i++) {
         snprintf(payloads[i], PAYLOAD_MAX, "%s-%07lld", l->prefix, next + (long long)i);
         msgs[i] = (sluice_message){
-            payloads[i], strlen(payloads[i]), NULL, 0, NULL, l->idempotent ? payloads[i] : NULL};
+            payloads[i], strlen(payloads[i]), NULL, 0, NULL, l->idempotent ? payloads[i] : NULL,
+            NULL};
     }
     size_t from = 0;
     while (from < n) {

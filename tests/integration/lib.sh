@@ -35,3 +35,16 @@ queue_keys() {
     local q=$1
     echo "sluice:{$q}:stream sluice:{$q}:list sluice:{$q}:meta sluice:{$q}:stats sluice:{$q}:dead sluice:{$q}:procs"
 }
+# gateway_start ARGS...: sluice-gateway on a free loopback port (killed on exit); sets $port
+gateway_start() {
+    "$bin/sluice-gateway" --listen 127.0.0.1:0 --redis "$url" "$@" 2>"$tmp/gw.log" &
+    pids+=("$!")
+    port=""
+    local i
+    for i in $(seq 1 100); do
+        port=$(grep -oE 'addr=127\.0\.0\.1:[0-9]+' "$tmp/gw.log" | head -n 1 | cut -d: -f2) || true
+        [ -n "$port" ] && return 0
+        sleep 0.05
+    done
+    fail "gateway did not start: $(cat "$tmp/gw.log")"
+}

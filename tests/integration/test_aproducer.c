@@ -77,7 +77,7 @@ static void close_ap(sluice_aproducer *ap) {
 }
 
 static int admit(sluice_aproducer *ap, const char *payload, const char *key, outcome *o) {
-    sluice_message m = {payload, strlen(payload), NULL, 0, NULL, key};
+    sluice_message m = {payload, strlen(payload), NULL, 0, NULL, key, NULL};
     memset(o, 0, sizeof(*o));
     return sluice_aproducer_admit(ap, &m, on_admit, o);
 }
@@ -172,7 +172,7 @@ static void test_copy_and_idempotency(void) {
     sluice_aproducer *ap = make(q, 100, 1000);
     WAIT(sluice_aproducer_ready(ap));
     sluice_header h = {name, strlen(name), value, strlen(value)};
-    sluice_message m = {payload, strlen(payload), &h, 1, tenant, NULL};
+    sluice_message m = {payload, strlen(payload), &h, 1, tenant, NULL, NULL};
     memset(o, 0, sizeof(o));
     done = 0;
     CHECK_OK(sluice_aproducer_admit(ap, &m, on_admit, &o[0]), sluice_aproducer_errstr(ap));
@@ -237,7 +237,7 @@ static void test_refusals(void) {
     CHECK_OK(sluice_aproducer_new(&loop, &po, &ao, &ap, err, sizeof(err)), err);
     done = 0;
     memset(&o, 0, sizeof(o));
-    sluice_message m = {"x", 1, NULL, 0, NULL, NULL};
+    sluice_message m = {"x", 1, NULL, 0, NULL, NULL, NULL};
     CHECK_EQ(sluice_aproducer_admit(ap, &m, NULL, &o), SLUICE_EINVAL);
     CHECK_EQ(sluice_aproducer_admit(NULL, &m, on_admit, &o), SLUICE_EINVAL);
     CHECK_EQ(admit(ap, "x", longkey, &o), SLUICE_EINVAL);
@@ -334,7 +334,7 @@ static void on_first_close(sluice_aproducer *ap, const sluice_admit_result *res,
     on_admit(ap, res, &k->first);
     sluice_aproducer_close(ap, on_closed, &k->closed);
     sluice_aproducer_close(ap, on_closed, &k->closed); /* ignored */
-    sluice_message m = {"x", 1, NULL, 0, NULL, NULL};
+    sluice_message m = {"x", 1, NULL, 0, NULL, NULL, NULL};
     k->after_close = sluice_aproducer_admit(ap, &m, on_admit, &k->first);
 }
 
@@ -350,7 +350,7 @@ static void test_close_in_callback(void) {
     done = 0;
     for (int i = 0; i < N; i++) {
         if (i == N / 2) {
-            sluice_message m = {"x", 1, NULL, 0, NULL, NULL};
+            sluice_message m = {"x", 1, NULL, 0, NULL, NULL, NULL};
             CHECK_OK(sluice_aproducer_admit(ap, &m, on_first_close, &k), "");
         }
         CHECK_OK(admit(ap, "x", NULL, &o[i]), sluice_aproducer_errstr(ap));

@@ -102,7 +102,7 @@ static void test_batch_boundary(sluice_backend b) {
     char bodies[7][8];
     for (int i = 0; i < 7; i++) {
         snprintf(bodies[i], sizeof(bodies[i]), "m%d", i);
-        m[i] = (sluice_message){bodies[i], strlen(bodies[i]), NULL, 0, NULL, NULL};
+        m[i] = (sluice_message){bodies[i], strlen(bodies[i]), NULL, 0, NULL, NULL, NULL};
     }
     size_t admitted;
     CHECK_OK(sluice_producer_admit_batch(p, m, 7, res, &admitted), sluice_producer_errstr(p));
@@ -169,7 +169,7 @@ static void test_idempotency(void) {
     th_queue(q, sizeof(q), "idem");
     redisContext *c = th_redis();
     sluice_producer *p = make(q, 100, SLUICE_BACKEND_STREAM, 0);
-    sluice_message m = {"once", 4, NULL, 0, NULL, "order-17"};
+    sluice_message m = {"once", 4, NULL, 0, NULL, "order-17", NULL};
     sluice_admit_result a, b;
     CHECK_OK(sluice_producer_admit_msg(p, &m, &a), sluice_producer_errstr(p));
     CHECK_EQ(a.outcome, SLUICE_ADMITTED);

@@ -155,7 +155,8 @@ static void test_figures(void) {
     CHECK_EQ(cmds[4].argc, 2 + SLUICE_COUNTER_COUNT_);
     CHECK_STREQ(cmds[4].argv[2 + SLUICE_COUNTER_ACKED], "acked");
 
-    const char *stats = "*6\r\n$2\r\n20\r\n$1\r\n4\r\n$2\r\n12\r\n$-1\r\n$1\r\n1\r\n$-1\r\n";
+    const char *stats =
+        "*7\r\n$2\r\n20\r\n$1\r\n4\r\n$2\r\n12\r\n$-1\r\n$1\r\n1\r\n$-1\r\n$1\r\n3\r\n";
     /* two groups: the named one is reported; NULL sums them */
     const char *groups = "*2\r\n" GROUP("7", "workers", "2", "3") GROUP("5", "other", "1", "5");
     CHECK_EQ(parse_all(&f, SLUICE_BACKEND_STREAM, "workers", 5, ":10\r\n", "$3\r\n100\r\n", groups,
@@ -171,6 +172,7 @@ static void test_figures(void) {
     CHECK_EQ(f.counters[SLUICE_COUNTER_ADMITTED], 20);
     CHECK_EQ(f.counters[SLUICE_COUNTER_ACKED], 12);
     CHECK_EQ(f.counters[SLUICE_COUNTER_RETRIED], 0);
+    CHECK_EQ(f.counters[SLUICE_COUNTER_LIMITED], 3);
     CHECK_EQ(parse_all(&f, SLUICE_BACKEND_STREAM, NULL, 3, ":10\r\n", "$-1\r\n", groups), 0);
     CHECK_EQ(f.in_flight, 8);
     CHECK_EQ(f.consumers, 3);
@@ -236,14 +238,19 @@ static void test_admit_call(void) {
     CHECK_EQ(sluice__admit_cfg_init(&cfg, &po, err, sizeof(err)), 0);
     CHECK_EQ(cfg.capacity, 1000);
 
-    sluice_message m[2] = {{"a", 1, NULL, 0, "t1", NULL}, {"bc", 2, NULL, 0, NULL, NULL}};
+    sluice_message m[2] = {{"a", 1, NULL, 0, "t1", NULL, NULL},
+                           {"bc", 2, NULL, 0, NULL, NULL, NULL}};
     sluice__admit_call call;
     CHECK_EQ(sluice__admit_call_build(&call, &cfg, m, 2, err, sizeof(err)), 0);
-    CHECK_EQ(call.fn, SLUICE_FN_ADMIT);
+    CHECK_EQ(call.fn, SLUICE_FN_ADMIT2);
     CHECK_EQ(call.nkeys, 3);
     CHECK_STREQ(call.keys[0], "sluice:{adm}:stream");
-    CHECK_EQ(call.nargs, 4);
+    CHECK_EQ(call.nargs, 2 + 3 * 2); /* capacity, TTL, then tenant, client, envelope each */
     CHECK_STREQ(call.args[0], "1000");
+    CHECK_STREQ(call.args[2], "t1");
+    CHECK_EQ(call.arglens[3], 0); /* no client key */
+    CHECK_EQ(call.arglens[5], 0); /* no tenant */
+    CHECK(call.arglens[4] > 1 && call.arglens[7] > 2);
     sluice__admit_call_free(&call);
 
     /* an idempotency key: the fourth key, built by queue.c; not in batches; 1..200 bytes */
@@ -265,12 +272,12 @@ static void test_admit_call(void) {
     m[0].idempotency_key = NULL;
     CHECK_EQ(sluice__admit_call_build(&call, &cfg, m, 0, err, sizeof(err)), SLUICE_EINVAL);
 
-    /* the reply: {taken, depth, capacity, duplicate, acked, ids...} */
+    /* the reply: {taken, depth, capacity, duplicate, acked, outcome per message} */
     sluice_drain d;
     sluice_drain_init(&d);
     sluice_admit_result res[2];
     size_t admitted = 0;
-    redisReply *r = resp("*6\r\n:1\r\n:10\r\n:10\r\n:0\r\n:5\r\n$3\r\n1-1\r\n");
+    redisReply *r = resp("*7\r\n:1\r\n:10\r\n:10\r\n:0\r\n:5\r\n$3\r\n1-1\r\n:0\r\n");
     CHECK_EQ(sluice__admit_parse(r, 2, &d, 1000, res, &admitted), 0);
     CHECK_EQ(admitted, 1);
     CHECK_EQ(res[0].outcome, SLUICE_ADMITTED);
@@ -279,7 +286,21 @@ static void test_admit_call(void) {
     CHECK_EQ(res[1].depth, 10);
     CHECK(res[1].retry_after_s >= 1);
     freeReplyObject(r);
-    r = resp("*5\r\n:2\r\n:10\r\n:10\r\n:0\r\n:5\r\n"); /* says 2 taken, carries no ids */
+    /* limited by "per-tenant" (3 per 10 s): the exact retry-after and the rate come back */
+    r = resp("*7\r\n:1\r\n:4\r\n:10\r\n:0\r\n:-1\r\n"
+             "*4\r\n$10\r\nper-tenant\r\n:2501\r\n:3\r\n:10000\r\n$3\r\n2-1\r\n");
+    CHECK_EQ(sluice__admit_parse(r, 2, &d, 1000, res, &admitted), 0);
+    CHECK_EQ(admitted, 1);
+    CHECK_EQ(res[0].outcome, SLUICE_LIMITED);
+    CHECK_STREQ(res[0].limit, "per-tenant");
+    CHECK_EQ(res[0].retry_after_ms, 2501);
+    CHECK_EQ(res[0].retry_after_s, 3);
+    CHECK_EQ(res[0].limit_count, 3);
+    CHECK_EQ(res[0].limit_period_ms, 10000);
+    CHECK_EQ(res[1].outcome, SLUICE_ADMITTED);
+    CHECK_STREQ(res[1].id, "2-1");
+    freeReplyObject(r);
+    r = resp("*6\r\n:2\r\n:10\r\n:10\r\n:0\r\n:5\r\n$3\r\n1-1\r\n"); /* one outcome short */
     CHECK_EQ(sluice__admit_parse(r, 2, &d, 1000, res, &admitted), SLUICE_EPROTO);
     freeReplyObject(r);
 }

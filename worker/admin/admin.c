@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "sluice/cli.h"
+#include "sluice/limit.h"
 #include "sluice/queue.h"
 #include "sluice/url.h"
 
@@ -46,6 +47,14 @@ static const char usage[] =
     "                               IDLE_MS, after moving their pending entries to a live\n"
     "                               consumer (a consumer whose entries cannot move is kept)\n"
     "  purge QUEUE --yes            delete every key of the queue (both backends)\n"
+    "  limit QUEUE set NAME SCOPE RATE [--algorithm A]\n"
+    "                               a rate limit the admission checks: SCOPE queue (all\n"
+    "                               admissions), tenant (per envelope tenant) or client (per\n"
+    "                               caller key); RATE N/DURATION, e.g. 100/1m, 240/1h~1m\n"
+    "  limit QUEUE list             the limits and how many admissions each refused\n"
+    "  limit QUEUE del NAME         remove a limit\n"
+    "  limit QUEUE show NAME [VALUE]\n"
+    "                               one limit's state in Redis (VALUE: the tenant or client)\n"
     "\n"
     "Options:\n"
     "  -r, --redis URL              redis://[user:pass@]host:port[/db] or unix:///path\n"
@@ -56,6 +65,7 @@ static const char usage[] =
     "      --sample MS              stats: measure rates over MS (default 1000, 0 = none)\n"
     "      --interval MS            watch: refresh period (default 1000)\n"
     "      --count N                watch: stop after N refreshes (default: until Ctrl-C)\n"
+    "      --algorithm A            limit set: gcra (default), window, log, fixed or gate\n"
     "      --limit N                dead list: entries shown (default 50);\n"
     "                               dead replay: entries replayed at most (default all)\n"
     "      --default-capacity N     dead replay: capacity when the queue has none set\n"
@@ -82,6 +92,7 @@ enum {
     OPT_DEFCAP,
     OPT_PRUNE,
     OPT_YES,
+    OPT_ALGORITHM,
 };
 
 /* Bits naming the options a subcommand accepts (--redis, --json and --help: all of them). */
@@ -94,6 +105,7 @@ enum {
     A_DEFCAP = 1 << 5,
     A_PRUNE = 1 << 6,
     A_YES = 1 << 7,
+    A_ALGORITHM = 1 << 8,
 };
 
 static const struct option longopts[] = {
@@ -108,6 +120,7 @@ static const struct option longopts[] = {
     {"default-capacity", required_argument, NULL, OPT_DEFCAP},
     {"prune", required_argument, NULL, OPT_PRUNE},
     {"yes", no_argument, NULL, OPT_YES},
+    {"algorithm", required_argument, NULL, OPT_ALGORITHM},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -124,6 +137,7 @@ static const struct command {
     {"dead", admin_dead, A_BACKEND | A_LIMIT | A_DEFCAP | A_YES},
     {"consumers", admin_consumers, A_BACKEND | A_GROUP | A_PRUNE},
     {"purge", admin_purge, A_YES},
+    {"limit", admin_limit, A_ALGORITHM},
 };
 
 static int fail_usage(const char *cmd, const char *msg) {
@@ -152,6 +166,8 @@ static unsigned option_bit(int ch) {
         return A_PRUNE;
     case OPT_YES:
         return A_YES;
+    case OPT_ALGORITHM:
+        return A_ALGORITHM;
     default:
         return 0;
     }
@@ -201,6 +217,15 @@ static int parse_one(admin *a, int ch, const char *v, char *err, size_t n) {
     case OPT_YES:
         a->yes = 1;
         return 0;
+    case OPT_ALGORITHM: {
+        sluice_limit_alg alg;
+        if (sluice_limit_alg_parse(v, &alg) != 0) {
+            snprintf(err, n, "--algorithm: \"%s\" is not gcra, window, log, fixed or gate", v);
+            return -1;
+        }
+        a->algorithm = (int)alg;
+        return 0;
+    }
     default:
         return parse_number(ch, v, a, err, n);
     }

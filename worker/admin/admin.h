@@ -41,6 +41,7 @@ typedef struct admin {
     long long limit;       /* dead list/replay: entries, default 50 / all */
     long long prune_ms;    /* consumers --prune IDLE_MS; -1 = no pruning */
     long long default_cap; /* dead replay: capacity when the queue has none, default 1000 */
+    int algorithm;         /* limit set: --algorithm, a sluice_limit_alg (default gcra) */
     char **args;           /* positional arguments after QUEUE (subcommand-specific) */
     int nargs;
     sluice_url url;
@@ -100,5 +101,6 @@ int admin_capacity(admin *a);
 int admin_dead(admin *a);
 int admin_consumers(admin *a);
 int admin_purge(admin *a);
+int admin_limit(admin *a); /* admin_limit.c */
 
 #endif

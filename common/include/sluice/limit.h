@@ -81,6 +81,11 @@ int sluice_duration_parse(const char *s, size_t len, long long *ms, char *err, s
 int sluice_limit_parse(const char *spec, sluice_limit_alg alg, sluice_limit *out, char *err,
                        size_t errlen);
 
+/* The limit as the function library spells it ("gcra:5:1000", "window:240:3600000:60000"): the
+ * SPEC of FCALL sluice_limit and of a queue's limits hash. Returns 0 or SLUICE_EINVAL (a bad
+ * limit, or buf too small). */
+int sluice_limit_spec(const sluice_limit *l, char *buf, size_t len);
+
 typedef struct sluice_limiter_options {
     const char *redis_url;  /* NULL = $SLUICE_REDIS_URL, else redis://127.0.0.1:6379 */
     const char *ns;         /* the namespace, required: 1..64 of [A-Za-z0-9_.-] (a queue name's

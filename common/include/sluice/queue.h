@@ -31,6 +31,7 @@ typedef struct sluice_keys {
     char stats[SLUICE_KEY_MAX];  /* sluice:{Q}:stats   monotonic counters */
     char list[SLUICE_KEY_MAX];   /* sluice:{Q}:list    the bucket (list backend) */
     char procs[SLUICE_KEY_MAX];  /* sluice:{Q}:procs   set of processing-list keys (list) */
+    char limits[SLUICE_KEY_MAX]; /* sluice:{Q}:limits  rate limits: name -> "SCOPE SPEC" */
     char prefix[SLUICE_KEY_MAX]; /* sluice:{Q}:        for keys built from it */
 } sluice_keys;
 

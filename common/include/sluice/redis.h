@@ -49,6 +49,9 @@ typedef enum sluice_fn {
     SLUICE_FN_PRUNE,
     SLUICE_FN_GROUP,
     SLUICE_FN_LIMIT,
+    SLUICE_FN_ADMIT2,
+    SLUICE_FN_LIST_ADMIT2,
+    SLUICE_FN_LIMITS_CONFIG,
     SLUICE_FN_COUNT_
 } sluice_fn;
 

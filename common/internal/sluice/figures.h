@@ -45,6 +45,7 @@ typedef enum sluice_counter {
     SLUICE_COUNTER_RETRIED,
     SLUICE_COUNTER_DEAD,
     SLUICE_COUNTER_RECLAIMED,
+    SLUICE_COUNTER_LIMITED, /* admissions refused by a rate limit (not counted in rejected) */
     SLUICE_COUNTER_COUNT_
 } sluice_counter;
 

@@ -125,6 +125,7 @@ typedef struct sluice_aproducer_counters {
     unsigned long long admitted;  /* outcomes ADMITTED */
     unsigned long long duplicate; /* outcomes DUPLICATE */
     unsigned long long full;      /* outcomes FULL */
+    unsigned long long limited;   /* outcomes LIMITED */
     unsigned long long failed;    /* outcomes FAILED and OPEN */
     unsigned long long unknown;   /* of those, status EUNKNOWN */
 } sluice_aproducer_counters;

@@ -36,15 +36,23 @@ typedef enum sluice_outcome {
     SLUICE_DUPLICATE = 2, /* the idempotency key was admitted before (`id` = that entry) */
     SLUICE_FAILED = 3,    /* not admitted because of `status`, or unknown if EUNKNOWN */
     SLUICE_OPEN = 4,      /* fail-open: redis unreachable, nothing queued, caller may proceed */
+    SLUICE_LIMITED = 5,   /* refused by the queue's rate limit `limit` (sluice-admin limit) */
 } sluice_outcome;
+
+#define SLUICE_LIMIT_NAME_MAX 64 /* a limit's name: 1..64 of A-Z a-z 0-9 _ . - */
 
 typedef struct sluice_admit_result {
     sluice_outcome outcome;
-    int status;             /* 0 unless FAILED/OPEN */
-    long long depth;        /* entries in the bucket after the call; -1 unknown */
-    long long capacity;     /* capacity in force; -1 unknown */
-    unsigned retry_after_s; /* FULL: seconds until there is likely room (1..max) */
-    char id[SLUICE_ID_MAX]; /* ADMITTED/DUPLICATE: stream entry id (list: sequence number) */
+    int status;               /* 0 unless FAILED/OPEN */
+    long long depth;          /* entries in the bucket after the call; -1 unknown */
+    long long capacity;       /* capacity in force; -1 unknown */
+    unsigned retry_after_s;   /* FULL: seconds until there is likely room (1..max); LIMITED: the
+                                 limit's retry-after rounded up to seconds */
+    char id[SLUICE_ID_MAX];   /* ADMITTED/DUPLICATE: stream entry id (list: sequence number) */
+    long long retry_after_ms; /* FULL, LIMITED: retry_after in ms (LIMITED: exact,
+                                 rounded up: the same message passes then) */
+    char limit[SLUICE_LIMIT_NAME_MAX + 1];  /* LIMITED: the refusing limit's name */
+    long long limit_count, limit_period_ms; /* LIMITED: its rate, N per period */
 } sluice_admit_result;
 
 /* The longest idempotency key, in bytes (every producer and the gateway apply it). */
@@ -59,6 +67,7 @@ typedef struct sluice_message {
     const char *tenant;          /* NUL-terminated, NULL = none */
     const char *idempotency_key; /* NUL-terminated, 1..SLUICE_IDEMPOTENCY_KEY_MAX bytes, NULL =
                                     none; single admissions, stream backend only */
+    const char *client;          /* NUL-terminated caller key for `client` limits, NULL = none */
 } sluice_message;
 
 typedef struct sluice_producer_options {

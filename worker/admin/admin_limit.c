@@ -1,0 +1,192 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * admin_limit.c - `sluice-admin limit`: the rate limits a queue's admission checks.
+ *
+ *   limit QUEUE set NAME SCOPE RATE [--algorithm A]   SCOPE queue | tenant | client
+ *   limit QUEUE list                                  the limits and how often each refused
+ *   limit QUEUE del NAME
+ *   limit QUEUE show NAME [VALUE]                     the state of one limit key (VALUE: the
+ *                                                     tenant or client; none for `queue`)
+ *
+ * Limits are written only through the function sluice_limits_config, which validates them and
+ * keeps meta `limits` (the count admission reads) in step with the limits hash.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sluice/cli.h"
+#include "sluice/limit.h"
+#include "sluice/status.h"
+
+#include "admin.h"
+
+static int config_call(admin *a, int nargs, const char **args) {
+    const char *keys[] = {a->keys.limits, a->keys.meta};
+    redisReply *r = NULL;
+    int st = sluice_conn_fcall(a->conn, SLUICE_FN_LIMITS_CONFIG, 2, keys, NULL, nargs, args, NULL,
+                               &r, NULL);
+    if (st != 0) {
+        admin_err(a, "%s",
+                  r != NULL && r->type == REDIS_REPLY_ERROR ? r->str : sluice_conn_errstr(a->conn));
+        freeReplyObject(r);
+        return st == SLUICE_ECONFIG ? SLUICE_EXIT_USAGE : SLUICE_EXIT_REDIS;
+    }
+    freeReplyObject(r);
+    return 0;
+}
+
+static int limit_set(admin *a) {
+    char spec[96], rate[300], err[300];
+    if (a->nargs != 5) {
+        admin_err(a, "usage: limit QUEUE set NAME queue|tenant|client RATE [--algorithm A]");
+        return SLUICE_EXIT_USAGE;
+    }
+    const char *name = a->args[2], *scope = a->args[3];
+    if (strcmp(scope, "queue") != 0 && strcmp(scope, "tenant") != 0 &&
+        strcmp(scope, "client") != 0) {
+        admin_err(a, "scope '%s' is not queue, tenant or client", scope);
+        return SLUICE_EXIT_USAGE;
+    }
+    sluice_limit l;
+    snprintf(rate, sizeof(rate), "%s=%s", name, a->args[4]);
+    if (sluice_limit_parse(rate, (sluice_limit_alg)a->algorithm, &l, err, sizeof(err)) != 0 ||
+        sluice_limit_spec(&l, spec, sizeof(spec)) != 0) {
+        admin_err(a, "%s", err);
+        return SLUICE_EXIT_USAGE;
+    }
+    int rc = admin_connect(a);
+    const char *args[] = {"set", name, scope, spec};
+    if (rc == 0 && (rc = config_call(a, 4, args)) == 0) {
+        printf("limit %s on %s: %s %s %s\n", name, a->queue, scope,
+               sluice_limit_alg_name((sluice_limit_alg)a->algorithm), a->args[4]);
+    }
+    return rc;
+}
+
+static int limit_del(admin *a) {
+    if (a->nargs != 3) {
+        admin_err(a, "usage: limit QUEUE del NAME");
+        return SLUICE_EXIT_USAGE;
+    }
+    int rc = admin_connect(a);
+    const char *args[] = {"del", a->args[2]};
+    if (rc == 0 && (rc = config_call(a, 2, args)) == 0) {
+        printf("limit %s on %s deleted\n", a->args[2], a->queue);
+    }
+    return rc;
+}
+
+/* "gcra:5:1000" as "5/1000ms gcra"; the spec itself when it does not parse. */
+static void print_rate(const char *spec) {
+    char alg[16];
+    long long n, p, prec = 0;
+    if (sscanf(spec, "%15[a-z]:%lld:%lld:%lld", alg, &n, &p, &prec) >= 3) {
+        printf("%-7s %lld/%lldms", alg, n, p);
+        if (prec > 0) {
+            printf("~%lldms", prec);
+        }
+    } else {
+        printf("%s", spec);
+    }
+}
+
+static int limit_list(admin *a) {
+    redisReply *r, *st;
+    int rc = admin_connect(a);
+    if (rc != 0 || (rc = admin_call(a, &r, "HGETALL", "HGETALL", a->keys.limits, NULL)) != 0) {
+        return rc;
+    }
+    if ((rc = admin_call(a, &st, "HGETALL", "HGETALL", a->keys.stats, NULL)) != 0) {
+        freeReplyObject(r);
+        return rc;
+    }
+    if (a->json) {
+        printf("{\"queue\":\"%s\",\"limits\":[", a->queue);
+    } else if (r->elements == 0) {
+        printf("queue %s has no limits\n", a->queue);
+    } else {
+        printf("%-24s %-7s %-7s %-24s %12s\n", "NAME", "SCOPE", "ALG", "RATE", "REFUSED");
+    }
+    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+        char field[128], scope[16] = "?", spec[96] = "?";
+        snprintf(field, sizeof(field), "limited:%s", r->element[i]->str);
+        long long refused = sluice_reply_ll(sluice_reply_field(st, field), 0);
+        sscanf(r->element[i + 1]->str, "%15s %95s", scope, spec);
+        if (a->json) {
+            printf("%s{\"name\":\"%s\",\"scope\":\"%s\",\"spec\":\"%s\",\"refused\":%lld}",
+                   i ? "," : "", r->element[i]->str, scope, spec, refused);
+        } else {
+            printf("%-24s %-7s ", r->element[i]->str, scope);
+            print_rate(spec);
+            printf(" %12lld\n", refused);
+        }
+    }
+    if (a->json) {
+        printf("],\"limited\":%lld}\n", sluice_reply_ll(sluice_reply_field(st, "limited"), 0));
+    }
+    freeReplyObject(r);
+    freeReplyObject(st);
+    return 0;
+}
+
+/* The state of one limit key as Redis holds it: enough to see why a request was refused. */
+static int limit_show(admin *a) {
+    char key[SLUICE_KEY_MAX + 300], suffix[280];
+    if (a->nargs != 3 && a->nargs != 4) {
+        admin_err(a, "usage: limit QUEUE show NAME [TENANT|CLIENT]");
+        return SLUICE_EXIT_USAGE;
+    }
+    snprintf(suffix, sizeof(suffix), "%s:%s", a->args[2], a->nargs == 4 ? a->args[3] : "");
+    if (sluice_key_limit(&a->keys, suffix, strlen(suffix), key, sizeof(key)) != 0) {
+        admin_err(a, "NAME or VALUE too long");
+        return SLUICE_EXIT_USAGE;
+    }
+    redisReply *t, *ttl, *v;
+    int rc = admin_connect(a);
+    if (rc != 0 || (rc = admin_call(a, &t, "TYPE", "TYPE", key, NULL)) != 0) {
+        return rc;
+    }
+    if ((rc = admin_call(a, &ttl, "PTTL", "PTTL", key, NULL)) != 0) {
+        freeReplyObject(t);
+        return rc;
+    }
+    const char *type = t->type == REDIS_REPLY_STATUS ? t->str : "none";
+    printf("%s: %s, expires in %lld ms\n", key, type, ttl->integer);
+    if (strcmp(type, "string") == 0 && admin_call(a, &v, "GET", "GET", key, NULL) == 0) {
+        printf("  gcra or gate state: %s\n", v->str); /* "TAT_US FRAC N PERIOD" or a gate */
+        freeReplyObject(v);
+    } else if (strcmp(type, "hash") == 0 &&
+               admin_call(a, &v, "HGETALL", "HGETALL", key, NULL) == 0) {
+        for (size_t i = 0; i + 1 < v->elements; i += 2) {
+            printf("  %s = %s\n", v->element[i]->str, v->element[i + 1]->str);
+        }
+        freeReplyObject(v);
+    } else if (strcmp(type, "zset") == 0 && admin_call(a, &v, "ZCARD", "ZCARD", key, NULL) == 0) {
+        printf("  %lld requests in the log\n", v->integer);
+        freeReplyObject(v);
+    } else if (strcmp(type, "none") == 0) {
+        printf("  no state: nothing counted within the limit's period\n");
+    }
+    freeReplyObject(t);
+    freeReplyObject(ttl);
+    return 0;
+}
+
+int admin_limit(admin *a) {
+    const char *act = a->nargs >= 2 ? a->args[1] : "";
+    if (strcmp(act, "set") == 0) {
+        return limit_set(a);
+    }
+    if (strcmp(act, "del") == 0) {
+        return limit_del(a);
+    }
+    if (strcmp(act, "list") == 0 && a->nargs == 2) {
+        return limit_list(a);
+    }
+    if (strcmp(act, "show") == 0) {
+        return limit_show(a);
+    }
+    admin_err(a, "usage: limit QUEUE set|list|del|show ... (see --help)");
+    return SLUICE_EXIT_USAGE;
+}
