@@ -15,5 +15,6 @@ int bench_async(int argc, char **argv);   /* async producer on one connection */
 int bench_scale(int argc, char **argv);   /* throughput vs number of worker processes */
 int bench_e2e(int argc, char **argv);     /* admit -> handler-start latency at a fixed rate */
 int bench_gateway(int argc, char **argv); /* HTTP load generator against sluice-gateway */
+int bench_limit(int argc, char **argv);   /* rate-limit checks per second, memory per key */
 
 #endif
