@@ -146,10 +146,23 @@ r=$(rcli FCALL sluice_list_ack 3 "$proc" "$meta" "$stats" 42:env-42 44:env-44 3:
 [ "$(rcli LINDEX "$proc" -1)" = "46:env-46" ] && [ "$(rcli HGET "$meta" list_depth)" = 977 ] ||
     fail "small list_ack: list or depth"
 
+# ... a user whose ACL predates the rebuild (no LRANGE/LTRIM/RPUSH) is served by LREM, not refused
+rcli ACL SETUSER "hot$$" on ">pw$$" resetchannels -@all +fcall +lrem +hget +hincrby '~sluice:*' >/dev/null
+args=()
+for i in $(seq 46 2 84); do args+=("$i:env-$i"); done
+rcli CONFIG RESETSTAT >/dev/null
+r=$(redis-cli -u "$url" --user "hot$$" --pass "pw$$" --no-auth-warning \
+    FCALL sluice_list_ack 3 "$proc" "$meta" "$stats" "${args[@]}")
+[ "$r" = 20 ] && [ "$(calls lrem)" = 20 ] && [ "$(calls lrange)" = 0 ] ||
+    fail "list_ack under an LREM-only ACL: $r, $(calls lrem) LREM"
+[ "$(rcli LINDEX "$proc" -1)" = "86:env-86" ] && [ "$(rcli HGET "$meta" list_depth)" = 957 ] ||
+    fail "list_ack under an LREM-only ACL: list or depth"
+rcli ACL DELUSER "hot$$" >/dev/null
+
 # ... acking the whole list leaves no key behind
 rcli LRANGE "$proc" 0 -1 | sed 's/^/ /' | tr -d '\n' | sed "s/^/FCALL sluice_list_ack 3 $proc $meta $stats/" >"$tmp/ack"
 echo >>"$tmp/ack"
-[ "$(rcli <"$tmp/ack")" = 977 ] && [ "$(rcli EXISTS "$proc")" = 0 ] &&
+[ "$(rcli <"$tmp/ack")" = 957 ] && [ "$(rcli EXISTS "$proc")" = 0 ] &&
     [ "$(rcli HGET "$meta" list_depth)" = 0 ] || fail "list_ack of everything"
 
 "$src/scripts/test-redis" stop "$own"
