@@ -264,11 +264,11 @@ errors: NOGROUP (the stream or the group is missing), WRONGTYPE (KEYS[1] is not 
 ERR (an id that is not a stream id) ]]
 local function touch(keys, args)
     local lo, hi, lo_id, hi_id
-    local single = false
+    local one_by_one = false
     for i = 3, #args do
         local ms, seq = stream_id_parts(args[i])
         if not ms then
-            single = true
+            one_by_one = true
         else
             local p = {ms, seq}
             if not lo or stream_id_less(p, lo) then
@@ -286,14 +286,14 @@ local function touch(keys, args)
         for _, p in ipairs(r) do
             owned[p[1]] = true
         end
-        single = single or #r >= limit
+        one_by_one = one_by_one or #r >= limit
     end
     local lost, claim, queued = {}, {}, {}
     for i = 3, #args do
         local id = args[i]
         local ms, seq = stream_id_parts(id)
         local mine = ms and owned[ms .. '-' .. seq]
-        if not mine and single then
+        if not mine and one_by_one then
             mine = redis.call('XPENDING', keys[1], args[1], id, id, 1, args[2])[1] ~= nil
         end
         if mine then
