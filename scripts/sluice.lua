@@ -96,7 +96,9 @@ end
 KEYS[1] stream, KEYS[2] stats
 ARGV[1] group, ARGV[2..] entry ids
 reply: number of ids that were pending (acked now); ids acked earlier (after a reclaim by
-another worker) count 0 and are not deleted twice. ]]
+another worker) count 0 and are not deleted twice. A missing stream or group acks nothing (0).
+errors: ERR (an id that is not a stream id, or no id at all), WRONGTYPE (KEYS[1] is not a
+stream, KEYS[2] not a hash) ]]
 local function ack(keys, args)
     local ids = {}
     for i = 2, #args do
@@ -113,7 +115,9 @@ end
 --[[ dead (stream backend): move one entry to the dead stream with its reason, then ack + delete.
 KEYS[1] stream, KEYS[2] dead, KEYS[3] stats
 ARGV[1] group, ARGV[2] id, ARGV[3] consumer, ARGV[4] delivery count, ARGV[5] reason
-reply: 1 if the entry still had a body, 0 if it had been deleted (it is acked either way). ]]
+reply: 1 if the entry still had a body, 0 if it had been deleted (it is acked either way).
+errors: ERR (ARGV[2] is not a stream id; checked by the XRANGE before anything is written),
+WRONGTYPE (KEYS[1] or KEYS[2] is not a stream, KEYS[3] not a hash) ]]
 local function dead(keys, args)
     local e = redis.call('XRANGE', keys[1], args[2], args[2])
     local body = ''
@@ -135,7 +139,9 @@ end
 (visibility timeout - backoff) ms, so any worker's reclaim pass takes it after `backoff` ms.
 KEYS[1] stream, KEYS[2] stats
 ARGV[1] group, ARGV[2] consumer, ARGV[3] id, ARGV[4] idle ms to set
-reply: 1 if the entry was still pending, else 0 ]]
+reply: 1 if the entry was still pending, else 0
+errors: NOGROUP (the stream or the group is missing), ERR (a malformed id or idle time),
+WRONGTYPE (KEYS[1] is not a stream, KEYS[2] not a hash) ]]
 local function retry(keys, args)
     local r = redis.call('XCLAIM', keys[1], args[1], args[2], 0, args[3], 'IDLE', args[4],
         'JUSTID')
@@ -148,8 +154,20 @@ end
 --[[ reclaim (stream backend): claim entries idle longer than the visibility timeout.
 KEYS[1] stream, KEYS[2] stats
 ARGV[1] group, ARGV[2] consumer, ARGV[3] min idle ms, ARGV[4] start id, ARGV[5] count
-reply: {next_cursor, {{id, body_or_false, deliveries}, ...}, {deleted ids}} ]]
+reply: {next_cursor, {{id, body_or_false, deliveries}, ...}, {deleted ids}}
+`deliveries` counts the claim just made (an entry read 3 times reports 4). The counts come from
+one XPENDING with the filter XAUTOCLAIM applies (IDLE min, from the same start, same COUNT), read
+before the claim and plus one; an entry it did not list (it became idle between the two calls,
+or deleted entries filled the COUNT) is looked up on its own. Cost: one XPENDING + one
+XAUTOCLAIM, O(COUNT) (plus O(log N) per looked-up entry).
+errors: NOGROUP (the stream or the group is missing), WRONGTYPE (KEYS[1] is not a stream,
+KEYS[2] not a hash), ERR (a malformed min idle, start id or count) ]]
 local function reclaim(keys, args)
+    local seen = {}
+    for _, p in ipairs(redis.call('XPENDING', keys[1], args[1], 'IDLE', args[3], args[4], '+',
+        args[5])) do
+        seen[p[1]] = p[4] + 1
+    end
     local r = redis.call('XAUTOCLAIM', keys[1], args[1], args[2], args[3], args[4], 'COUNT',
         args[5])
     local out = {}
@@ -158,10 +176,13 @@ local function reclaim(keys, args)
         if e[2] then
             body = field_m(e[2]) or false
         end
-        local p = redis.call('XPENDING', keys[1], args[1], e[1], e[1], 1)
-        local count = 1
-        if p[1] then
-            count = p[1][4]
+        local count = seen[e[1]]
+        if count == nil then
+            local p = redis.call('XPENDING', keys[1], args[1], e[1], e[1], 1)
+            count = 1
+            if p[1] then
+                count = p[1][4]
+            end
         end
         out[i] = {e[1], body, count}
     end
@@ -171,20 +192,97 @@ local function reclaim(keys, args)
     return {r[1], out, r[3] or {}}
 end
 
+-- A stream id "<ms>-<seq>" as two decimal texts without leading zeros, or nil for anything else
+-- (the parts may exceed 2^53, so they are compared as text).
+local function stream_id_parts(id)
+    local ms, seq = string.match(id, '^(%d+)%-(%d+)$')
+    if not ms or #ms > 20 or #seq > 20 then
+        return nil
+    end
+    return (string.gsub(ms, '^0+(%d)', '%1')), (string.gsub(seq, '^0+(%d)', '%1'))
+end
+
+-- Compares two decimal texts without leading zeros: -1, 0 or 1.
+local function decimal_cmp(a, b)
+    if #a ~= #b then
+        return #a < #b and -1 or 1
+    elseif a == b then
+        return 0
+    end
+    return a < b and -1 or 1
+end
+
+-- Stream id order of two parsed ids {ms, seq}: true when a comes before b.
+local function stream_id_less(a, b)
+    local c = decimal_cmp(a[1], b[1])
+    if c == 0 then
+        c = decimal_cmp(a[2], b[2])
+    end
+    return c < 0
+end
+
 --[[ touch (stream backend): the owner's heartbeat for long jobs. Re-claims (JUSTID, which
 resets idle time without counting a delivery) each id still owned by `consumer`.
 KEYS[1] stream
 ARGV[1] group, ARGV[2] consumer, ARGV[3..] ids
-reply: the ids no longer owned by `consumer` (another worker took them) ]]
+reply: the ids no longer owned by `consumer` (another worker took them), in ARGV order
+Which ids the consumer owns is read with one XPENDING over [smallest id, largest id] filtered
+by consumer, COUNT #ids + 1000 (the consumer's other pending entries in that range count
+too); when that reply is full, or an id is not of the form <ms>-<seq>, the ids it did not list
+are checked one XPENDING each. Then one XCLAIM ... JUSTID re-claims all the owned ids.
+Cost: 2 calls, O(#ids + pending entries of the consumer in the range), in the usual case.
+errors: NOGROUP (the stream or the group is missing), WRONGTYPE (KEYS[1] is not a stream),
+ERR (an id that is not a stream id) ]]
 local function touch(keys, args)
-    local lost = {}
+    local lo, hi, lo_id, hi_id
+    local one_by_one = false
     for i = 3, #args do
-        local p = redis.call('XPENDING', keys[1], args[1], args[i], args[i], 1, args[2])
-        if p[1] then
-            redis.call('XCLAIM', keys[1], args[1], args[2], 0, args[i], 'JUSTID')
+        local ms, seq = stream_id_parts(args[i])
+        if not ms then
+            one_by_one = true
         else
-            lost[#lost + 1] = args[i]
+            local p = {ms, seq}
+            if not lo or stream_id_less(p, lo) then
+                lo, lo_id = p, args[i]
+            end
+            if not hi or stream_id_less(hi, p) then
+                hi, hi_id = p, args[i]
+            end
         end
+    end
+    local owned = {}
+    if lo then
+        local limit = #args - 2 + 1000
+        local r = redis.call('XPENDING', keys[1], args[1], lo_id, hi_id, limit, args[2])
+        for _, p in ipairs(r) do
+            owned[p[1]] = true
+        end
+        one_by_one = one_by_one or #r >= limit
+    end
+    local lost, claim, queued = {}, {}, {}
+    for i = 3, #args do
+        local id = args[i]
+        local ms, seq = stream_id_parts(id)
+        local mine = ms and owned[ms .. '-' .. seq]
+        if not mine and one_by_one then
+            mine = redis.call('XPENDING', keys[1], args[1], id, id, 1, args[2])[1] ~= nil
+        end
+        if mine then
+            if not queued[id] then
+                queued[id] = true
+                claim[#claim + 1] = id
+            end
+        else
+            lost[#lost + 1] = id
+        end
+    end
+    for i = 1, #claim, 1000 do -- one call unless more than 1000 ids (Lua's unpack limit)
+        local cmd = {'XCLAIM', keys[1], args[1], args[2], 0}
+        for j = i, math.min(i + 999, #claim) do
+            cmd[#cmd + 1] = claim[j]
+        end
+        cmd[#cmd + 1] = 'JUSTID'
+        redis.call(unpack(cmd))
     end
     return lost
 end
@@ -192,7 +290,9 @@ end
 
 --[[ list_take (list backend): move up to ARGV[1] elements into the consumer's processing list.
 KEYS[1] list, KEYS[2] processing list, KEYS[3] procs set
-reply: the elements, oldest first ]]
+reply: the elements, oldest first
+errors: ERR (ARGV[1] is not a number: a Lua error, before anything is moved), WRONGTYPE
+(KEYS[1] or KEYS[2] is not a list, KEYS[3] not a set) ]]
 local function list_take(keys, args)
     local out = {}
     for i = 1, tonumber(args[1]) do
@@ -222,11 +322,62 @@ end
 --[[ list_ack (list backend): remove processed elements from the processing list.
 KEYS[1] processing list, KEYS[2] meta, KEYS[3] stats
 ARGV[1..] elements
-reply: number removed ]]
+reply: number removed
+Each element removes its occurrence nearest the tail (the oldest taken), as LREM -1 does; an
+element given twice removes two equal occurrences. Elements are "<seq>:<envelope>" with a
+unique seq, so equal elements are the same job. Cost, with B = #ARGV and L = the list length:
+a batch of fewer than LIST_ACK_REBUILD_MIN (16) is removed with one LREM each: at most 15 scans
+of the list, O(B * L) (each LREM stops at its element: acks of the oldest jobs, near the tail,
+scan little). A larger batch reads the list once (LRANGE), keeps the others in order and writes
+them back (LTRIM 1 0 empties the list, then RPUSH in runs of 1000): O(L + B), one pass over the
+list whatever B is; a batch of 1000 on a list of 2000 is 3 + 1 calls instead of 1000 LREMs of
+up to 2000 steps each. The rebuild needs LRANGE, LTRIM and RPUSH on KEYS[1]; a user whose ACL
+lacks them (set up for the LREM-only version) gets the LREM path, slower but not refused.
+Either way `list_depth` drops and `acked` grows by exactly the number removed.
+errors: WRONGTYPE (KEYS[1] is not a list, KEYS[2] or KEYS[3] not a hash) ]]
+local LIST_ACK_REBUILD_MIN = 16
+
+-- Whether the caller's ACL lets list_ack rewrite list `key` (always on servers without
+-- redis.acl_check_cmd, before Redis 7).
+local function list_rewrite_allowed(key)
+    local check = redis.acl_check_cmd
+    return check == nil or (check('LRANGE', key, '0', '-1') and check('LTRIM', key, '1', '0') and
+        check('RPUSH', key, 'x'))
+end
+
 local function list_ack(keys, args)
     local n = 0
-    for i = 1, #args do
-        n = n + redis.call('LREM', keys[1], -1, args[i])
+    if #args < LIST_ACK_REBUILD_MIN or not list_rewrite_allowed(keys[1]) then
+        for i = 1, #args do
+            n = n + redis.call('LREM', keys[1], -1, args[i])
+        end
+    else
+        local want = {}
+        for i = 1, #args do
+            want[args[i]] = (want[args[i]] or 0) + 1
+        end
+        local all = redis.call('LRANGE', keys[1], 0, -1)
+        local drop = {}
+        for i = #all, 1, -1 do -- from the tail, as LREM -1 goes
+            local c = want[all[i]]
+            if c and c > 0 then
+                want[all[i]] = c - 1
+                drop[i] = true
+                n = n + 1
+            end
+        end
+        if n > 0 then
+            local rest = {}
+            for i = 1, #all do
+                if not drop[i] then
+                    rest[#rest + 1] = all[i]
+                end
+            end
+            redis.call('LTRIM', keys[1], 1, 0) -- empties it: the key is gone
+            for i = 1, #rest, 1000 do
+                redis.call('RPUSH', keys[1], unpack(rest, i, math.min(i + 999, #rest)))
+            end
+        end
     end
     if n > 0 then
         list_depth_sub(keys[2], n)
@@ -238,7 +389,9 @@ end
 --[[ list_dead (list backend): move one element from the processing list to the dead stream.
 KEYS[1] processing list, KEYS[2] dead, KEYS[3] meta, KEYS[4] stats
 ARGV[1] element, ARGV[2] consumer, ARGV[3] delivery count, ARGV[4] reason
-reply: 1 if removed, else 0 ]]
+reply: 1 if removed, else 0
+errors: WRONGTYPE (KEYS[1] is not a list: nothing written; KEYS[2] not a stream or KEYS[3],
+KEYS[4] not a hash: after the LREM, so the element is gone but not dead-lettered) ]]
 local function list_dead(keys, args)
     -- everything that can fail comes before the LREM: a script that fails after a write
     -- keeps the write, and the element would vanish
@@ -261,7 +414,8 @@ end
 --[[ list_recover (list backend): put a dead consumer's processing list back at the head of
 the queue (oldest first) and forget it.
 KEYS[1] list, KEYS[2] processing list, KEYS[3] procs set
-reply: number of elements moved ]]
+reply: number of elements moved
+errors: WRONGTYPE (KEYS[1] or KEYS[2] is not a list, KEYS[3] not a set) ]]
 local function list_recover(keys, args)
     local n = 0
     while redis.call('LMOVE', keys[2], keys[1], 'RIGHT', 'RIGHT') do
@@ -316,7 +470,10 @@ KEYS[1] stream, KEYS[2] meta, KEYS[3] stats, KEYS[4] dead
 ARGV[1] default capacity (used when meta has no `capacity`), ARGV[2..] dead-letter ids
 reply: {replayed, not_fit, skipped, missing, depth_after, capacity, outcomes}; skipped letters
 have an empty body (stay dead), missing ones are not in the dead stream; outcomes[i] tells what
-happened to ARGV[1 + i]: 0 replayed, 1 not fit (stays dead), 2 skipped, 3 missing. ]]
+happened to ARGV[1 + i]: 0 replayed, 1 not fit (stays dead), 2 skipped, 3 missing.
+errors: SLUICECONFIG (an invalid capacity, or meta records the list backend; nothing written),
+ERR (a dead-letter id that is not a stream id), WRONGTYPE (KEYS[1] or KEYS[4] is not a stream,
+KEYS[2] or KEYS[3] not a hash) ]]
 local function replay(keys, args)
     local cap = queue_settings(keys[2], args[1], 'stream')
     if type(cap) == 'table' then
@@ -329,7 +486,10 @@ end
 
 --[[ list_replay (list backend): replay onto the list, as list_admit appends.
 KEYS[1] list, KEYS[2] meta, KEYS[3] stats, KEYS[4] dead
-ARGV as replay. reply as replay. ]]
+ARGV as replay. reply as replay.
+errors: SLUICECONFIG (an invalid capacity, or meta records the stream backend; nothing
+written), ERR (a dead-letter id that is not a stream id), WRONGTYPE (KEYS[1] is not a list,
+KEYS[4] not a stream, KEYS[2] or KEYS[3] not a hash) ]]
 local function list_replay(keys, args)
     local cap, depth = queue_settings(keys[2], args[1], 'list')
     if type(cap) == 'table' then
@@ -348,7 +508,8 @@ hold capacity with no worker able to claim them; a WATCH cannot guard it, XREADG
 touch watched keys).
 KEYS[1] stream
 ARGV[1] group, ARGV[2] consumer
-reply: 1 deleted (or it did not exist), 0 kept (it has pending entries) ]]
+reply: 1 deleted (or it did not exist), 0 kept (it has pending entries)
+errors: NOGROUP (the stream or the group is missing), WRONGTYPE (KEYS[1] is not a stream) ]]
 local function prune(keys, args)
     if #redis.call('XPENDING', keys[1], args[1], '-', '+', 1, args[2]) > 0 then
         return 0
@@ -367,7 +528,8 @@ workers, XGROUP DESTROY the old group and HDEL meta group.
 KEYS[1] stream, KEYS[2] meta
 ARGV[1] group, ARGV[2] consumer
 reply: 1 group created, 0 it existed
-errors: SLUICECONFIG (another group, or a list queue) ]]
+errors: SLUICECONFIG (another group, or a list queue), WRONGTYPE (KEYS[1] is not a stream,
+KEYS[2] not a hash), and any XGROUP CREATE error other than BUSYGROUP ]]
 local function group(keys, args)
     local recorded = redis.call('HGET', keys[2], 'group')
     local other = recorded
@@ -405,7 +567,7 @@ local function group(keys, args)
     return created
 end
 
---[[ version: KEYS none; reply: the library version string ]]
+--[[ version: KEYS none; reply: the library version string; errors: none ]]
 local function version(keys, args)
     return VERSION
 end
@@ -1121,6 +1283,14 @@ local function limits_config(keys, args)
 end
 
 -- REGISTER (the loader cuts the text here for EVALSHA mode)
+-- Flags. The functions that add work to a bucket (sluice_admit, sluice_list_admit,
+-- sluice_replay, sluice_list_replay) are registered WITHOUT allow-oom on purpose: when Redis
+-- is over maxmemory it refuses them with an OOM error before they run, so admission stops
+-- instead of growing the bucket past maxmemory (the producer sees the refusal). Everything that
+-- drains or moves work already admitted (ack, dead, retry, reclaim, touch, list_take, list_ack,
+-- list_dead, list_recover, prune) keeps allow-oom, so a full Redis can still be drained and
+-- memory freed. sluice_group (may create the stream and group) and sluice_limit (adds limiter
+-- state) only grow memory and are refused under OOM as well.
 redis.register_function('sluice_admit', admit)
 redis.register_function{function_name = 'sluice_ack', callback = ack, flags = {'allow-oom'}}
 redis.register_function{function_name = 'sluice_dead', callback = dead, flags = {'allow-oom'}}
