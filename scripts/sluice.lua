@@ -37,7 +37,7 @@ end
 -- a client of the other backend is refused instead of silently splitting the queue in two
 -- (docs/faults.md B19). Returns capacity, list depth (0 for streams), or an error reply.
 local function queue_settings(meta, default, backend)
-    local v = redis.call('HMGET', meta, 'capacity', 'backend', 'list_depth', 'limits')
+    local v = redis.call('HMGET', meta, 'capacity', 'backend', 'list_depth', 'limits', 'per_tenant')
     local raw = v[1] or default
     local cap = parse_capacity(raw)
     if cap == nil then
@@ -51,7 +51,7 @@ local function queue_settings(meta, default, backend)
         return redis.error_reply('SLUICECONFIG ' .. meta .. ' is a ' .. v[2] ..
             ' queue; this client uses the ' .. backend .. ' backend')
     end
-    return cap, tonumber(v[3]) or 0, tonumber(v[4]) or 0
+    return cap, tonumber(v[3]) or 0, tonumber(v[4]) or 0, tonumber(v[5]) or 0
 end
 
 -- Callers of the first admission functions (sluice_admit, sluice_list_admit) know nothing of
@@ -61,14 +61,55 @@ local function refuse_v1(meta)
         'predates them (it calls sluice_admit, limits need sluice_admit2)')
 end
 
--- The `m` field of a stream entry's field list (flat name, value, ...), or nil.
-local function field_m(fields)
+-- A field of a stream entry's field list (flat name, value, ...), or nil.
+local function field(fields, name)
     for i = 1, #fields, 2 do
-        if fields[i] == 'm' then
+        if fields[i] == name then
             return fields[i + 1]
         end
     end
     return nil
+end
+
+-- The `m` field (the envelope).
+local function field_m(fields)
+    return field(fields, 'm')
+end
+
+--[[ A tenant's share of the bucket (meta `per_tenant` = M, stream backend): no tenant holds more
+than M entries, waiting + in flight. sluice:{Q}:tdepth counts per tenant the entries admitted
+while a share was set; those entries carry their tenant in the field `k`, and an entry's count
+goes when the entry goes (ack, dead), in the same function call: exact through crashes, and a
+share switched on or off later never makes a count drift. ]]
+local function tdepth_key(stream)
+    return string.sub(stream, 1, -7) .. 'tdepth' -- "sluice:{Q}:stream" -> "sluice:{Q}:tdepth"
+end
+
+-- Lowers the count of the tenant of entry `e` ({id, fields}) when it carries one. A count at 0
+-- is removed when the caller may (HDEL is not in the worker's ACL of earlier versions).
+local function tdepth_release_entry(tk, e)
+    local t = field(e[2], 'k')
+    if t and redis.call('HINCRBY', tk, t, -1) <= 0 and
+        (not redis.acl_check_cmd or redis.acl_check_cmd('HDEL', tk, t)) then
+        redis.call('HDEL', tk, t)
+    end
+end
+
+-- The same for the entries `ids` of the stream, before they are deleted. Only queues that ever
+-- counted tenants (meta `tenant_counts`, set by the first counted admission) read the entries:
+-- the others pay one HGET.
+local function tdepth_release(stream, ids)
+    local prefix = string.sub(stream, 1, -7)
+    if not redis.call('HGET', prefix .. 'meta', 'tenant_counts') then
+        return
+    end
+    local tk = prefix .. 'tdepth'
+    for _, id in ipairs(ids) do
+        local e = redis.call('XRANGE', stream, id, id)
+        if e[1] then
+            tdepth_release_entry(tk, e[1])
+        end
+    end
 end
 
 -- How many of n envelopes fit: the admission rule, in one place for both backends.
@@ -105,6 +146,7 @@ local function ack(keys, args)
         ids[#ids + 1] = args[i]
     end
     local n = redis.call('XACK', keys[1], args[1], unpack(ids))
+    tdepth_release(keys[1], ids)
     redis.call('XDEL', keys[1], unpack(ids))
     if n > 0 then
         redis.call('HINCRBY', keys[2], 'acked', n)
@@ -120,12 +162,19 @@ errors: ERR (ARGV[2] is not a stream id; checked by the XRANGE before anything i
 WRONGTYPE (KEYS[1] or KEYS[2] is not a stream, KEYS[3] not a hash) ]]
 local function dead(keys, args)
     local e = redis.call('XRANGE', keys[1], args[2], args[2])
-    local body = ''
+    local body, tenant = '', nil
     if e[1] then
         body = field_m(e[1][2]) or ''
+        tenant = field(e[1][2], 'k')
     end
-    redis.call('XADD', keys[2], '*', 'id', args[2], 'm', body, 'deliveries', args[4],
-        'consumer', args[3], 'reason', args[5])
+    if tenant then -- kept with the letter, so a replay counts it in its tenant's share again
+        redis.call('XADD', keys[2], '*', 'id', args[2], 'm', body, 'deliveries', args[4],
+            'consumer', args[3], 'reason', args[5], 'k', tenant)
+        tdepth_release_entry(tdepth_key(keys[1]), e[1])
+    else
+        redis.call('XADD', keys[2], '*', 'id', args[2], 'm', body, 'deliveries', args[4],
+            'consumer', args[3], 'reason', args[5])
+    end
     redis.call('XACK', keys[1], args[1], args[2])
     redis.call('XDEL', keys[1], args[2])
     redis.call('HINCRBY', keys[3], 'dead', 1)
@@ -431,24 +480,24 @@ local function dead_body(dead, id)
     if not e[1] then
         return nil
     end
-    return field_m(e[1][2]) or ''
+    return field_m(e[1][2]) or '', field(e[1][2], 'k')
 end
 
 -- The loop of replay and list_replay. `depth` is the bucket's depth now; append(body) queues
 -- one body. Outcome codes follow the counters' order: 0 replayed, 1 not fit, 2 skipped,
 -- 3 missing.
-local function replay_letters(keys, args, cap, depth, append)
+local function replay_letters(keys, args, cap, depth, append, fits)
     local counts = {0, 0, 0, 0}
     local outcomes = {}
     for i = 2, #args do
-        local body = dead_body(keys[4], args[i])
+        local body, tenant = dead_body(keys[4], args[i])
         local o = 1
         if body == nil then
             o = 3
         elseif body == '' then
             o = 2
-        elseif depth < cap then
-            append(body)
+        elseif depth < cap and (not fits or fits(tenant)) then
+            append(body, tenant)
             redis.call('XDEL', keys[4], args[i])
             depth = depth + 1
             o = 0
@@ -475,12 +524,21 @@ errors: SLUICECONFIG (an invalid capacity, or meta records the list backend; not
 ERR (a dead-letter id that is not a stream id), WRONGTYPE (KEYS[1] or KEYS[4] is not a stream,
 KEYS[2] or KEYS[3] not a hash) ]]
 local function replay(keys, args)
-    local cap = queue_settings(keys[2], args[1], 'stream')
+    local cap, _, _, share = queue_settings(keys[2], args[1], 'stream')
     if type(cap) == 'table' then
         return cap
     end
-    return replay_letters(keys, args, cap, redis.call('XLEN', keys[1]), function(body)
-        redis.call('XADD', keys[1], '*', 'm', body)
+    local tk = tdepth_key(keys[1])
+    return replay_letters(keys, args, cap, redis.call('XLEN', keys[1]), function(body, tenant)
+        if tenant then -- admitted under a share: counted again in its tenant's
+            redis.call('XADD', keys[1], '*', 'm', body, 'k', tenant)
+            redis.call('HINCRBY', tk, tenant, 1)
+        else
+            redis.call('XADD', keys[1], '*', 'm', body)
+        end
+    end, function(tenant)
+        return share == 0 or not tenant or
+            (tonumber(redis.call('HGET', tk, tenant)) or 0) < share
     end)
 end
 
@@ -718,6 +776,16 @@ end
 -- things are now), l.left_after / l.reset_after (the same once w is counted, when it passes)
 -- and what its record step needs. A check returns an error reply or nil; it writes nothing.
 
+-- Whole units of interval t that fit in period p with debt d outstanding (float noise aside).
+local function gcra_units(p, t, d)
+    local x = (p - d) / t
+    x = math.floor(x + x * 1e-12 + 1e-9)
+    if x < 0 then
+        return 0
+    end
+    return x
+end
+
 local function gcra_check(l, key, w, now)
     local t = l.p / l.n
     local debt = 0
@@ -740,16 +808,8 @@ local function gcra_check(l, key, w, now)
     local after = debt + w * t
     l.ok = after - l.p <= eps
     l.retry = after - l.p
-    local function units(d)
-        local x = (l.p - d) / t
-        x = math.floor(x + x * 1e-12 + 1e-9)
-        if x < 0 then
-            return 0
-        end
-        return x
-    end
-    l.left, l.reset = units(debt), debt
-    l.left_after, l.reset_after = units(after), after
+    l.left, l.reset = gcra_units(l.p, t, debt), debt
+    l.left_after, l.reset_after = gcra_units(l.p, t, after), after
     l.debt = after
 end
 
@@ -829,30 +889,35 @@ local function window_record(l, key, w, now)
 end
 
 local function log_check(l, key, w, now)
-    local lo = '(' .. limit_fmt(now - l.p) -- a unit made at s counts while now < s + P
-    local count = redis.call('ZCOUNT', key, lo, '+inf')
+    -- trimmed on every call: a unit made at s counts while now < s + P
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', limit_fmt(now - l.p))
+    local count = redis.call('ZCARD', key)
     l.ok = count + w <= l.n
-    l.left, l.reset = l.n - count, 0
+    l.left = l.n - count
     l.left_after, l.reset_after = l.n - count - w, l.p
-    if count > 0 then
-        local r = redis.call('ZREVRANGEBYSCORE', key, '+inf', lo, 'WITHSCORES', 'LIMIT', 0, 1)
-        l.reset = tonumber(r[2]) + l.p - now
-    end
+    l.count = count
     if not l.ok then -- the (count + w - COUNT)-th oldest unit must go
-        local r = redis.call('ZRANGEBYSCORE', key, lo, '+inf', 'WITHSCORES', 'LIMIT',
-            count + w - l.n - 1, 1)
+        local r = redis.call('ZRANGE', key, count + w - l.n - 1, count + w - l.n - 1,
+            'WITHSCORES')
         l.retry = tonumber(r[2]) + l.p - now
     end
 end
 
+-- Until the newest unit expires (read only when a call is refused: an allowed one knows it).
+local function log_reset(l, key, now)
+    if l.count == 0 then
+        return 0
+    end
+    local r = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+    return tonumber(r[2]) + l.p - now
+end
+
 local function log_record(l, key, w, now)
     local score = limit_fmt(now)
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', limit_fmt(now - l.p))
-    -- members "<now>:<j>" are unique: names already taken in this microsecond are skipped
-    local j = redis.call('ZCOUNT', key, score, score)
-    local need = w
-    local tries = 0
-    while need > 0 and tries < 1000000 do
+    -- members "<now>:<j>" are unique: a name already taken in this microsecond (by another
+    -- call, or another limit of this call on the same key) is skipped by NX and j moves on
+    local j, need = 0, w
+    while need > 0 do
         local batch = need
         if batch > 500 then
             batch = 500
@@ -864,7 +929,6 @@ local function log_record(l, key, w, now)
             j = j + 1
         end
         need = need - redis.call(unpack(cmd))
-        tries = tries + 1
     end
     redis.call('PEXPIRE', key, l.p_ms + 1)
 end
@@ -910,7 +974,7 @@ end
 local LIMIT_ENGINES = {
     gcra = {gcra_check, gcra_record},
     window = {window_check, window_record},
-    log = {log_check, log_record},
+    log = {log_check, log_record, log_reset},
     fixed = {fixed_check, fixed_record},
     gate = {gate_check, gate_record},
 }
@@ -971,6 +1035,9 @@ local function limit(keys, args)
     for i = 1, nl do
         local l = ls[i]
         local left, full = l.left, l.reset
+        if not ok and full == nil then -- an algorithm that reads it only when needed
+            full = LIMIT_ENGINES[l.alg][3](l, keys[i], now)
+        end
         if ok then
             LIMIT_ENGINES[l.alg][2](l, keys[i], w, now)
             left, full = l.left_after, l.reset_after
@@ -1091,7 +1158,7 @@ message of another tenant or client), then admitted while depth < capacity, else
 Returns the reply: {admitted, depth_after, capacity, 0, acked, outcome_1, ..., outcome_n} with
 outcome_i the id (admitted), 0 (full) or {limit name, retry_after_ms, COUNT, PERIOD_MS}
 (limited). ]]
-local function admit_each(keys, args, cap, depth, nlimits, append)
+local function admit_each(keys, args, cap, depth, nlimits, append, share)
     local n = (#args - 2) / 3
     if n < 1 or n ~= math.floor(n) then
         return redis.error_reply('SLUICECONFIG sluice_admit2 takes a capacity, a TTL and ' ..
@@ -1108,6 +1175,17 @@ local function admit_each(keys, args, cap, depth, nlimits, append)
     end
     local reply = {0, depth, cap, 0, -1}
     local admitted, full, limited = 0, 0, 0
+    local tk, held = tdepth_key(keys[1]), {} -- the share: entries each tenant holds
+    local counting = false
+    local function room_for(t)
+        if share == 0 then
+            return true
+        end
+        if not held[t] then
+            held[t] = tonumber(redis.call('HGET', tk, t)) or 0
+        end
+        return held[t] < share
+    end
     for i = 1, n do
         local base = 3 + (i - 1) * 3
         local checked, retry, err = {}, nil, nil
@@ -1122,9 +1200,20 @@ local function admit_each(keys, args, cap, depth, nlimits, append)
             redis.call('HINCRBY', keys[3], 'limited:' .. checked.name, 1)
             reply[5 + i] = {checked.name, math.ceil(retry / 1000), checked.spec.n,
                 checked.spec.p_ms}
-        elseif depth < cap then
+        elseif depth < cap and room_for(args[base]) then
             limits_record(checked, now)
-            reply[5 + i] = append(args[base + 2])
+            if share > 0 then
+                local t = args[base]
+                held[t] = held[t] + 1
+                redis.call('HINCRBY', tk, t, 1)
+                if not counting then -- acks read entries for their tenant from now on
+                    redis.call('HSETNX', keys[2], 'tenant_counts', 1)
+                    counting = true
+                end
+                reply[5 + i] = append(args[base + 2], t)
+            else
+                reply[5 + i] = append(args[base + 2])
+            end
             depth = depth + 1
             admitted = admitted + 1
         else
@@ -1154,7 +1243,7 @@ reply: {admitted, depth_after, capacity, duplicate(0|1), acked, outcome_1, ..., 
   tag as KEYS). Errors: SLUICECONFIG (capacity, backend, a bad limit in sluice:{Q}:limits or
   arguments), WRONGTYPE. ]]
 local function admit2(keys, args, v1)
-    local cap, _, nlimits = queue_settings(keys[2], args[1], 'stream')
+    local cap, _, nlimits, share = queue_settings(keys[2], args[1], 'stream')
     if type(cap) == 'table' then
         return cap
     end
@@ -1168,9 +1257,12 @@ local function admit2(keys, args, v1)
             return {1, depth, cap, 1, -1, seen}
         end
     end
-    local reply = admit_each(keys, args, cap, depth, nlimits, function(env)
+    local reply = admit_each(keys, args, cap, depth, nlimits, function(env, tenant)
+        if tenant then
+            return redis.call('XADD', keys[1], '*', 'm', env, 'k', tenant)
+        end
         return redis.call('XADD', keys[1], '*', 'm', env)
-    end)
+    end, share)
     if keys[4] and reply[1] == 1 then
         redis.call('SET', keys[4], reply[6], 'PX', args[2])
     end
@@ -1179,9 +1271,13 @@ end
 
 --[[ list_admit2 (list backend): as admit2; elements "<seq>:<envelope>" as list_admit. ]]
 local function list_admit2(keys, args, v1)
-    local cap, depth, nlimits = queue_settings(keys[2], args[1], 'list')
+    local cap, depth, nlimits, share = queue_settings(keys[2], args[1], 'list')
     if type(cap) == 'table' then
         return cap
+    end
+    if share > 0 then
+        return redis.error_reply('SLUICECONFIG ' .. keys[2] .. ': a per-tenant share needs ' ..
+            'the stream backend')
     end
     if v1 and nlimits > 0 then
         return refuse_v1(keys[2])
@@ -1193,7 +1289,7 @@ local function list_admit2(keys, args, v1)
         local id = limit_fmt(seq)
         elems[#elems + 1] = id .. ':' .. env
         return id
-    end)
+    end, 0)
     if #elems > 0 then
         redis.call('LPUSH', keys[1], unpack(elems))
         redis.call('HSET', keys[2], 'list_seq', limit_fmt(seq))

@@ -32,8 +32,11 @@ static const char usage[] =
     "  stats QUEUE                  depth / capacity, waiting vs in flight, pending per\n"
     "                               consumer, dead letters, counters and their rates\n"
     "  watch QUEUE                  the same, refreshed like top until Ctrl-C\n"
-    "  capacity QUEUE [N]           print the capacity, or set it to N (producers honour it\n"
-    "                               on their next admission)\n"
+    "  capacity QUEUE [N] [--per-tenant M]\n"
+    "                               print the capacity, or set it to N (producers honour it\n"
+    "                               on their next admission); --per-tenant M: no tenant holds\n"
+    "                               more than M entries, waiting + in flight (0: off;\n"
+    "                               stream backend)\n"
     "  dead list QUEUE              dead letters, oldest first (--limit N, default 50)\n"
     "  dead show QUEUE DEAD_ID      one dead letter with its decoded envelope\n"
     "  dead replay QUEUE [DEAD_ID...]\n"
@@ -66,6 +69,7 @@ static const char usage[] =
     "      --interval MS            watch: refresh period (default 1000)\n"
     "      --count N                watch: stop after N refreshes (default: until Ctrl-C)\n"
     "      --algorithm A            limit set: gcra (default), window, log, fixed or gate\n"
+    "      --per-tenant M           capacity: a tenant's share of the bucket\n"
     "      --limit N                dead list: entries shown (default 50);\n"
     "                               dead replay: entries replayed at most (default all)\n"
     "      --default-capacity N     dead replay: capacity when the queue has none set\n"
@@ -93,6 +97,7 @@ enum {
     OPT_PRUNE,
     OPT_YES,
     OPT_ALGORITHM,
+    OPT_PER_TENANT,
 };
 
 /* Bits naming the options a subcommand accepts (--redis, --json and --help: all of them). */
@@ -106,6 +111,7 @@ enum {
     A_PRUNE = 1 << 6,
     A_YES = 1 << 7,
     A_ALGORITHM = 1 << 8,
+    A_PER_TENANT = 1 << 9,
 };
 
 static const struct option longopts[] = {
@@ -121,6 +127,7 @@ static const struct option longopts[] = {
     {"prune", required_argument, NULL, OPT_PRUNE},
     {"yes", no_argument, NULL, OPT_YES},
     {"algorithm", required_argument, NULL, OPT_ALGORITHM},
+    {"per-tenant", required_argument, NULL, OPT_PER_TENANT},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -133,7 +140,7 @@ static const struct command {
 } commands[] = {
     {"stats", admin_stats, A_BACKEND | A_GROUP | A_SAMPLE},
     {"watch", admin_watch, A_BACKEND | A_GROUP | A_WATCH},
-    {"capacity", admin_capacity, 0},
+    {"capacity", admin_capacity, A_PER_TENANT},
     {"dead", admin_dead, A_BACKEND | A_LIMIT | A_DEFCAP | A_YES},
     {"consumers", admin_consumers, A_BACKEND | A_GROUP | A_PRUNE},
     {"purge", admin_purge, A_YES},
@@ -168,6 +175,8 @@ static unsigned option_bit(int ch) {
         return A_YES;
     case OPT_ALGORITHM:
         return A_ALGORITHM;
+    case OPT_PER_TENANT:
+        return A_PER_TENANT;
     default:
         return 0;
     }
@@ -188,6 +197,8 @@ static int parse_number(int ch, const char *v, admin *a, char *err, size_t n) {
                                err, n);
     case OPT_PRUNE:
         return sluice_parse_ll("--prune", v, 0, (long long)1e12, &a->prune_ms, err, n);
+    case OPT_PER_TENANT:
+        return sluice_parse_ll("--per-tenant", v, 0, SLUICE_CAPACITY_MAX, &a->per_tenant, err, n);
     default:
         snprintf(err, n, "unknown option");
         return -1;
@@ -237,6 +248,7 @@ static void defaults(admin *a) {
     a->sample_ms = 1000;
     a->interval_ms = 1000;
     a->prune_ms = -1;
+    a->per_tenant = -1;
     a->default_cap = 1000;
 }
 

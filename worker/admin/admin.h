@@ -42,6 +42,7 @@ typedef struct admin {
     long long prune_ms;    /* consumers --prune IDLE_MS; -1 = no pruning */
     long long default_cap; /* dead replay: capacity when the queue has none, default 1000 */
     int algorithm;         /* limit set: --algorithm, a sluice_limit_alg (default gcra) */
+    long long per_tenant;  /* capacity --per-tenant M; -1 = not given, 0 = off */
     char **args;           /* positional arguments after QUEUE (subcommand-specific) */
     int nargs;
     sluice_url url;

@@ -414,14 +414,30 @@ int admin_capacity(admin *a) {
     if (rc != 0 || a->nargs == 1) {
         return rc != 0 ? rc : capacity_show(a);
     }
-    char value[24]; /* written as parsed: "+5" or "010" are stored as 5 and 10 */
+    char value[24], share[24]; /* written as parsed: "+5" or "010" are stored as 5 and 10 */
     snprintf(value, sizeof(value), "%lld", n);
+    snprintf(share, sizeof(share), "%lld", a->per_tenant);
+    if (a->per_tenant > n) {
+        admin_err(a, "--per-tenant %lld is more than the capacity %lld", a->per_tenant, n);
+        return SLUICE_EXIT_USAGE;
+    }
+    if (a->per_tenant >= 0 &&
+        ((rc = admin_detect_backend(a)) != 0 || a->backend == SLUICE_BACKEND_LIST)) {
+        if (rc == 0) {
+            admin_err(a, "--per-tenant needs the stream backend; %s is a list queue", a->queue);
+        }
+        return rc != 0 ? rc : SLUICE_EXIT_USAGE;
+    }
     sluice_figures_cmd cmds[] = {{3, {"HGET", a->keys.meta, "capacity"}},
                                  {4, {"HSET", a->keys.meta, "capacity", value}},
                                  {2, {"XLEN", a->keys.stream}},
-                                 {3, {"HGET", a->keys.meta, "list_depth"}}};
+                                 {3, {"HGET", a->keys.meta, "list_depth"}},
+                                 {4, {"HSET", a->keys.meta, "per_tenant", share}}};
+    if (a->per_tenant == 0) { /* 0 switches the share off */
+        cmds[4] = (sluice_figures_cmd){3, {"HDEL", a->keys.meta, "per_tenant"}};
+    }
     redisReply *r;
-    if ((rc = transaction(a, &r, cmds, 4)) != 0) {
+    if ((rc = transaction(a, &r, cmds, a->per_tenant >= 0 ? 5 : 4)) != 0) {
         return rc;
     }
     old = admin_capacity_value(r->element[0]);
@@ -430,7 +446,8 @@ int admin_capacity(admin *a) {
     if (a->json) {
         printf("{\"queue\":\"%s\",\"capacity\":%lld,\"previous\":", a->queue, n);
         old >= 0 ? printf("%lld", old) : printf("null");
-        printf(",\"depth\":%lld}\n", depth);
+        printf(",\"depth\":%lld", depth);
+        a->per_tenant >= 0 ? printf(",\"per_tenant\":%lld}\n", a->per_tenant) : printf("}\n");
         return 0;
     }
     char was[48] = "was not set";
@@ -440,6 +457,12 @@ int admin_capacity(admin *a) {
         snprintf(was, sizeof(was), "was %lld", old);
     }
     printf("capacity of %s: %lld (%s; depth %lld)\n", a->queue, n, was, depth);
+    if (a->per_tenant > 0) {
+        printf("per-tenant share: no tenant holds more than %lld entries (waiting + in flight)\n",
+               a->per_tenant);
+    } else if (a->per_tenant == 0) {
+        printf("per-tenant share: off\n");
+    }
     if (n == 0) {
         printf("note: capacity 0 closes the queue: every admission is rejected as full\n");
     } else if (depth > n) {
