@@ -726,44 +726,49 @@ end
 
 local LIMIT_ALGS = {gcra = 3, window = 4, log = 3, fixed = 3, gate = 3}
 
+local function limit_spec_error(i, s, why)
+    return redis.error_reply('SLUICECONFIG limit ' .. i .. ' ' ..
+        string.format('%q', string.sub(tostring(s), 1, 80)) .. ': ' .. why)
+end
+
 -- Parses spec i; returns a table {alg, n, p (us), p_ms, prec (us), prec_ms, blocks} or an
--- error reply.
+-- error reply. One pattern match on the hot path; the error paths say what is wrong.
 local function limit_spec(i, s)
-    local function bad(why)
-        return redis.error_reply('SLUICECONFIG limit ' .. i .. ' ' ..
-            string.format('%q', string.sub(tostring(s), 1, 80)) .. ': ' .. why)
-    end
-    local parts = {}
-    for part in string.gmatch(s .. ':', '([^:]*):') do
-        parts[#parts + 1] = part
-    end
-    local want = LIMIT_ALGS[parts[1]]
+    local alg, sn, sp, sprec = string.match(s, '^(%a+):(%d+):(%d+):?(%d*)$')
+    local want = LIMIT_ALGS[alg]
     if not want then
-        return bad('the algorithm is one of gcra, window, log, fixed, gate')
-    end
-    if #parts ~= want then
-        if want == 4 then
-            return bad('expected window:COUNT:PERIOD_MS:PRECISION_MS')
+        alg = string.match(s, '^(%a+):')
+        if not LIMIT_ALGS[alg] then
+            return limit_spec_error(i, s, 'the algorithm is one of gcra, window, log, fixed, gate')
         end
-        return bad('expected ' .. parts[1] .. ':COUNT:PERIOD_MS')
+        want = LIMIT_ALGS[alg]
+        sn = nil
     end
-    local n = limit_int(parts[2], 1, LIMIT_MAX_COUNT)
+    if not sn or (want == 4) ~= (sprec ~= '') then
+        if want == 4 then
+            return limit_spec_error(i, s, 'expected window:COUNT:PERIOD_MS:PRECISION_MS')
+        end
+        return limit_spec_error(i, s, 'expected ' .. alg .. ':COUNT:PERIOD_MS')
+    end
+    local n = limit_int(sn, 1, LIMIT_MAX_COUNT)
     if not n then
-        return bad('COUNT is an integer 1..1000000000')
+        return limit_spec_error(i, s, 'COUNT is an integer 1..1000000000')
     end
-    local p_ms = limit_int(parts[3], 1, LIMIT_MAX_PERIOD_MS)
+    local p_ms = limit_int(sp, 1, LIMIT_MAX_PERIOD_MS)
     if not p_ms then
-        return bad('PERIOD_MS is an integer 1..31622400000 (366 days)')
+        return limit_spec_error(i, s, 'PERIOD_MS is an integer 1..31622400000 (366 days)')
     end
-    local l = {alg = parts[1], n = n, p_ms = p_ms, p = p_ms * 1000}
+    -- every field a check sets is there from the start: no rehash on the hot path
+    local l = {alg = alg, n = n, p_ms = p_ms, p = p_ms * 1000, ok = false, retry = 0, left = 0,
+        reset = 0, left_after = 0, reset_after = 0, count = 0}
     if want == 4 then
-        local prec_ms = limit_int(parts[4], 1, p_ms)
+        local prec_ms = limit_int(sprec, 1, p_ms)
         if not prec_ms then
-            return bad('PRECISION_MS is an integer 1..PERIOD_MS')
+            return limit_spec_error(i, s, 'PRECISION_MS is an integer 1..PERIOD_MS')
         end
         l.blocks = math.ceil(p_ms / prec_ms)
         if l.blocks > LIMIT_MAX_BLOCKS then
-            return bad('PERIOD_MS / PRECISION_MS is at most 1000')
+            return limit_spec_error(i, s, 'PERIOD_MS / PRECISION_MS is at most 1000')
         end
         l.prec_ms = prec_ms
         l.prec = prec_ms * 1000
@@ -889,11 +894,12 @@ local function window_record(l, key, w, now)
 end
 
 local function log_check(l, key, w, now)
-    -- trimmed on every call: a unit made at s counts while now < s + P
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', limit_fmt(now - l.p))
+    -- trimmed on every call: a unit made at s counts while now < s + P (numbers reach Redis
+    -- as %.17g, exact for integers below 2^53)
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', now - l.p)
     local count = redis.call('ZCARD', key)
     l.ok = count + w <= l.n
-    l.left = l.n - count
+    l.left, l.reset = l.n - count, false -- false: log_reset reads it if the call is refused
     l.left_after, l.reset_after = l.n - count - w, l.p
     l.count = count
     if not l.ok then -- the (count + w - COUNT)-th oldest unit must go
@@ -917,6 +923,9 @@ local function log_record(l, key, w, now)
     -- members "<now>:<j>" are unique: a name already taken in this microsecond (by another
     -- call, or another limit of this call on the same key) is skipped by NX and j moves on
     local j, need = 0, w
+    if w == 1 and redis.call('ZADD', key, 'NX', now, score .. ':0') == 1 then
+        need, j = 0, 1 -- the usual case: one unit, one command
+    end
     while need > 0 do
         local batch = need
         if batch > 500 then
@@ -992,28 +1001,22 @@ local function limit(keys, args)
             ' is not an integer 1..1000000000')
     end
     local ls = {}
-    local seen = {}
+    local seen = nl > 1 and {} or nil -- key -> 'window' or 'other'; key .. ' ' .. window tag
     for i = 1, nl do
         local l = limit_spec(i, args[i + 1])
         if l.err then
             return l
         end
-        local key = keys[i]
-        local prior = seen[key]
-        local tag = l.alg
-        if l.alg == 'window' then
-            tag = 'window ' .. l.p_ms .. ':' .. l.prec_ms
+        if seen then
+            local key = keys[i]
+            local kind = l.alg == 'window' and 'window' or 'other'
+            local tag = key .. ' ' .. l.p_ms .. ':' .. (l.prec_ms or '')
+            if (seen[key] and (kind == 'other' or seen[key] == 'other')) or seen[tag] then
+                return redis.error_reply('SLUICECONFIG key ' .. key .. ' is given twice (limit ' ..
+                    i .. '); only window limits of different PERIOD:PRECISION may share a key')
+            end
+            seen[key], seen[tag] = kind, true
         end
-        if prior and (l.alg ~= 'window' or prior[tag] or prior.other) then
-            return redis.error_reply('SLUICECONFIG key ' .. key .. ' is given twice (limit ' ..
-                i .. '); only window limits of different PERIOD:PRECISION may share a key')
-        end
-        prior = prior or {}
-        prior[tag] = true
-        if l.alg ~= 'window' then
-            prior.other = true
-        end
-        seen[key] = prior
         ls[i] = l
     end
     for i = 1, nl do
@@ -1035,7 +1038,7 @@ local function limit(keys, args)
     for i = 1, nl do
         local l = ls[i]
         local left, full = l.left, l.reset
-        if not ok and full == nil then -- an algorithm that reads it only when needed
+        if not ok and full == false then -- an algorithm that reads it only when needed
             full = LIMIT_ENGINES[l.alg][3](l, keys[i], now)
         end
         if ok then
