@@ -24,6 +24,7 @@
 #include "sluice/cli.h"
 #include "sluice/client.h"
 #include "sluice/figures.h"
+#include "sluice/reply.h"
 #include "sluice/url.h"
 
 #include "admit.h"
@@ -607,8 +608,42 @@ struct ainfo {
     int left;   /* replies still awaited */
     int status; /* the first failure */
     sluice_figures fig;
-    ainfo_part parts[SLUICE_FIGURES_MAX_CMDS];
+    ainfo_part parts[SLUICE_FIGURES_MAX_CMDS + 2];
+    sluice_queue_info info; /* the limits, filled as their replies come */
 };
+
+static int cmp_limit(const void *a, const void *b) {
+    return strcmp(((const sluice_queue_limit *)a)->name, ((const sluice_queue_limit *)b)->name);
+}
+
+/* The limits hash (name -> "SCOPE SPEC"): the first SLUICE_QUEUE_INFO_LIMITS by name. */
+static void info_limits(sluice_queue_info *in, const redisReply *l) {
+    size_t all = l->type == REDIS_REPLY_ARRAY ? l->elements / 2 : 0;
+    sluice_queue_limit tmp[256];
+    size_t n = 0;
+    for (size_t i = 0; i < all && n < sizeof(tmp) / sizeof(tmp[0]); i++) {
+        sluice_queue_limit *q = &tmp[n++];
+        memset(q, 0, sizeof(*q));
+        snprintf(q->name, sizeof(q->name), "%.64s", l->element[2 * i]->str);
+        if (sscanf(l->element[2 * i + 1]->str, "%15s %95s", q->scope, q->spec) != 2) {
+            snprintf(q->scope, sizeof(q->scope), "?");
+        }
+    }
+    qsort(tmp, n, sizeof(tmp[0]), cmp_limit);
+    in->nlimits = all;
+    for (size_t i = 0; i < n && i < SLUICE_QUEUE_INFO_LIMITS; i++) {
+        in->limits[i] = tmp[i];
+    }
+}
+
+/* How often each of them refused: the stats fields limited:NAME. */
+static void info_refused(sluice_queue_info *in, const redisReply *stats) {
+    for (size_t i = 0; i < in->nlimits && i < SLUICE_QUEUE_INFO_LIMITS; i++) {
+        char field[80];
+        snprintf(field, sizeof(field), "limited:%.64s", in->limits[i].name);
+        in->limits[i].refused = sluice_reply_ll(sluice_reply_field(stats, field), 0);
+    }
+}
 
 static void info_part_done(ainfo *ai, int status) {
     if (status != 0 && ai->status == 0) {
@@ -623,22 +658,23 @@ static void info_part_done(ainfo *ai, int status) {
         snprintf(ap->err, sizeof(ap->err), "invalid capacity in %s", ap->cfg.keys.meta);
         ai->status = SLUICE_ECONFIG;
     }
-    sluice_queue_info info = {0};
+    sluice_queue_info *info = &ai->info;
     if (ai->status == 0) {
         sluice_figures_finish(&ai->fig, ap->cfg.backend);
         sluice_drain_sample(&ap->drain, sluice_now_ms(), f->counters[SLUICE_COUNTER_ACKED]);
-        info = (sluice_queue_info){f->depth,
-                                   f->capacity >= 0 ? f->capacity : ap->cfg.capacity,
-                                   f->in_flight,
-                                   f->consumers,
-                                   f->counters[SLUICE_COUNTER_ADMITTED],
-                                   f->counters[SLUICE_COUNTER_REJECTED],
-                                   f->counters[SLUICE_COUNTER_ACKED],
-                                   f->counters[SLUICE_COUNTER_RETRIED],
-                                   f->counters[SLUICE_COUNTER_DEAD],
-                                   ap->drain.rate};
+        info->depth = f->depth;
+        info->capacity = f->capacity >= 0 ? f->capacity : ap->cfg.capacity;
+        info->pending = f->in_flight;
+        info->consumers = f->consumers;
+        info->admitted = f->counters[SLUICE_COUNTER_ADMITTED];
+        info->rejected = f->counters[SLUICE_COUNTER_REJECTED];
+        info->acked = f->counters[SLUICE_COUNTER_ACKED];
+        info->retried = f->counters[SLUICE_COUNTER_RETRIED];
+        info->dead = f->counters[SLUICE_COUNTER_DEAD];
+        info->limited = f->counters[SLUICE_COUNTER_LIMITED];
+        info->drain_rate = ap->drain.rate;
     }
-    ai->cb(ap, ai->status, ai->status == 0 ? &info : NULL, ai->arg);
+    ai->cb(ap, ai->status, ai->status == 0 ? info : NULL, ai->arg);
     free(ai);
 }
 
@@ -647,7 +683,19 @@ static void on_info_reply(sluice_aconn *c, int status, int sent, redisReply *r, 
     (void)sent;
     ainfo_part *part = arg;
     ainfo *ai = part->ai;
-    if (r != NULL && (status == 0 || r->type == REDIS_REPLY_ERROR)) {
+    /* the two limit reads come in order on the connection: the limits, then the refusals.
+     * Best effort: an ACL without HGETALL shows no limits rather than failing the info. */
+    if (part->i == SLUICE_FIGURES_MAX_CMDS) {
+        if (status == 0) {
+            info_limits(&ai->info, r);
+        }
+        status = status == SLUICE_ENOPERM ? 0 : status;
+    } else if (part->i == SLUICE_FIGURES_MAX_CMDS + 1) {
+        if (status == 0) {
+            info_refused(&ai->info, r);
+        }
+        status = status == SLUICE_ENOPERM ? 0 : status;
+    } else if (r != NULL && (status == 0 || r->type == REDIS_REPLY_ERROR)) {
         status = sluice_figures_parse(&ai->fig, ai->ap->cfg.backend, NULL, part->i, r);
     }
     info_part_done(ai, status);
@@ -673,10 +721,13 @@ int sluice_aproducer_info(sluice_aproducer *ap, sluice_aproducer_info_cb cb, voi
     ai->arg = arg;
     ai->left = 1; /* held until every command is queued */
     sluice_figures_init(&ai->fig);
-    sluice_figures_cmd cmds[SLUICE_FIGURES_MAX_CMDS];
+    sluice_figures_cmd cmds[SLUICE_FIGURES_MAX_CMDS + 2];
     size_t n = sluice_figures_commands(&ap->cfg.keys, ap->cfg.backend, cmds);
-    for (size_t i = 0; i < n; i++) {
-        ai->parts[i] = (ainfo_part){ai, i};
+    cmds[n] = (sluice_figures_cmd){2, {"HGETALL", ap->cfg.keys.limits}};
+    cmds[n + 1] = (sluice_figures_cmd){2, {"HGETALL", ap->cfg.keys.stats}};
+    for (size_t i = 0; i < n + 2; i++) {
+        size_t slot = i < n ? i : SLUICE_FIGURES_MAX_CMDS + (i - n); /* the limit reads */
+        ai->parts[i] = (ainfo_part){ai, slot};
         int st = sluice_aconn_command(ap->conn, cmds[i].argc, cmds[i].argv, NULL, 0, on_info_reply,
                                       &ai->parts[i]);
         if (st == 0) {

@@ -40,11 +40,18 @@ typedef struct gw_limits {
     int idle_timeout_ms;      /* a keep-alive connection waiting for its next request */
 } gw_limits;
 
+#define GW_LIMIT_NAMES 32 /* rate limits counted by name per queue; others count as "other" */
+
 /* One served queue. */
 typedef struct gw_queue {
     char name[SLUICE_QUEUE_NAME_MAX + 1];
     long long capacity; /* the default passed to the admission; meta overrides */
     sluice_aproducer *ap;
+    struct {
+        char name[SLUICE_LIMIT_NAME_MAX + 1];
+        unsigned long long n;
+    } limited[GW_LIMIT_NAMES]; /* 429s by the refusing limit, for /metrics */
+    int nlimited;
 } gw_queue;
 
 typedef struct gw_conn gw_conn;

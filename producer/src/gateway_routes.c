@@ -24,7 +24,7 @@
 #include "gateway.h"
 
 #define METRICS_MAX (1u << 20) /* bytes of one /metrics answer */
-#define JSON_MAX    1024
+#define JSON_MAX    8192 /* bytes of one JSON response body (GET /v1/queues with 16 limits fits) */
 
 static const double lat_bounds[GW_LAT_BUCKETS - 1] = {
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5};
@@ -144,9 +144,34 @@ static void answer_failure(gw_conn *c, const sluice_admit_result *res, const cha
     }
 }
 
+/* One more 429 of queue `q` by limit `name` (the last slot collects the names beyond). */
+static void count_limited(gw_queue *q, const char *name) {
+    int i = 0;
+    while (i < q->nlimited && strcmp(q->limited[i].name, name) != 0) {
+        i++;
+    }
+    if (i == q->nlimited) {
+        if (q->nlimited == GW_LIMIT_NAMES) {
+            i = GW_LIMIT_NAMES - 1;
+            snprintf(q->limited[i].name, sizeof(q->limited[i].name), "other");
+        } else {
+            snprintf(q->limited[i].name, sizeof(q->limited[i].name), "%s", name);
+            q->nlimited++;
+        }
+    }
+    q->limited[i].n++;
+}
+
 static void on_admitted(sluice_aproducer *ap, const sluice_admit_result *res, void *arg) {
     gw_conn *c = arg;
     observe_latency(c->srv, c->started_ns);
+    if (res->outcome == SLUICE_LIMITED) {
+        const char *qn = sluice_aproducer_queue(ap);
+        gw_queue *q = gw_find_queue(c->srv, qn, strlen(qn));
+        if (q != NULL) {
+            count_limited(q, res->limit);
+        }
+    }
     if (res->outcome == SLUICE_FAILED || res->outcome == SLUICE_OPEN) {
         char q[600];
         SLUICE_LOG(SLUICE_LOG_DEBUG, "event=admit_failed queue=%s status=%s detail=%s",
@@ -292,15 +317,24 @@ static void on_info(sluice_aproducer *ap, int status, const sluice_queue_info *i
         snprintf(rate, sizeof(rate), "null");
     }
     long long depth = in->depth, cap = in->capacity;
+    char limits[SLUICE_QUEUE_INFO_LIMITS * 240 + 2] = "[", *p = limits + 1;
+    for (size_t i = 0; i < in->nlimits && i < SLUICE_QUEUE_INFO_LIMITS; i++) {
+        const sluice_queue_limit *l = &in->limits[i]; /* names, scopes, specs: plain ASCII */
+        p += snprintf(p, sizeof(limits) - (size_t)(p - limits) - 1,
+                      "%s{\"name\":\"%s\",\"scope\":\"%s\",\"spec\":\"%s\",\"refused\":%lld}",
+                      i ? "," : "", l->name, l->scope, l->spec, l->refused);
+    }
+    snprintf(p, sizeof(limits) - (size_t)(p - limits), "]");
     reply_json(c, 200, NULL,
                "{\"queue\":\"%s\",\"depth\":%lld,\"capacity\":%lld,\"pending\":%lld,"
                "\"consumers\":%lld,\"admitted\":%lld,\"rejected\":%lld,\"acked\":%lld,"
                "\"retried\":%lld,\"dead\":%lld,\"drain_rate\":%s,\"full\":%s,"
-               "\"retry_after\":%u}\n",
+               "\"retry_after\":%u,\"limited\":%lld,\"limits_total\":%zu,\"limits\":%s}\n",
                sluice_aproducer_queue(ap), depth, cap, in->pending, in->consumers, in->admitted,
                in->rejected, in->acked, in->retried, in->dead, rate,
                depth >= cap ? "true" : "false",
-               depth >= cap ? sluice_aproducer_retry_after(ap, depth, cap) : 0);
+               depth >= cap ? sluice_aproducer_retry_after(ap, depth, cap) : 0, in->limited,
+               in->nlimits, limits);
 }
 
 static void get_queue(gw_conn *c, gw_queue *q) {
@@ -417,6 +451,15 @@ static void metrics_queues(sbuf *b, const gw_server *s) {
         for (int j = 0; j < 6; j++) {
             sb_printf(b, "sluice_gateway_admissions_total{queue=\"%s\",outcome=\"%s\"} %llu\n",
                       s->queues[i].name, names[j], v[j]);
+        }
+    }
+    sb_printf(b, "# HELP sluice_gateway_limited_total Admissions refused by a rate limit, by "
+                 "limit name (sluice-admin limit).\n"
+                 "# TYPE sluice_gateway_limited_total counter\n");
+    for (size_t i = 0; i < s->nqueues; i++) {
+        for (int j = 0; j < s->queues[i].nlimited; j++) {
+            sb_printf(b, "sluice_gateway_limited_total{queue=\"%s\",limit=\"%s\"} %llu\n",
+                      s->queues[i].name, s->queues[i].limited[j].name, s->queues[i].limited[j].n);
         }
     }
     sb_printf(b, "# HELP sluice_gateway_redis_calls_total Admission calls written to Redis "

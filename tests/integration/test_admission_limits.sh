@@ -87,6 +87,13 @@ grep -q '^RateLimit-Policy: "per-client";q=1;w=10$' "$tmp/hh" || fail "policy: $
 grep -qE '^RateLimit: "per-client";r=0;t=(9|10)$' "$tmp/hh" || fail "RateLimit: $(cat "$tmp/hh")"
 grep -q '"error":"rate limited","limit":"per-client"' "$tmp/b" || fail "body: $(cat "$tmp/b")"
 [ "$(post gk2)" = 202 ] || fail "another client: $(cat "$tmp/b")"
-curl -s "http://127.0.0.1:$port/metrics" | grep -q "outcome=\"limited\"} 1" ||
-    fail "gateway metrics: no limited outcome"
+curl -s "http://127.0.0.1:$port/metrics" >"$tmp/m"
+grep -q "outcome=\"limited\"} 1" "$tmp/m" || fail "gateway metrics: no limited outcome"
+grep -q "sluice_gateway_limited_total{queue=\"$q\",limit=\"per-client\"} 1" "$tmp/m" ||
+    fail "gateway metrics: no per-limit count: $(grep limited "$tmp/m")"
+# GET /v1/queues/{q}: the limits, how often each refused, and the queue's limited counter
+curl -s "http://127.0.0.1:$port/v1/queues/$q" >"$tmp/info"
+grep -q '"limits_total":2,"limits":\[{"name":"per-client","scope":"client","spec":"gate:1:10000","refused":2},{"name":"per-tenant","scope":"tenant","spec":"gcra:3:10000","refused":' "$tmp/info" ||
+    fail "queue info: $(cat "$tmp/info")"
+grep -q '"limited":[1-9]' "$tmp/info" || fail "queue info limited: $(cat "$tmp/info")"
 echo "test_admission_limits: ok"

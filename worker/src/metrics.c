@@ -186,6 +186,12 @@ static void queue_metrics(buf *b, const sluice_metrics *m) {
     queue_gauge(b, m, "pending", "Entries in flight: delivered, not yet acknowledged.",
                 m->q.in_flight);
     queue_gauge(b, m, "dead", "Dead letters held.", m->q.dead);
+    bprintf(b,
+            "# HELP sluice_queue_limited_total Admissions refused by a rate limit (all "
+            "limits; by name: sluice-admin limit QUEUE list, the gateway's /metrics).\n"
+            "# TYPE sluice_queue_limited_total counter\n"
+            "sluice_queue_limited_total{queue=\"%s\",group=\"%s\"} %lld\n",
+            m->info.queue, m->label_group, m->q.counters[SLUICE_COUNTER_LIMITED]);
     bprintf(b, "# HELP sluice_queue_age_seconds Age of the depth/lag/pending figures.\n");
     bprintf(b, "# TYPE sluice_queue_age_seconds gauge\n");
     bprintf(b, "sluice_queue_age_seconds{queue=\"%s\",group=\"%s\"} %.3f\n", m->info.queue,

@@ -132,6 +132,17 @@ typedef struct sluice_aproducer_counters {
 
 void sluice_aproducer_get_counters(const sluice_aproducer *ap, sluice_aproducer_counters *out);
 
+#define SLUICE_QUEUE_INFO_LIMITS 16 /* limits described in sluice_queue_info (the first by name)   \
+                                     */
+
+/* One rate limit of a queue (sluice-admin limit): its configuration and how often it refused. */
+typedef struct sluice_queue_limit {
+    char name[65];
+    char scope[16]; /* queue, tenant, client */
+    char spec[96];  /* as the function library spells it: "gcra:5:1000" */
+    long long refused;
+} sluice_queue_limit;
+
 /* What GET /v1/queues/{q} shows; the meanings of README's "Queue figures", for both backends. */
 typedef struct sluice_queue_info {
     long long depth;     /* entries in the bucket: waiting + in flight */
@@ -140,6 +151,10 @@ typedef struct sluice_queue_info {
     long long consumers; /* stream: consumers of the group; list: processing lists */
     long long admitted, rejected, acked, retried, dead; /* the stats counters */
     double drain_rate;                                  /* acks per second, smoothed; < 0 unknown */
+    long long limited;                                  /* admissions refused by a rate limit */
+    size_t nlimits;                                     /* limits configured (all of them) */
+    sluice_queue_limit limits[SLUICE_QUEUE_INFO_LIMITS]; /* the first, by name; a user whose ACL
+                                                            cannot read them sees none */
 } sluice_queue_info;
 
 /* `info` is borrowed for the call; valid only when status is 0. */
