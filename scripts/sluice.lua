@@ -1088,18 +1088,26 @@ for sluice_limit), counted in sluice:{Q}:meta `limits` (so admission learns with
 already makes whether there are any), state in sluice:{Q}:lim:NAME:VALUE where VALUE is '' for
 scope `queue`, the envelope's tenant for `tenant`, the caller's key for `client`. ]]
 local ADMISSION_SCOPES = {queue = true, tenant = true, client = true}
+local DRAIN_SCOPES = {drain = true, inflight = true}
+local INFLIGHT_POLL_MS = 20 -- a worker held back by `inflight` asks again this much later
 local LIMIT_NAME_PATTERN = '^[%w_%.%-]+$'
 
--- The admission limits of a queue: {{name, scope, spec table}, ...} in name order.
-local function admission_limits(limits_key)
+-- The limits of a queue in `scopes`: {{name, scope, spec table}, ...} in name order (an
+-- `inflight` limit's spec is its count: {n = N}).
+local function queue_limits(limits_key, scopes)
     local raw = redis.call('HGETALL', limits_key)
     local out = {}
     for i = 1, #raw, 2 do
         local scope, spec = string.match(raw[i + 1], '^(%S+) (%S+)$')
-        if scope and ADMISSION_SCOPES[scope] then
-            local l = limit_spec(raw[i], spec)
-            if l.err then
-                return l
+        if scope and scopes[scope] then
+            local l
+            if scope == 'inflight' then
+                l = {n = tonumber(spec) or 0}
+            else
+                l = limit_spec(raw[i], spec)
+                if l.err then
+                    return l
+                end
             end
             out[#out + 1] = {name = raw[i], scope = scope, spec = l}
         end
@@ -1108,43 +1116,20 @@ local function admission_limits(limits_key)
     return out
 end
 
--- Checks one message (weight 1) against the queue's limits for its tenant and client; records
--- nothing. Returns nil when all pass (and the checked states, for limits_record), else the
--- refusing limit and its retry-after in us (the largest among the refusing ones).
-local function limits_check(prefix, lims, tenant, client, now)
-    local checked = {}
-    local worst, worst_retry = nil, -1
-    for i, lim in ipairs(lims) do
-        local value = ''
-        if lim.scope == 'tenant' then
-            value = tenant
-        elseif lim.scope == 'client' then
-            value = client
-        end
-        local l = {}
-        for k, v in pairs(lim.spec) do
-            l[k] = v
-        end
-        local key = prefix .. 'lim:' .. lim.name .. ':' .. value
-        local err = LIMIT_ENGINES[l.alg][1](l, key, 1, now)
-        if err then
-            return nil, nil, err
-        end
-        checked[i] = {l, key}
-        if not l.ok and l.retry > worst_retry then
-            worst, worst_retry = lim, l.retry
-        end
+local function copy_spec(spec)
+    local l = {}
+    for k, v in pairs(spec) do
+        l[k] = v
     end
-    if worst then
-        return worst, worst_retry
-    end
-    return checked
+    return l
 end
 
-local function limits_record(checked, now)
+-- Counts w units in the checked limits ({{l, key}, ...}); a window's hash lives as long as
+-- its window needs.
+local function limits_record(checked, now, w)
     for _, c in ipairs(checked) do
         local l, key = c[1], c[2]
-        LIMIT_ENGINES[l.alg][2](l, key, 1, now)
+        LIMIT_ENGINES[l.alg][2](l, key, w or 1, now)
         if l.alg == 'window' then
             local ms = math.ceil(((l.b + l.blocks) * l.prec - now) / 1000)
             if redis.call('PTTL', key) < ms then
@@ -1152,6 +1137,78 @@ local function limits_record(checked, now)
             end
         end
     end
+end
+
+--[[ The limits of one admission batch, counted per state key: each key is read once (how many
+units it allows now), its units are handed out to the messages in order, and it is recorded
+once with their total at the end: the same as checking and counting message by message at one
+`now`, for the cost of one read and one write per key instead of per message. ]]
+local function batch_new(prefix, lims, now)
+    for _, lim in ipairs(lims) do
+        lim.key = prefix .. 'lim:' .. lim.name .. ':' -- then the tenant or client
+    end
+    return {lims = lims, now = now, states = {}, order = {}, sts = {}}
+end
+
+local function batch_state(b, lim, value)
+    local key = value == '' and lim.key or lim.key .. value
+    local st = b.states[key]
+    if not st then
+        local l = copy_spec(lim.spec)
+        local err = LIMIT_ENGINES[l.alg][1](l, key, 1, b.now)
+        if err then
+            return nil, err
+        end
+        st = {key = key, lim = lim, left = l.ok and l.left or 0, used = 0}
+        b.states[key] = st
+        b.order[#b.order + 1] = st
+    end
+    return st
+end
+
+-- The states a message of (tenant, client) needs, and the exhausted ones among them (nil when
+-- it passes them all).
+local function batch_check(b, tenant, client)
+    local sts, refused = b.sts, nil -- reused: a message's states are used before the next
+    for i, lim in ipairs(b.lims) do
+        local value = ''
+        if lim.scope == 'tenant' then
+            value = tenant
+        elseif lim.scope == 'client' then
+            value = client
+        end
+        local st, err = batch_state(b, lim, value)
+        if err then
+            return nil, nil, err
+        end
+        sts[i] = st
+        if st.used >= st.left then
+            refused = refused or {}
+            refused[#refused + 1] = st
+        end
+    end
+    return sts, refused
+end
+
+-- Records every state's units; then the retry-after of an exhausted state is the time until
+-- one more unit fits after what this batch took.
+local function batch_finish(b)
+    for _, st in ipairs(b.order) do
+        if st.used > 0 then
+            local l = copy_spec(st.lim.spec)
+            LIMIT_ENGINES[l.alg][1](l, st.key, st.used, b.now)
+            limits_record({{l, st.key}}, b.now, st.used)
+        end
+    end
+end
+
+local function batch_retry(b, st)
+    if not st.retry then
+        local l = copy_spec(st.lim.spec)
+        LIMIT_ENGINES[l.alg][1](l, st.key, 1, b.now)
+        st.retry = l.ok and 0 or l.retry
+    end
+    return st.retry
 end
 
 --[[ The admission loop of admit2 and list_admit2. Messages are ARGV triples (tenant, client,
@@ -1169,7 +1226,7 @@ local function admit_each(keys, args, cap, depth, nlimits, append, share)
     end
     local lims, now, prefix = {}, 0, string.sub(keys[2], 1, -5) -- "sluice:{Q}:" of "...meta"
     if nlimits > 0 then
-        lims = admission_limits(prefix .. 'limits')
+        lims = queue_limits(prefix .. 'limits', ADMISSION_SCOPES)
         if lims.err then
             return lims
         end
@@ -1178,50 +1235,66 @@ local function admit_each(keys, args, cap, depth, nlimits, append, share)
     end
     local reply = {0, depth, cap, 0, -1}
     local admitted, full, limited = 0, 0, 0
-    local tk, held = tdepth_key(keys[1]), {} -- the share: entries each tenant holds
-    local counting = false
-    local function room_for(t)
-        if share == 0 then
-            return true
+    if #lims == 0 and share == 0 then -- no limits, no share: the plain admission
+        local take = room(cap, depth, n)
+        for i = 1, take do
+            reply[5 + i] = append(args[3 * i + 2])
         end
-        if not held[t] then
-            held[t] = tonumber(redis.call('HGET', tk, t)) or 0
+        for i = take + 1, n do
+            reply[5 + i] = 0
         end
-        return held[t] < share
-    end
-    for i = 1, n do
-        local base = 3 + (i - 1) * 3
-        local checked, retry, err = {}, nil, nil
-        if #lims > 0 then
-            checked, retry, err = limits_check(prefix, lims, args[base], args[base + 1], now)
+        admitted, full, depth = take, n - take, depth + take
+    else
+        local tk, held = tdepth_key(keys[1]), {} -- the share: entries each tenant holds
+        local counting = false
+        local b = batch_new(prefix, lims, now)
+        local refusals = {} -- message index -> its exhausted limit states
+        for i = 1, n do
+            local base = 3 + (i - 1) * 3
+            local t = args[base]
+            local sts, refused, err = batch_check(b, t, args[base + 1])
             if err then
                 return err
             end
-        end
-        if retry then -- `checked` is the refusing limit
-            limited = limited + 1
-            redis.call('HINCRBY', keys[3], 'limited:' .. checked.name, 1)
-            reply[5 + i] = {checked.name, math.ceil(retry / 1000), checked.spec.n,
-                checked.spec.p_ms}
-        elseif depth < cap and room_for(args[base]) then
-            limits_record(checked, now)
-            if share > 0 then
-                local t = args[base]
-                held[t] = held[t] + 1
-                redis.call('HINCRBY', tk, t, 1)
-                if not counting then -- acks read entries for their tenant from now on
-                    redis.call('HSETNX', keys[2], 'tenant_counts', 1)
-                    counting = true
-                end
-                reply[5 + i] = append(args[base + 2], t)
-            else
-                reply[5 + i] = append(args[base + 2])
+            if share > 0 and not held[t] then
+                held[t] = tonumber(redis.call('HGET', tk, t)) or 0
             end
-            depth = depth + 1
-            admitted = admitted + 1
-        else
-            full = full + 1
-            reply[5 + i] = 0
+            if refused then
+                limited = limited + 1
+                refusals[i] = refused
+            elseif depth < cap and (share == 0 or held[t] < share) then
+                for _, st in ipairs(sts) do
+                    st.used = st.used + 1
+                end
+                if share > 0 then
+                    held[t] = held[t] + 1
+                    redis.call('HINCRBY', tk, t, 1)
+                    if not counting then -- acks read entries for their tenant from now on
+                        redis.call('HSETNX', keys[2], 'tenant_counts', 1)
+                        counting = true
+                    end
+                    reply[5 + i] = append(args[base + 2], t)
+                else
+                    reply[5 + i] = append(args[base + 2])
+                end
+                depth = depth + 1
+                admitted = admitted + 1
+            else
+                full = full + 1
+                reply[5 + i] = 0
+            end
+        end
+        batch_finish(b)
+        for i, refused in pairs(refusals) do -- the refusing limit with the largest retry-after
+            local worst, retry = nil, -1
+            for _, st in ipairs(refused) do
+                local r = batch_retry(b, st)
+                if r > retry then
+                    worst, retry = st.lim, r
+                end
+            end
+            redis.call('HINCRBY', keys[3], 'limited:' .. worst.name, 1)
+            reply[5 + i] = {worst.name, math.ceil(retry / 1000), worst.spec.n, worst.spec.p_ms}
         end
     end
     reply[1], reply[2] = admitted, depth
@@ -1348,6 +1421,82 @@ local function list_admit(keys, args)
     return v1_reply(list_admit2(keys, v1_args(args), true))
 end
 
+--[[ take (stream backend): a paced worker's read. Reserves rate before it reads: asks for up to
+n entries, gets what every `drain` limit and the `inflight` limit allow now, reads that many with
+XREADGROUP (never BLOCK inside a function) and counts in the drain limits only what it read. So
+no entry is read that may not be processed yet: nothing is put back, no delivery is counted,
+nothing is dead-lettered because of a rate. In flight = the group's pending entries (XPENDING):
+acks, dead letters and retries end a lease, and a dead worker's entries count until they are
+reclaimed and done, so a crash never leaks one.
+KEYS[1] stream, KEYS[2] meta
+ARGV[1] group, ARGV[2] consumer, ARGV[3] n (the worker's free slots)
+reply: {entries (as XREADGROUP gives them, or {}), wait_ms, last_delivered_id}
+  entries read: wait_ms 0; held back by a rate: wait_ms = when the next unit is allowed;
+  held back by `inflight`: wait_ms = INFLIGHT_POLL_MS; nothing to read: wait_ms -1 and the
+  group's last delivered id, for XREAD BLOCK ... STREAMS stream ID to wait on without reading.
+Errors: SLUICECONFIG (a bad limit), NOGROUP, WRONGTYPE. ]]
+local function take(keys, args)
+    local n = tonumber(args[3]) or 0
+    local prefix = string.sub(keys[2], 1, -5)
+    local lims = queue_limits(prefix .. 'limits', DRAIN_SCOPES)
+    if lims.err then
+        return lims
+    end
+    local t = redis.call('TIME')
+    local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    local wait = 0
+    for _, lim in ipairs(lims) do
+        if lim.scope == 'inflight' then
+            local room = lim.spec.n - redis.call('XPENDING', keys[1], args[1])[1]
+            if room < n then
+                n = room
+                if n <= 0 and wait < INFLIGHT_POLL_MS * 1000 then
+                    wait = INFLIGHT_POLL_MS * 1000
+                end
+            end
+        else
+            local l = copy_spec(lim.spec)
+            local err = LIMIT_ENGINES[l.alg][1](l, prefix .. 'lim:' .. lim.name .. ':', 1, now)
+            if err then
+                return err
+            end
+            local left = l.ok and l.left or 0
+            if left < n then
+                n = left
+            end
+            if not l.ok and l.retry > wait then
+                wait = l.retry
+            end
+        end
+    end
+    if n <= 0 then
+        return {{}, math.ceil(wait / 1000), ''}
+    end
+    local r = redis.call('XREADGROUP', 'GROUP', args[1], args[2], 'COUNT', n, 'STREAMS',
+        keys[1], '>')
+    local got = r and r[1] and #r[1][2] or 0
+    if got == 0 then
+        local last = '0-0'
+        for _, g in ipairs(redis.call('XINFO', 'GROUPS', keys[1])) do
+            if field(g, 'name') == args[1] then
+                last = field(g, 'last-delivered-id')
+            end
+        end
+        return {{}, -1, last}
+    end
+    local checked = {} -- count what was read: it fits, it was just checked
+    for _, lim in ipairs(lims) do
+        if lim.scope ~= 'inflight' then
+            local l = copy_spec(lim.spec)
+            local key = prefix .. 'lim:' .. lim.name .. ':'
+            LIMIT_ENGINES[l.alg][1](l, key, got, now)
+            checked[#checked + 1] = {l, key}
+        end
+    end
+    limits_record(checked, now, got)
+    return {r, 0, ''}
+end
+
 --[[ limits_config: the only writer of a queue's limits, so that meta `limits` always counts
 them and every spec is valid before anyone admits with it.
 KEYS[1] sluice:{Q}:limits, KEYS[2] meta
@@ -1361,24 +1510,41 @@ local function limits_config(keys, args)
             ' is not 1..64 of A-Z a-z 0-9 _ . -')
     end
     if op == 'set' then
-        if not ADMISSION_SCOPES[args[3]] then
+        local scope = args[3]
+        if not ADMISSION_SCOPES[scope] and not DRAIN_SCOPES[scope] then
             return redis.error_reply('SLUICECONFIG scope ' ..
-                string.format('%q', string.sub(tostring(args[3]), 1, 40)) ..
-                ' is not one of queue, tenant, client')
+                string.format('%q', string.sub(tostring(scope), 1, 40)) ..
+                ' is not one of queue, tenant, client, drain, inflight')
         end
-        local l = limit_spec(1, args[4])
-        if l.err then
-            return l
+        if scope == 'inflight' then
+            if not limit_int(args[4], 1, LIMIT_MAX_COUNT) then
+                return redis.error_reply('SLUICECONFIG inflight takes a count 1..1000000000')
+            end
+        else
+            local l = limit_spec(1, args[4])
+            if l.err then
+                return l
+            end
         end
-        redis.call('HSET', keys[1], name, args[3] .. ' ' .. args[4])
+        redis.call('HSET', keys[1], name, scope .. ' ' .. args[4])
     elseif op == 'del' then
         redis.call('HDEL', keys[1], name)
     else
         return redis.error_reply('SLUICECONFIG limits_config: set or del')
     end
-    local n = redis.call('HLEN', keys[1])
-    redis.call('HSET', keys[2], 'limits', n)
-    return n
+    -- admission reads `limits`, workers `drain`: each learns with one field whether to look
+    local raw = redis.call('HGETALL', keys[1])
+    local adm, drn = 0, 0
+    for i = 2, #raw, 2 do
+        local scope = string.match(raw[i], '^(%S+)')
+        if DRAIN_SCOPES[scope] then
+            drn = drn + 1
+        else
+            adm = adm + 1
+        end
+    end
+    redis.call('HSET', keys[2], 'limits', adm, 'drain', drn)
+    return #raw / 2
 end
 
 -- REGISTER (the loader cuts the text here for EVALSHA mode)
@@ -1416,3 +1582,4 @@ redis.register_function('sluice_limit', limit)
 redis.register_function('sluice_admit2', admit2)
 redis.register_function('sluice_list_admit2', list_admit2)
 redis.register_function('sluice_limits_config', limits_config)
+redis.register_function('sluice_take', take)

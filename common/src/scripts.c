@@ -41,6 +41,7 @@ static const struct {
     [SLUICE_FN_ADMIT2] = {"sluice_admit2", "admit2"},
     [SLUICE_FN_LIST_ADMIT2] = {"sluice_list_admit2", "list_admit2"},
     [SLUICE_FN_LIMITS_CONFIG] = {"sluice_limits_config", "limits_config"},
+    [SLUICE_FN_TAKE] = {"sluice_take", "take"},
 };
 
 const char *sluice_fn_name(sluice_fn fn) {

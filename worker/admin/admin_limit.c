@@ -2,7 +2,8 @@
 /*
  * admin_limit.c - `sluice-admin limit`: the rate limits a queue's admission checks.
  *
- *   limit QUEUE set NAME SCOPE RATE [--algorithm A]   SCOPE queue | tenant | client
+ *   limit QUEUE set NAME SCOPE RATE [--algorithm A]   SCOPE queue | tenant | client | drain
+ *   limit QUEUE set NAME inflight N                   entries in flight across the workers
  *   limit QUEUE list                                  the limits and how often each refused
  *   limit QUEUE del NAME
  *   limit QUEUE show NAME [VALUE]                     the state of one limit key (VALUE: the
@@ -43,23 +44,40 @@ static int limit_set(admin *a) {
         return SLUICE_EXIT_USAGE;
     }
     const char *name = a->args[2], *scope = a->args[3];
-    if (strcmp(scope, "queue") != 0 && strcmp(scope, "tenant") != 0 &&
-        strcmp(scope, "client") != 0) {
-        admin_err(a, "scope '%s' is not queue, tenant or client", scope);
+    static const char *const scopes[] = {"queue", "tenant", "client", "drain", "inflight"};
+    size_t si = 0;
+    while (si < sizeof(scopes) / sizeof(scopes[0]) && strcmp(scope, scopes[si]) != 0) {
+        si++;
+    }
+    if (si == sizeof(scopes) / sizeof(scopes[0])) {
+        admin_err(a, "scope '%s' is not queue, tenant, client, drain or inflight", scope);
         return SLUICE_EXIT_USAGE;
     }
-    sluice_limit l;
-    snprintf(rate, sizeof(rate), "%s=%s", name, a->args[4]);
-    if (sluice_limit_parse(rate, (sluice_limit_alg)a->algorithm, &l, err, sizeof(err)) != 0 ||
-        sluice_limit_spec(&l, spec, sizeof(spec)) != 0) {
-        admin_err(a, "%s", err);
-        return SLUICE_EXIT_USAGE;
+    if (strcmp(scope, "inflight") == 0) { /* a count of entries in flight, not a rate */
+        long long n;
+        if (sluice_parse_ll("inflight", a->args[4], 1, SLUICE_LIMIT_COUNT_MAX, &n, err,
+                            sizeof(err)) != 0) {
+            admin_err(a, "%s", err);
+            return SLUICE_EXIT_USAGE;
+        }
+        snprintf(spec, sizeof(spec), "%lld", n);
+    } else {
+        sluice_limit l;
+        snprintf(rate, sizeof(rate), "%s=%s", name, a->args[4]);
+        if (sluice_limit_parse(rate, (sluice_limit_alg)a->algorithm, &l, err, sizeof(err)) != 0 ||
+            sluice_limit_spec(&l, spec, sizeof(spec)) != 0) {
+            admin_err(a, "%s", err);
+            return SLUICE_EXIT_USAGE;
+        }
     }
     int rc = admin_connect(a);
     const char *args[] = {"set", name, scope, spec};
     if (rc == 0 && (rc = config_call(a, 4, args)) == 0) {
         printf("limit %s on %s: %s %s %s\n", name, a->queue, scope,
-               sluice_limit_alg_name((sluice_limit_alg)a->algorithm), a->args[4]);
+               strcmp(scope, "inflight") == 0
+                   ? "leases"
+                   : sluice_limit_alg_name((sluice_limit_alg)a->algorithm),
+               a->args[4]);
     }
     return rc;
 }
@@ -77,18 +95,19 @@ static int limit_del(admin *a) {
     return rc;
 }
 
-/* "gcra:5:1000" as "5/1000ms gcra"; the spec itself when it does not parse. */
-static void print_rate(const char *spec) {
+/* "gcra:5:1000" as "gcra    5/1000ms"; an inflight count or anything else as it is. */
+static const char *fmt_rate(const char *spec, char *buf, size_t len) {
     char alg[16];
     long long n, p, prec = 0;
     if (sscanf(spec, "%15[a-z]:%lld:%lld:%lld", alg, &n, &p, &prec) >= 3) {
-        printf("%-7s %lld/%lldms", alg, n, p);
-        if (prec > 0) {
-            printf("~%lldms", prec);
+        int k = snprintf(buf, len, "%-7s %lld/%lldms", alg, n, p);
+        if (prec > 0 && k > 0 && (size_t)k < len) {
+            snprintf(buf + k, len - (size_t)k, "~%lldms", prec);
         }
     } else {
-        printf("%s", spec);
+        snprintf(buf, len, "%-7s %s", "leases", spec);
     }
+    return buf;
 }
 
 static int limit_list(admin *a) {
@@ -106,7 +125,7 @@ static int limit_list(admin *a) {
     } else if (r->elements == 0) {
         printf("queue %s has no limits\n", a->queue);
     } else {
-        printf("%-24s %-7s %-7s %-24s %12s\n", "NAME", "SCOPE", "ALG", "RATE", "REFUSED");
+        printf("%-24s %-8s %-32s %12s\n", "NAME", "SCOPE", "ALG     RATE", "REFUSED");
     }
     for (size_t i = 0; i + 1 < r->elements; i += 2) {
         char field[128], scope[16] = "?", spec[96] = "?";
@@ -117,9 +136,9 @@ static int limit_list(admin *a) {
             printf("%s{\"name\":\"%s\",\"scope\":\"%s\",\"spec\":\"%s\",\"refused\":%lld}",
                    i ? "," : "", r->element[i]->str, scope, spec, refused);
         } else {
-            printf("%-24s %-7s ", r->element[i]->str, scope);
-            print_rate(spec);
-            printf(" %12lld\n", refused);
+            char rate[80];
+            printf("%-24s %-8s %-32s %12lld\n", r->element[i]->str, scope,
+                   fmt_rate(spec, rate, sizeof(rate)), refused);
         }
     }
     if (a->json) {
@@ -152,7 +171,11 @@ static int limit_show(admin *a) {
         return rc;
     }
     const char *type = t->type == REDIS_REPLY_STATUS ? t->str : "none";
-    printf("%s: %s, expires in %lld ms\n", key, type, ttl->integer);
+    if (ttl->integer >= 0) {
+        printf("%s: %s, expires in %lld ms\n", key, type, ttl->integer);
+    } else {
+        printf("%s: %s\n", key, type);
+    }
     if (strcmp(type, "string") == 0 && admin_call(a, &v, "GET", "GET", key, NULL) == 0) {
         printf("  gcra or gate state: %s\n", v->str); /* "TAT_US FRAC N PERIOD" or a gate */
         freeReplyObject(v);

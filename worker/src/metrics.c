@@ -208,6 +208,11 @@ static void render(buf *b, const sluice_metrics *m) {
     counter(b, m, "reclaimed_total", "Entries claimed from other consumers.", s.reclaimed);
     counter(b, m, "read_total", "Entries read.", s.read);
     counter(b, m, "redis_errors_total", "Failed Redis calls.", s.redis_errors);
+    bprintf(b,
+            "# HELP sluice_worker_paced_wait_seconds_total Time reads waited for a drain "
+            "limit's next allowance.\n# TYPE sluice_worker_paced_wait_seconds_total counter\n"
+            "sluice_worker_paced_wait_seconds_total{queue=\"%s\",consumer=\"%s\"} %.3f\n",
+            m->info.queue, m->label_consumer, (double)s.paced_wait_ms / 1000.0);
     bprintf(b, "# HELP sluice_worker_in_flight Messages read and not yet acknowledged.\n");
     bprintf(b, "# TYPE sluice_worker_in_flight gauge\n");
     bprintf(b, "sluice_worker_in_flight{queue=\"%s\",consumer=\"%s\"} %d\n", m->info.queue,

@@ -13,6 +13,7 @@
 
 #include "sluice/cli.h"
 #include "sluice/log.h"
+#include "sluice/reply.h"
 
 #include "worker_internal.h"
 
@@ -302,11 +303,114 @@ static void list_entries(sluice_worker *w, redisReply *r) {
     }
 }
 
+/* ---- pacing ---- */
+
+#define PACE_CHECK_MS 1000 /* how often a worker asks whether its queue has drain limits */
+
+static void on_pace_check(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
+    (void)c, (void)sent;
+    sluice_worker *w = arg;
+    w->pace_checking = 0;
+    if (status == SLUICE_ECANCELED) {
+        return;
+    }
+    int paced = status == 0 && sluice_reply_ll(r, 0) > 0;
+    if (paced != w->paced || !w->paced_known) {
+        SLUICE_LOG(SLUICE_LOG_INFO, "event=%s queue=%s", paced ? "paced" : "unpaced", w->queue);
+    }
+    w->paced = paced; /* an error: read as before rather than not at all */
+    w->paced_known = 1;
+    w->pace_block = 0;
+    w->pace_check_ms = sluice_now_ms();
+    sluice__worker_kick(w);
+}
+
+/* Asks (at most once per PACE_CHECK_MS) whether the queue has drain limits: a change made
+ * with sluice-admin limit reaches every worker within about a second. */
+static void pace_check(sluice_worker *w) {
+    if (w->o.backend != SLUICE_BACKEND_STREAM || w->pace_checking ||
+        (w->paced_known && sluice_now_ms() - w->pace_check_ms < PACE_CHECK_MS)) {
+        return;
+    }
+    const char *argv[] = {"HGET", w->keys.meta, "drain"};
+    if (sluice_aconn_command(w->cmd, 3, argv, NULL, 0, on_pace_check, w) == 0) {
+        w->pace_checking = 1;
+    }
+}
+
+static void pace_timer_cb(uv_timer_t *t) {
+    sluice_worker *w = t->data;
+    w->pace_waiting = 0;
+    sluice__worker_kick(w);
+}
+
+/* sluice_take: {entries, wait_ms, last_delivered_id} */
+static void on_take(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
+    sluice_worker *w = arg;
+    if (status != 0 || r->type != REDIS_REPLY_ARRAY || r->elements != 3) {
+        on_read(c, status == 0 ? SLUICE_EPROTO : status, sent, r, arg);
+        return;
+    }
+    w->reading = 0;
+    long long wait = sluice_reply_ll(r->element[1], 0);
+    if (wait > 0) { /* a drain limit holds the reads back until its next allowance */
+        w->pace_waiting = 1;
+        w->st.paced_wait_ms += (unsigned long long)wait;
+        uv_timer_start(&w->pace_timer, pace_timer_cb, (uint64_t)wait, 0);
+    } else if (wait < 0 && r->element[2]->type == REDIS_REPLY_STRING) {
+        w->pace_block = 1; /* nothing to read: wait for an entry without reading it */
+        snprintf(w->pace_last_id, sizeof(w->pace_last_id), "%s", r->element[2]->str);
+    } else {
+        stream_entries(w, r->element[0]);
+    }
+    if (w->stopping) {
+        check_done(w);
+        return;
+    }
+    sluice__worker_kick(w);
+}
+
+/* XREAD BLOCK on the stream past the group's last delivered id: wakes when new work arrives,
+ * reads nothing for the group (sluice_take does). */
+static void on_pace_wake(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
+    sluice_worker *w = arg;
+    w->pace_block = 0;
+    if (status != 0 && status != SLUICE_ECANCELED) {
+        on_read(c, status, sent, r, arg);
+        return;
+    }
+    w->reading = 0;
+    if (w->stopping) {
+        check_done(w);
+        return;
+    }
+    sluice__worker_kick(w);
+}
+
+static int send_paced_read(sluice_worker *w, int n) {
+    int timeout = w->o.block_ms + w->o.command_timeout_ms;
+    if (w->pace_block) {
+        char block[24];
+        snprintf(block, sizeof(block), "%d", w->o.block_ms);
+        const char *argv[] = {"XREAD",        "COUNT",        "1", "BLOCK", block, "STREAMS",
+                              w->keys.stream, w->pace_last_id};
+        return sluice_aconn_command(w->rd, 8, argv, NULL, timeout, on_pace_wake, w);
+    }
+    char count[24];
+    snprintf(count, sizeof(count), "%d", n);
+    const char *keys[] = {w->keys.stream, w->keys.meta};
+    const char *args[] = {w->group, w->consumer, count};
+    return sluice_aconn_fcall(w->rd, SLUICE_FN_TAKE, 2, keys, NULL, 3, args, NULL, 0, on_take, w);
+}
+
 static int send_read(sluice_worker *w, int free_slots, int blocking) {
     char count[24], block[24];
     int n = free_slots < w->o.read_batch ? free_slots : w->o.read_batch;
     snprintf(count, sizeof(count), "%d", n);
     int timeout = w->o.block_ms + w->o.command_timeout_ms;
+    if (w->o.backend == SLUICE_BACKEND_STREAM && w->paced) {
+        return send_paced_read(w, n);
+    }
     if (w->o.backend == SLUICE_BACKEND_STREAM) {
         snprintf(block, sizeof(block), "%d", w->o.block_ms);
         const char *argv[] = {"XREADGROUP", "GROUP", w->group,  w->consumer,    "COUNT", count,
@@ -370,6 +474,10 @@ void sluice__worker_kick(sluice_worker *w) {
     if (sluice__reclaim_if_due(w)) {
         return; /* entries due for reclaim go before new ones */
     }
+    pace_check(w);
+    if (w->o.backend == SLUICE_BACKEND_STREAM && (!w->paced_known || w->pace_waiting)) {
+        return; /* the first answer about pacing, or the next allowance, comes first */
+    }
     int free_slots = sluice__worker_free_slots(w);
     if (free_slots <= 0) {
         return;
@@ -421,7 +529,8 @@ static void close_all(sluice_worker *w) {
     SLUICE_LOG(SLUICE_LOG_INFO, "event=stopping in_flight=%d", w->n_in_flight);
     uv_handle_t *hs[] = {(uv_handle_t *)&w->stop_async,    (uv_handle_t *)&w->flush_check,
                          (uv_handle_t *)&w->reclaim_timer, (uv_handle_t *)&w->touch_timer,
-                         (uv_handle_t *)&w->grace_timer,   (uv_handle_t *)&w->retry_timer};
+                         (uv_handle_t *)&w->grace_timer,   (uv_handle_t *)&w->retry_timer,
+                         (uv_handle_t *)&w->pace_timer};
     for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++) {
         uv_close(hs[i], handle_closed);
     }
@@ -483,9 +592,10 @@ static int start_handles(sluice_worker *w) {
     uv_timer_init(w->loop, &w->touch_timer);
     uv_timer_init(w->loop, &w->grace_timer);
     uv_timer_init(w->loop, &w->retry_timer);
+    uv_timer_init(w->loop, &w->pace_timer);
     w->stop_async.data = w->flush_check.data = w->reclaim_timer.data = w;
-    w->touch_timer.data = w->grace_timer.data = w->retry_timer.data = w;
-    w->handles = 6;
+    w->touch_timer.data = w->grace_timer.data = w->retry_timer.data = w->pace_timer.data = w;
+    w->handles = 7;
     atomic_store(&w->async_live, 1);
     if (atomic_load(&w->stop_requests) > 0) {
         uv_async_send(&w->stop_async); /* asked before the loop ran */

@@ -63,6 +63,7 @@ struct sluice_worker {
     uv_timer_t touch_timer;
     uv_timer_t grace_timer;
     uv_timer_t retry_timer; /* re-arms reading after an error */
+    uv_timer_t pace_timer;  /* a paced queue: waits for the next allowance */
     int handles;            /* uv handles not yet closed */
     int running;
 
@@ -84,6 +85,15 @@ struct sluice_worker {
     long long taken;    /* entries read or claimed (bounded by max_messages) */
     long long verdicts; /* verdicts given */
     char cursor[48];    /* XAUTOCLAIM cursor */
+    /* pacing (stream backend): a queue with drain limits (meta `drain` > 0) is read through
+     * sluice_take, which reserves rate before it reads */
+    int paced;              /* the last answer of meta `drain`: reads go through sluice_take */
+    int paced_known;        /* that answer came (the first read waits for it) */
+    int pace_checking;      /* HGET meta drain outstanding */
+    uint64_t pace_check_ms; /* when it was last asked */
+    int pace_waiting;       /* pace_timer runs: a rate holds the reads back */
+    int pace_block;         /* sluice_take found nothing: XREAD BLOCK on pace_last_id next */
+    char pace_last_id[48];
     sluice_worker_stats st;
     int fatal;
     char err[512];

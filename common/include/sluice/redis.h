@@ -52,6 +52,7 @@ typedef enum sluice_fn {
     SLUICE_FN_ADMIT2,
     SLUICE_FN_LIST_ADMIT2,
     SLUICE_FN_LIMITS_CONFIG,
+    SLUICE_FN_TAKE,
     SLUICE_FN_COUNT_
 } sluice_fn;
 

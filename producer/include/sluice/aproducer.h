@@ -132,8 +132,8 @@ typedef struct sluice_aproducer_counters {
 
 void sluice_aproducer_get_counters(const sluice_aproducer *ap, sluice_aproducer_counters *out);
 
-#define SLUICE_QUEUE_INFO_LIMITS 16 /* limits described in sluice_queue_info (the first by name)   \
-                                     */
+/* Limits described in sluice_queue_info (the first, by name). */
+#define SLUICE_QUEUE_INFO_LIMITS 16
 
 /* One rate limit of a queue (sluice-admin limit): its configuration and how often it refused. */
 typedef struct sluice_queue_limit {

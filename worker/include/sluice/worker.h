@@ -104,6 +104,7 @@ typedef struct sluice_worker_stats {
     unsigned long long abandoned; /* verdicts after the grace period: left pending */
     unsigned long long read;      /* entries read */
     unsigned long long redis_errors;
+    unsigned long long paced_wait_ms; /* time reads waited for a drain limit's next allowance */
     int in_flight;
     /* handler latency histogram: bucket i counts latencies <= sluice_worker_latency_bounds[i]
      * seconds; the last bucket is +Inf */
