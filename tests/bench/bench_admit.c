@@ -4,7 +4,9 @@
  *
  * Two runs on a fresh queue with room for everything: one admission per round trip (what a
  * thread-per-request web handler does), then batches of --batch payloads per round trip. The
- * queue is deleted afterwards.
+ * queue is deleted afterwards. With --keep-config only its data is deleted, before and after:
+ * its settings and rate limits (sluice-admin capacity / limit) stay in force, so a queue with
+ * limits is measured with them.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -22,11 +24,16 @@
 
 static const char usage[] =
     "usage: sluice-bench admit [--redis URL] [--queue Q] [--count N] [--batch-count N]\n"
-    "                          [--batch K] [--size BYTES] [--json]\n"
+    "                          [--batch K] [--size BYTES] [--keep-config] [--json]\n"
     "  --count N        single admissions (default 50000)\n"
     "  --batch-count N  payloads admitted in batches (default 1000000)\n"
     "  --batch K        payloads per batch call, 1..10000 (default 100)\n"
-    "  --size BYTES     payload size (default 64)\n";
+    "  --size BYTES     payload size (default 64)\n"
+    "  --keep-config    keep the queue's settings and limits (sluice-admin capacity, limit):\n"
+    "                   only its data is deleted, before and after (stream, dead letters,\n"
+    "                   counters; not the limiter state). Without it the queue is deleted\n"
+    "                   whole, and limits set on it are gone before the first admission.\n"
+    "                   Set the limits before, delete the queue after (sluice-admin purge).\n";
 
 static int run_single(sluice_producer *p, long long count, const char *payload, size_t size,
                       double *rate) {
@@ -75,13 +82,15 @@ out:
 
 int bench_admit(int argc, char **argv) {
     static const struct option opts[] = {
-        {"redis", 1, NULL, 'r'},       {"queue", 1, NULL, 'q'}, {"count", 1, NULL, 'n'},
-        {"batch-count", 1, NULL, 'N'}, {"batch", 1, NULL, 'b'}, {"size", 1, NULL, 's'},
-        {"json", 0, NULL, 'j'},        {"help", 0, NULL, 'h'},  {NULL, 0, NULL, 0}};
+        {"redis", 1, NULL, 'r'},       {"queue", 1, NULL, 'q'},
+        {"count", 1, NULL, 'n'},       {"batch-count", 1, NULL, 'N'},
+        {"batch", 1, NULL, 'b'},       {"size", 1, NULL, 's'},
+        {"json", 0, NULL, 'j'},        {"help", 0, NULL, 'h'},
+        {"keep-config", 0, NULL, 'k'}, {NULL, 0, NULL, 0}};
     const char *url = sluice_url_default();
     char queue[80], err[256];
     long long count = 50000, bcount = 1000000, batch = 100, size = 64;
-    int json = 0, ch, rc = 0;
+    int json = 0, keep_config = 0, ch, rc = 0;
     snprintf(queue, sizeof(queue), "bench-admit-%d", (int)getpid());
     while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         rc = 0;
@@ -107,6 +116,9 @@ int bench_admit(int argc, char **argv) {
             break;
         case 'j':
             json = 1;
+            break;
+        case 'k':
+            keep_config = 1;
             break;
         case 'h':
             fputs(usage, stdout);
@@ -134,14 +146,15 @@ int bench_admit(int argc, char **argv) {
     char *payload = malloc((size_t)size + 1);
     memset(payload, 'x', (size_t)size);
     double single = 0, batched = 0;
-    rc = bench_purge(url, queue);
+    int (*purge)(const char *, const char *) = keep_config ? bench_purge_data : bench_purge;
+    rc = purge(url, queue);
     if (rc == 0) {
         rc = run_single(p, count, payload, (size_t)size, &single);
     }
     if (rc == 0) {
         rc = run_batched(p, bcount, batch, payload, (size_t)size, &batched);
     }
-    bench_purge(url, queue);
+    purge(url, queue);
     sluice_producer_free(p);
     free(payload);
     if (rc != 0) {

@@ -12,7 +12,8 @@
 
 #include "bench_util.h"
 
-int bench_purge(const char *url, const char *queue) {
+/* DELs the queue's keys; keep_config spares meta and the limits hash (see bench_util.h). */
+static int purge(const char *url, const char *queue, int keep_config) {
     sluice_url u;
     sluice_keys k;
     char err[256];
@@ -22,15 +23,24 @@ int bench_purge(const char *url, const char *queue) {
         return SLUICE_EXIT_USAGE;
     }
     sluice_conn *c = sluice_conn_new(&u, NULL);
-    const char *argv[] = {"DEL", k.stream, k.dead, k.meta, k.stats, k.list, k.procs};
+    const char *argv[] = {"DEL", k.stream, k.dead, k.stats, k.list, k.procs, k.meta, k.limits};
     redisReply *r = NULL;
-    int st = c ? sluice_conn_command(c, 7, argv, NULL, &r, NULL) : SLUICE_ENOMEM;
+    int argc = keep_config ? 6 : 8;
+    int st = c ? sluice_conn_command(c, argc, argv, NULL, &r, NULL) : SLUICE_ENOMEM;
     if (st != 0) {
         fprintf(stderr, "sluice-bench: %s\n", c ? sluice_conn_errstr(c) : "out of memory");
     }
     freeReplyObject(r);
     sluice_conn_free(c);
     return st == 0 ? 0 : SLUICE_EXIT_REDIS;
+}
+
+int bench_purge(const char *url, const char *queue) {
+    return purge(url, queue, 0);
+}
+
+int bench_purge_data(const char *url, const char *queue) {
+    return purge(url, queue, 1);
 }
 
 int bench_fill(const char *url, const char *queue, long long count, size_t size) {
