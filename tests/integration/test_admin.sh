@@ -132,7 +132,9 @@ grep -q "replayed 1 dead letter into $qd" "$tmp/out" || fail "replay: $(cat "$tm
     fail "replay counted rejections"
 rcli --raw XRANGE "sluice:{$qd}:stream" - + | grep -q "$oldest" ||
     fail "the oldest dead letter ($oldest) was not the one replayed"
-admin dead replay "$qd" --json >"$tmp/j" || true
+rc=0
+admin dead replay "$qd" --json >"$tmp/j" || rc=$?
+[ "$rc" = 1 ] || fail "replay with nothing fitting exited $rc, expected 1"
 json "$tmp/j" 'j["replayed"]==0 and j["not_fitted"]==2 and len(j["kept"])==2'
 # with room: the named one first, then the rest; then nothing is left to do
 admin capacity "$qd" 10 >/dev/null
@@ -145,7 +147,9 @@ expect 1 "nothing to replay" -- admin dead replay "$qd"
 nb=$(rcli XADD "sluice:{$qd}:dead" '*' id 1-1 m '' deliveries 5 consumer c reason gone)
 expect 1 "1 have no body .* stay in the dead stream" -- admin dead replay "$qd"
 grep -q "kept $nb" "$tmp/out" || fail "replay: letter with no body not listed: $(cat "$tmp/out")"
-admin dead replay "$qd" "$nb" 1-1 --json >"$tmp/j" 2>/dev/null || true
+rc=0
+admin dead replay "$qd" "$nb" 1-1 --json >"$tmp/j" 2>/dev/null || rc=$?
+[ "$rc" = 1 ] || fail "replay of a body-less and a missing letter exited $rc, expected 1"
 json "$tmp/j" 'j["replayed"]==0 and j["skipped_no_body"]==1 and j["not_found"]==1'
 json "$tmp/j" 'j["kept"]==["'"$nb"'"]'
 [ "$(rcli XLEN "sluice:{$qd}:dead")" = 1 ] || fail "the letter with no body left the dead stream"
@@ -212,8 +216,14 @@ rcli LRANGE "sluice:{$ql}:list" 0 0 | grep -qE '^[0-9]+:replayed-body$' ||
 [ "$(rcli XLEN "sluice:{$ql}:dead")" = 1 ] || fail "list replay: dead stream not 1"
 
 # ---- purge: only with --yes; every key of the queue, none of another ----
-"$bin/sluice-enqueue" --redis "$url" --queue "$ql" --idempotency-key k1 x >/dev/null 2>&1 || true
-"$bin/sluice-enqueue" --redis "$url" --queue "$q" --idempotency-key k1 x >/dev/null 2>&1 || true
+# an idempotency key record for purge to find (a stream producer on the list queue is refused
+# by the server: SLUICECONFIG, exit 3)
+rc=0
+"$bin/sluice-enqueue" --redis "$url" --queue "$ql" --idempotency-key k1 x >/dev/null 2>&1 || rc=$?
+[ "$rc" = 3 ] || fail "a stream producer on a list queue exited $rc, expected 3"
+admin capacity "$q" 100 >/dev/null
+"$bin/sluice-enqueue" --redis "$url" --queue "$q" --idempotency-key k1 x >/dev/null
+[ "$(rcli EXISTS "sluice:{$q}:idem:k1")" = 1 ] || fail "no idempotency record to purge"
 "$bin/sluice-enqueue" --redis "$url" --queue "$q-other" keep >/dev/null
 expect 2 "would delete .* keys of queue $q.*--yes" -- admin purge "$q"
 [ "$(rcli EXISTS "sluice:{$q}:stream")" = 1 ] || fail "purge without --yes deleted"

@@ -250,7 +250,17 @@ static void test_graceful_stop(void) {
     o.handler_arg = (void *)(intptr_t)200000; /* 200 ms each */
     o.block_ms = 100;
     start(&f, &o);
-    wait_int(&f, 1, "EXISTS sluice:{%s}:%s", "stats");
+    /* the real condition: the worker has entries in hand (stats exist since the fill) */
+    for (int i = 0; i < 500 && th_int(f.c, "EXISTS sluice:{%s}:stream", f.q) == 1; i++) {
+        redisReply *r = redisCommand(f.c, "XPENDING sluice:{%s}:stream workers", f.q);
+        int have = r != NULL && r->type == REDIS_REPLY_ARRAY && r->element[0]->integer > 0;
+        freeReplyObject(r); /* NOGROUP until the worker created its group */
+        if (have) {
+            break;
+        }
+        usleep(10000);
+    }
+    CHECK(pending(&f) > 0);
     usleep(300000);
     stop(&f);
     int done = atomic_load(&handled);

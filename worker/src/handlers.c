@@ -25,7 +25,7 @@
 
 static int record_fd = -1;
 
-int sluice__handlers_record(const char *path) {
+int sw_handlers_record(const char *path) {
     record_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     return record_fd < 0 ? -errno : 0;
 }
@@ -82,7 +82,7 @@ static void crash_handler(sluice_worker *w, const sluice_job *job, void *arg) {
 typedef struct sleeper {
     uv_timer_t timer;
     const sluice_job *job;
-    struct sleeper *prev, *next; /* the live sleepers, for sluice__handlers_abandon */
+    struct sleeper *prev, *next; /* the live sleepers, for sw_handlers_abandon */
 } sleeper;
 
 static unsigned sleep_ms;
@@ -187,7 +187,7 @@ static void exec_handler(sluice_worker *w, const sluice_job *job, void *arg) {
         {.flags = UV_CREATE_PIPE | UV_READABLE_PIPE, .data.stream = (uv_stream_t *)&c->in},
         {.flags = UV_INHERIT_FD, .data.fd = 1},
         {.flags = UV_INHERIT_FD, .data.fd = 2}};
-    char **env = sluice__handlers_env(c->env, 3);
+    char **env = sw_handlers_env(c->env, 3);
     uv_process_options_t po = {.exit_cb = child_exit,
                                .file = "/bin/sh",
                                .args = args,
@@ -218,7 +218,7 @@ static void kill_child(uv_handle_t *h, void *arg) {
     }
 }
 
-void sluice__handlers_abandon(uv_loop_t *loop) {
+void sw_handlers_abandon(uv_loop_t *loop) {
     for (sleeper *s = sleepers; s != NULL; s = s->next) {
         if (!uv_is_closing((uv_handle_t *)&s->timer)) {
             uv_close((uv_handle_t *)&s->timer, sleeper_closed);
@@ -227,8 +227,8 @@ void sluice__handlers_abandon(uv_loop_t *loop) {
     uv_walk(loop, kill_child, NULL);
 }
 
-int sluice__handler_parse(const char *spec, const char *queue, sluice_worker_options *o, char *err,
-                          size_t errlen) {
+int sw_handler_parse(const char *spec, const char *queue, sluice_worker_options *o, char *err,
+                     size_t errlen) {
     o->handler = NULL;
     exec_queue = queue;
     if (strcmp(spec, "noop") == 0) {
@@ -265,7 +265,7 @@ int sluice__handler_parse(const char *spec, const char *queue, sluice_worker_opt
 
 extern char **environ;
 
-char **sluice__handlers_env(char extra[][160], size_t n) {
+char **sw_handlers_env(char extra[][160], size_t n) {
     size_t count = 0;
     while (environ[count] != NULL) {
         count++;

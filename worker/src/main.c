@@ -65,7 +65,7 @@ static uv_timer_t abandon_timer;
 static int grace_ms;
 
 static void abandon_cb(uv_timer_t *t) {
-    sluice__handlers_abandon(t->loop);
+    sw_handlers_abandon(t->loop);
 }
 
 static void on_signal(uv_signal_t *s, int signum) {
@@ -232,7 +232,7 @@ static int parse_args(args *a, int argc, char **argv, char *err, size_t n) {
         snprintf(err, n, "--queue is required");
         return -1;
     }
-    return sluice__handler_parse(a->handler, a->o.queue, &a->o, err, n);
+    return sw_handler_parse(a->handler, a->o.queue, &a->o, err, n);
 }
 
 int main(int argc, char **argv) {
@@ -243,7 +243,7 @@ int main(int argc, char **argv) {
         return bad(err);
     }
     sluice_log_set_level(a.log_level, "sluice-worker");
-    if (a.record != NULL && sluice__handlers_record(a.record) != 0) {
+    if (a.record != NULL && sw_handlers_record(a.record) != 0) {
         snprintf(err, sizeof(err), "--record: cannot open \"%s\"", a.record);
         return bad(err);
     }
@@ -262,13 +262,12 @@ int main(int argc, char **argv) {
     uv_unref((uv_handle_t *)&abandon_timer);
     grace_ms = a.o.grace_ms;
     sluice_metrics *m = NULL;
-    if (a.metrics != NULL &&
-        sluice__metrics_start(loop, a.metrics, worker, &m, err, sizeof(err)) != 0) {
+    if (a.metrics != NULL && sw_metrics_start(loop, a.metrics, worker, &m, err, sizeof(err)) != 0) {
         sluice_worker_free(worker);
         return bad(err);
     }
     int st = sluice_worker_run(worker, loop);
-    sluice__metrics_stop(m);
+    sw_metrics_stop(m);
     uv_close((uv_handle_t *)&sigterm, NULL);
     uv_close((uv_handle_t *)&sigint, NULL);
     uv_close((uv_handle_t *)&abandon_timer, NULL);

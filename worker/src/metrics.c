@@ -19,7 +19,7 @@
  * Life cycle: every handle here is unref'd (they never keep the loop alive on their own), and
  * the module closes itself as soon as the worker starts closing (checked every loop iteration
  * and every QUERY_MS), because its Redis connection's handles are ref'd and would otherwise keep
- * sluice_worker_run() from returning. sluice__metrics_stop() frees it once libuv closed all.
+ * sluice_worker_run() from returning. sw_metrics_stop() frees it once libuv closed all.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -529,8 +529,8 @@ static void init_handles(sluice_metrics *m) {
     uv_unref((uv_handle_t *)&m->watch);
 }
 
-int sluice__metrics_start(uv_loop_t *loop, const char *addr, sluice_worker *w, sluice_metrics **out,
-                          char *err, size_t errlen) {
+int sw_metrics_start(uv_loop_t *loop, const char *addr, sluice_worker *w, sluice_metrics **out,
+                     char *err, size_t errlen) {
     sluice_metrics *m = calloc(1, sizeof(*m));
     *out = NULL;
     if (m == NULL) {
@@ -562,7 +562,7 @@ int sluice__metrics_start(uv_loop_t *loop, const char *addr, sluice_worker *w, s
     return 0;
 }
 
-void sluice__metrics_stop(sluice_metrics *m) {
+void sw_metrics_stop(sluice_metrics *m) {
     if (m == NULL) {
         return;
     }

@@ -14,10 +14,10 @@
 typedef struct sluice_metrics sluice_metrics;
 
 /* Starts listening on `addr` ("HOST:PORT") on `loop`. Returns 0 or -1 with a message. */
-int sluice__metrics_start(uv_loop_t *loop, const char *addr, sluice_worker *w, sluice_metrics **out,
-                          char *err, size_t errlen);
+int sw_metrics_start(uv_loop_t *loop, const char *addr, sluice_worker *w, sluice_metrics **out,
+                     char *err, size_t errlen);
 
 /* Stops listening and closes every connection (frees once libuv closed them). NULL: no-op. */
-void sluice__metrics_stop(sluice_metrics *m);
+void sw_metrics_stop(sluice_metrics *m);
 
 #endif
