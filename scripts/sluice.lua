@@ -1211,18 +1211,19 @@ local function batch_retry(b, st)
     return st.retry
 end
 
---[[ The admission loop of admit2 and list_admit2. Messages are ARGV triples (tenant, client,
-envelope) from ARGV[3]; `append(envelope)` queues one and returns its id. Each message is
+--[[ The admission loop of admit2 and list_admit2. Messages are ARGV[4..] in the stride of
+ARGV[3] (see admit2); `append(envelope)` queues one and returns its id. Each message is
 checked against the limits first (a limited message never takes room, and never stops the next
 message of another tenant or client), then admitted while depth < capacity, else full.
 Returns the reply: {admitted, depth_after, capacity, 0, acked, outcome_1, ..., outcome_n} with
 outcome_i the id (admitted), 0 (full) or {limit name, retry_after_ms, COUNT, PERIOD_MS}
 (limited). ]]
 local function admit_each(keys, args, cap, depth, nlimits, append, share)
-    local n = (#args - 2) / 3
-    if n < 1 or n ~= math.floor(n) then
-        return redis.error_reply('SLUICECONFIG sluice_admit2 takes a capacity, a TTL and ' ..
-            'triples of tenant, client, envelope')
+    local stride = tonumber(args[3])
+    local n = stride and (#args - 3) / stride
+    if (stride ~= 1 and stride ~= 3) or n < 1 or n ~= math.floor(n) then
+        return redis.error_reply('SLUICECONFIG sluice_admit2 takes a capacity, a TTL, a stride ' ..
+            '(1 or 3) and per message an envelope (1) or tenant, client, envelope (3)')
     end
     local lims, now, prefix = {}, 0, string.sub(keys[2], 1, -5) -- "sluice:{Q}:" of "...meta"
     if nlimits > 0 then
@@ -1238,7 +1239,7 @@ local function admit_each(keys, args, cap, depth, nlimits, append, share)
     if #lims == 0 and share == 0 then -- no limits, no share: the plain admission
         local take = room(cap, depth, n)
         for i = 1, take do
-            reply[5 + i] = append(args[3 * i + 2])
+            reply[5 + i] = append(args[3 + i * stride])
         end
         for i = take + 1, n do
             reply[5 + i] = 0
@@ -1250,9 +1251,12 @@ local function admit_each(keys, args, cap, depth, nlimits, append, share)
         local b = batch_new(prefix, lims, now)
         local refusals = {} -- message index -> its exhausted limit states
         for i = 1, n do
-            local base = 3 + (i - 1) * 3
-            local t = args[base]
-            local sts, refused, err = batch_check(b, t, args[base + 1])
+            local env = 3 + i * stride -- the envelope; tenant and client before it (stride 3)
+            local t, c = '', ''
+            if stride == 3 then
+                t, c = args[env - 2], args[env - 1]
+            end
+            local sts, refused, err = batch_check(b, t, c)
             if err then
                 return err
             end
@@ -1273,9 +1277,9 @@ local function admit_each(keys, args, cap, depth, nlimits, append, share)
                         redis.call('HSETNX', keys[2], 'tenant_counts', 1)
                         counting = true
                     end
-                    reply[5 + i] = append(args[base + 2], t)
+                    reply[5 + i] = append(args[env], t)
                 else
-                    reply[5 + i] = append(args[base + 2])
+                    reply[5 + i] = append(args[env])
                 end
                 depth = depth + 1
                 admitted = admitted + 1
@@ -1311,7 +1315,8 @@ end
 --[[ admit2 (stream backend; data model 2 of admission: limits and per-message outcomes)
 KEYS[1] stream, KEYS[2] meta, KEYS[3] stats, KEYS[4] idempotency key (optional)
 ARGV[1] default capacity, ARGV[2] idempotency TTL ms (with KEYS[4]: exactly one message)
-ARGV[3..] triples: tenant ('' none), client key ('' none), envelope
+ARGV[3] stride: 1 (ARGV[4..] are envelopes; no tenant, no client key) or 3 (ARGV[4..] are
+triples: tenant ('' none), client key ('' none), envelope)
 reply: {admitted, depth_after, capacity, duplicate(0|1), acked, outcome_1, ..., outcome_n}
   outcome: the entry id (admitted), 0 (full), or {limit, retry_after_ms, COUNT, PERIOD_MS}
   (refused by that limit; retry_after_ms rounded up). A duplicate replies {1, depth,
@@ -1387,11 +1392,9 @@ Retry-After), else -1. A duplicate (the idempotency key was seen within its TTL)
 {1, depth, capacity, 1, -1, id} without appending. ]]
 -- ARGV of admit/list_admit as admit2 takes them: no tenant, no client.
 local function v1_args(args)
-    local t = {args[1], args[2]}
+    local t = {args[1], args[2], '1'}
     for i = 3, #args do
-        t[#t + 1] = ''
-        t[#t + 1] = ''
-        t[#t + 1] = args[i]
+        t[i + 1] = args[i]
     end
     return t
 end

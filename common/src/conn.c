@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "sluice/buf.h"
 #include "sluice/cli.h"
 #include "sluice/client.h"
 #include "sluice/log.h"
@@ -142,7 +143,7 @@ static int io_status(redisContext *ctx) {
 static int fail(sluice_conn *c, int status, const char *what) {
     snprintf(c->err, sizeof(c->err), "%s: %s", c->where, what);
     drop(c);
-    if (c->attempt < 30) {
+    if (c->attempt < SLUICE_ATTEMPT_MAX) {
         c->attempt++;
     }
     c->next_attempt_ms =
@@ -363,36 +364,28 @@ int sluice__format_fcall(const char *verb, const char *target, int nkeys, const 
                          const size_t *keylens, int nargs, const char **args, const size_t *arglens,
                          sds *out) {
     int argc = 3 + nkeys + nargs;
-    const char *stack_argv[64];
-    size_t stack_lens[64];
-    const char **argv = argc <= 64 ? stack_argv : malloc(sizeof(*argv) * (size_t)argc);
-    size_t *lens = argc <= 64 ? stack_lens : malloc(sizeof(*lens) * (size_t)argc);
-    int st = SLUICE_ENOMEM;
-    if (argv != NULL && lens != NULL) {
-        char nk[16];
-        snprintf(nk, sizeof(nk), "%d", nkeys);
-        argv[0] = verb;
-        argv[1] = target;
-        argv[2] = nk;
-        for (int i = 0; i < 3; i++) {
-            lens[i] = strlen(argv[i]);
-        }
-        for (int i = 0; i < nkeys; i++) {
-            argv[3 + i] = keys[i];
-            lens[3 + i] = keylens != NULL ? keylens[i] : strlen(keys[i]);
-        }
-        for (int i = 0; i < nargs; i++) {
-            argv[3 + nkeys + i] = args[i];
-            lens[3 + nkeys + i] = arglens != NULL ? arglens[i] : strlen(args[i]);
-        }
-        st = redisFormatSdsCommandArgv(out, argc, argv, lens) < 0 ? SLUICE_ENOMEM : 0;
+    sluice_argv a;
+    if (sluice_argv_init(&a, argc) != 0) {
+        return SLUICE_ENOMEM;
     }
-    if (argv != stack_argv) {
-        free((void *)argv);
+    char nk[16];
+    snprintf(nk, sizeof(nk), "%d", nkeys);
+    a.v[0] = verb;
+    a.v[1] = target;
+    a.v[2] = nk;
+    for (int i = 0; i < 3; i++) {
+        a.lens[i] = strlen(a.v[i]);
     }
-    if (lens != stack_lens) {
-        free(lens);
+    for (int i = 0; i < nkeys; i++) {
+        a.v[3 + i] = keys[i];
+        a.lens[3 + i] = keylens != NULL ? keylens[i] : strlen(keys[i]);
     }
+    for (int i = 0; i < nargs; i++) {
+        a.v[3 + nkeys + i] = args[i];
+        a.lens[3 + nkeys + i] = arglens != NULL ? arglens[i] : strlen(args[i]);
+    }
+    int st = redisFormatSdsCommandArgv(out, argc, a.v, a.lens) < 0 ? SLUICE_ENOMEM : 0;
+    sluice_argv_free(&a);
     return st;
 }
 

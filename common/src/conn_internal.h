@@ -19,6 +19,10 @@ void sluice__fd_cloexec(int fd);
 
 void sluice__conn_options_fill(sluice_conn_options *dst, const sluice_conn_options *src);
 
+/* Reconnect attempts are counted up to this and no further: the backoff reached its cap long
+ * before (100 ms doubled 16 times is past any sane cap), and the count must not overflow. */
+#define SLUICE_ATTEMPT_MAX 30
+
 /* Delay before reconnect attempt number `attempt` (1-based): min * 2^(attempt-1) capped at
  * max, with jitter in [d/2, d] drawn from the caller's generator state `seed`. */
 int sluice__backoff_ms(const sluice_conn_options *o, int attempt, unsigned *seed);

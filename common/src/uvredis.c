@@ -160,7 +160,7 @@ static void arm_deadline(sluice_aconn *c, uint64_t deadline) {
 /* Capped exponential backoff with jitter, from this connection's own generator (see
  * sluice__backoff_ms), so a crowd of clients reconnecting after a restart spreads out. */
 static void schedule_retry(sluice_aconn *c) {
-    if (c->attempt < 30) {
+    if (c->attempt < SLUICE_ATTEMPT_MAX) {
         c->attempt++;
     }
     uint64_t delay = (uint64_t)sluice__backoff_ms(&c->o, c->attempt, &c->seed);

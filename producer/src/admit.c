@@ -84,8 +84,11 @@ int sluice__admit_check_msg(const sluice__admit_cfg *cfg, const sluice_message *
     return 0;
 }
 
-/* ARGV of sluice_admit2: capacity, TTL, then (tenant, client, envelope) per message. */
-#define ARG_ENVELOPE(i) (2 + 3 * (int)(i) + 2)
+/* ARGV of sluice_admit2: capacity, TTL, the stride, then per message the envelope alone
+ * (stride 1: no message of the batch has a tenant or a client key) or tenant, client key and
+ * envelope (stride 3). The short form keeps plain batches as small as before limits existed. */
+#define ARG_FIRST          3
+#define ARG_ENVELOPE(c, i) (ARG_FIRST + (c)->stride * (int)(i) + (c)->stride - 1)
 
 /* Encodes every message into one arena; fills args[2..] with pointers into it. */
 static int encode_all(sluice__admit_call *call, const sluice_message *msgs, size_t n, char *err,
@@ -100,7 +103,7 @@ static int encode_all(sluice__admit_call *call, const sluice_message *msgs, size
             snprintf(err, errlen, "message %zu breaks an envelope limit (headers, size)", i);
             return SLUICE_ETOOBIG;
         }
-        call->arglens[ARG_ENVELOPE(i)] = sz;
+        call->arglens[ARG_ENVELOPE(call, i)] = sz;
         total += sz;
     }
     call->arena = malloc(total ? total : 1);
@@ -118,7 +121,7 @@ static int encode_all(sluice__admit_call *call, const sluice_message *msgs, size
             snprintf(err, errlen, "message %zu: cannot encode: %s", i, sluice_strerror(st));
             return st;
         }
-        call->args[ARG_ENVELOPE(i)] = (const char *)call->arena + off;
+        call->args[ARG_ENVELOPE(call, i)] = (const char *)call->arena + off;
         off += len;
     }
     call->arena_len = off;
@@ -163,7 +166,13 @@ int sluice__admit_call_build(sluice__admit_call *call, const sluice__admit_cfg *
     for (int i = 0; i < call->nkeys; i++) {
         call->keylens[i] = strlen(call->keys[i]);
     }
-    call->nargs = ARG_ENVELOPE(n - 1) + 1;
+    call->stride = 1;
+    for (size_t i = 0; i < n; i++) {
+        if (msgs[i].tenant != NULL || msgs[i].client != NULL) {
+            call->stride = 3;
+        }
+    }
+    call->nargs = ARG_ENVELOPE(call, n - 1) + 1;
     call->args = calloc((size_t)call->nargs, sizeof(*call->args));
     call->arglens = calloc((size_t)call->nargs, sizeof(*call->arglens));
     if (call->args == NULL || call->arglens == NULL) {
@@ -176,13 +185,15 @@ int sluice__admit_call_build(sluice__admit_call *call, const sluice__admit_cfg *
     call->arglens[0] = strlen(call->cap_arg);
     call->args[1] = call->ttl_arg;
     call->arglens[1] = strlen(call->ttl_arg);
-    for (size_t i = 0; i < n; i++) {
+    call->args[2] = call->stride == 3 ? "3" : "1";
+    call->arglens[2] = 1;
+    for (size_t i = 0; call->stride == 3 && i < n; i++) {
         const char *t = msgs[i].tenant ? msgs[i].tenant : "";
         const char *c = msgs[i].client ? msgs[i].client : "";
-        call->args[ARG_ENVELOPE(i) - 2] = t;
-        call->arglens[ARG_ENVELOPE(i) - 2] = strlen(t);
-        call->args[ARG_ENVELOPE(i) - 1] = c;
-        call->arglens[ARG_ENVELOPE(i) - 1] = strlen(c);
+        call->args[ARG_ENVELOPE(call, i) - 2] = t;
+        call->arglens[ARG_ENVELOPE(call, i) - 2] = strlen(t);
+        call->args[ARG_ENVELOPE(call, i) - 1] = c;
+        call->arglens[ARG_ENVELOPE(call, i) - 1] = strlen(c);
     }
     int st = encode_all(call, msgs, n, err, errlen);
     if (st != 0) {

@@ -26,6 +26,7 @@ typedef struct sluice__admit_call {
     int nargs;
     const char **args; /* nargs entries */
     size_t *arglens;
+    int stride; /* ARGV per message: 1 (envelope) or 3 (tenant, client, envelope) */
     char cap_arg[24];
     char ttl_arg[24];
     unsigned char *arena; /* encoded envelopes */

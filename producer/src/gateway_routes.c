@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sluice/buf.h"
 #include "sluice/log.h"
 
 #include "gateway.h"
@@ -368,138 +369,112 @@ static void healthz(gw_conn *c) {
 /* ---------------------------------------------------------------------------------------- */
 /* GET /metrics                                                                             */
 
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-    int full; /* METRICS_MAX reached or out of memory */
-} sbuf;
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 2, 3)))
-#endif
-static void
-sb_printf(sbuf *b, const char *fmt, ...) {
-    for (int attempt = 0; attempt < 2 && !b->full; attempt++) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-        va_end(ap);
-        if (n >= 0 && (size_t)n < b->cap - b->len) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t cap = b->cap * 2 + (size_t)(n > 0 ? n : 0);
-        char *p = cap <= METRICS_MAX ? realloc(b->p, cap) : NULL;
-        if (p == NULL) {
-            b->full = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-}
-
-static void metrics_http(sbuf *b, const gw_server *s) {
-    sb_printf(b, "# HELP sluice_gateway_http_responses_total HTTP responses by status code.\n"
-                 "# TYPE sluice_gateway_http_responses_total counter\n");
+static void metrics_http(sluice_text *b, const gw_server *s) {
+    sluice_text_printf(b,
+                       "# HELP sluice_gateway_http_responses_total HTTP responses by status code.\n"
+                       "# TYPE sluice_gateway_http_responses_total counter\n");
     for (int code = 100; code < 600; code++) {
         if (s->m.by_code[code] > 0) {
-            sb_printf(b, "sluice_gateway_http_responses_total{code=\"%d\"} %llu\n", code,
-                      s->m.by_code[code]);
+            sluice_text_printf(b, "sluice_gateway_http_responses_total{code=\"%d\"} %llu\n", code,
+                               s->m.by_code[code]);
         }
     }
-    sb_printf(b,
-              "# HELP sluice_gateway_connections Open client connections.\n"
-              "# TYPE sluice_gateway_connections gauge\nsluice_gateway_connections %zu\n"
-              "# HELP sluice_gateway_connections_total Client connections accepted.\n"
-              "# TYPE sluice_gateway_connections_total counter\n"
-              "sluice_gateway_connections_total %llu\n"
-              "# HELP sluice_gateway_connections_refused_total Connections refused over "
-              "--max-connections.\n"
-              "# TYPE sluice_gateway_connections_refused_total counter\n"
-              "sluice_gateway_connections_refused_total %llu\n",
-              s->nconns, s->m.accepted, s->m.refused);
-    sb_printf(b, "# HELP sluice_gateway_admission_duration_seconds From a complete POST to its "
-                 "answer.\n# TYPE sluice_gateway_admission_duration_seconds histogram\n");
+    sluice_text_printf(b,
+                       "# HELP sluice_gateway_connections Open client connections.\n"
+                       "# TYPE sluice_gateway_connections gauge\nsluice_gateway_connections %zu\n"
+                       "# HELP sluice_gateway_connections_total Client connections accepted.\n"
+                       "# TYPE sluice_gateway_connections_total counter\n"
+                       "sluice_gateway_connections_total %llu\n"
+                       "# HELP sluice_gateway_connections_refused_total Connections refused over "
+                       "--max-connections.\n"
+                       "# TYPE sluice_gateway_connections_refused_total counter\n"
+                       "sluice_gateway_connections_refused_total %llu\n",
+                       s->nconns, s->m.accepted, s->m.refused);
+    sluice_text_printf(
+        b, "# HELP sluice_gateway_admission_duration_seconds From a complete POST to its "
+           "answer.\n# TYPE sluice_gateway_admission_duration_seconds histogram\n");
     unsigned long long cum = 0;
     for (int i = 0; i < GW_LAT_BUCKETS; i++) {
         cum += s->m.lat[i];
         if (i < GW_LAT_BUCKETS - 1) {
-            sb_printf(b, "sluice_gateway_admission_duration_seconds_bucket{le=\"%g\"} %llu\n",
-                      lat_bounds[i], cum);
+            sluice_text_printf(b,
+                               "sluice_gateway_admission_duration_seconds_bucket{le=\"%g\"} %llu\n",
+                               lat_bounds[i], cum);
         } else {
-            sb_printf(b, "sluice_gateway_admission_duration_seconds_bucket{le=\"+Inf\"} %llu\n",
-                      cum);
+            sluice_text_printf(
+                b, "sluice_gateway_admission_duration_seconds_bucket{le=\"+Inf\"} %llu\n", cum);
         }
     }
-    sb_printf(b,
-              "sluice_gateway_admission_duration_seconds_sum %.6f\n"
-              "sluice_gateway_admission_duration_seconds_count %llu\n",
-              s->m.lat_sum, s->m.lat_count);
+    sluice_text_printf(b,
+                       "sluice_gateway_admission_duration_seconds_sum %.6f\n"
+                       "sluice_gateway_admission_duration_seconds_count %llu\n",
+                       s->m.lat_sum, s->m.lat_count);
 }
 
-static void metrics_queues(sbuf *b, const gw_server *s) {
+static void metrics_queues(sluice_text *b, const gw_server *s) {
     static const char *const names[] = {"admitted", "duplicate", "full",
                                         "limited",  "failed",    "unknown"};
-    sb_printf(b, "# HELP sluice_gateway_admissions_total Admission outcomes by queue "
-                 "(unknown: reply lost, counted in failed too).\n"
-                 "# TYPE sluice_gateway_admissions_total counter\n");
+    sluice_text_printf(b, "# HELP sluice_gateway_admissions_total Admission outcomes by queue "
+                          "(unknown: reply lost, counted in failed too).\n"
+                          "# TYPE sluice_gateway_admissions_total counter\n");
     for (size_t i = 0; i < s->nqueues; i++) {
         sluice_aproducer_counters k;
         sluice_aproducer_get_counters(s->queues[i].ap, &k);
         unsigned long long v[] = {k.admitted, k.duplicate, k.full, k.limited, k.failed, k.unknown};
         for (int j = 0; j < 6; j++) {
-            sb_printf(b, "sluice_gateway_admissions_total{queue=\"%s\",outcome=\"%s\"} %llu\n",
-                      s->queues[i].name, names[j], v[j]);
+            sluice_text_printf(
+                b, "sluice_gateway_admissions_total{queue=\"%s\",outcome=\"%s\"} %llu\n",
+                s->queues[i].name, names[j], v[j]);
         }
     }
-    sb_printf(b, "# HELP sluice_gateway_limited_total Admissions refused by a rate limit, by "
-                 "limit name (sluice-admin limit).\n"
-                 "# TYPE sluice_gateway_limited_total counter\n");
+    sluice_text_printf(b,
+                       "# HELP sluice_gateway_limited_total Admissions refused by a rate limit, by "
+                       "limit name (sluice-admin limit).\n"
+                       "# TYPE sluice_gateway_limited_total counter\n");
     for (size_t i = 0; i < s->nqueues; i++) {
         for (int j = 0; j < s->queues[i].nlimited; j++) {
-            sb_printf(b, "sluice_gateway_limited_total{queue=\"%s\",limit=\"%s\"} %llu\n",
-                      s->queues[i].name, s->queues[i].limited[j].name, s->queues[i].limited[j].n);
+            sluice_text_printf(b, "sluice_gateway_limited_total{queue=\"%s\",limit=\"%s\"} %llu\n",
+                               s->queues[i].name, s->queues[i].limited[j].name,
+                               s->queues[i].limited[j].n);
         }
     }
-    sb_printf(b, "# HELP sluice_gateway_redis_calls_total Admission calls written to Redis "
-                 "(each carries one or more admissions).\n"
-                 "# TYPE sluice_gateway_redis_calls_total counter\n");
+    sluice_text_printf(b,
+                       "# HELP sluice_gateway_redis_calls_total Admission calls written to Redis "
+                       "(each carries one or more admissions).\n"
+                       "# TYPE sluice_gateway_redis_calls_total counter\n");
     for (size_t i = 0; i < s->nqueues; i++) {
         sluice_aproducer_counters k;
         sluice_aproducer_get_counters(s->queues[i].ap, &k);
-        sb_printf(b, "sluice_gateway_redis_calls_total{queue=\"%s\"} %llu\n", s->queues[i].name,
-                  k.calls);
+        sluice_text_printf(b, "sluice_gateway_redis_calls_total{queue=\"%s\"} %llu\n",
+                           s->queues[i].name, k.calls);
     }
-    sb_printf(b, "# HELP sluice_gateway_redis_up 1 when the queue's Redis connection is ready.\n"
-                 "# TYPE sluice_gateway_redis_up gauge\n");
+    sluice_text_printf(
+        b, "# HELP sluice_gateway_redis_up 1 when the queue's Redis connection is ready.\n"
+           "# TYPE sluice_gateway_redis_up gauge\n");
     for (size_t i = 0; i < s->nqueues; i++) {
-        sb_printf(b, "sluice_gateway_redis_up{queue=\"%s\"} %d\n", s->queues[i].name,
-                  sluice_aproducer_ready(s->queues[i].ap));
+        sluice_text_printf(b, "sluice_gateway_redis_up{queue=\"%s\"} %d\n", s->queues[i].name,
+                           sluice_aproducer_ready(s->queues[i].ap));
     }
-    sb_printf(b, "# HELP sluice_gateway_drain_rate Smoothed acks per second (-1: unknown).\n"
-                 "# TYPE sluice_gateway_drain_rate gauge\n");
+    sluice_text_printf(b,
+                       "# HELP sluice_gateway_drain_rate Smoothed acks per second (-1: unknown).\n"
+                       "# TYPE sluice_gateway_drain_rate gauge\n");
     for (size_t i = 0; i < s->nqueues; i++) {
         double r = sluice_aproducer_drain_rate(s->queues[i].ap);
-        sb_printf(b, "sluice_gateway_drain_rate{queue=\"%s\"} %.3f\n", s->queues[i].name,
-                  r < 0 ? -1.0 : r);
+        sluice_text_printf(b, "sluice_gateway_drain_rate{queue=\"%s\"} %.3f\n", s->queues[i].name,
+                           r < 0 ? -1.0 : r);
     }
 }
 
 static void metrics(gw_conn *c) {
-    sbuf b = {malloc(8192), 0, 8192, 0};
-    if (b.p == NULL) {
-        reply_json(c, 503, "Retry-After: 1\r\n", "{\"error\":\"out of memory\"}\n");
-        return;
-    }
+    sluice_text b = {.max = METRICS_MAX}; /* a whole page or a 500 */
     metrics_http(&b, c->srv);
     metrics_queues(&b, c->srv);
-    if (b.full) {
+    if (b.failed) {
         reply_json(c, 500, NULL, "{\"error\":\"metrics too large\"}\n");
     } else {
         gw_respond(c, 200, "text/plain; version=0.0.4; charset=utf-8", NULL, b.p, b.len, 0);
     }
-    free(b.p);
+    sluice_text_free(&b);
 }
 
 /* ---------------------------------------------------------------------------------------- */

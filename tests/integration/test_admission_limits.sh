@@ -52,7 +52,7 @@ run 0 '5 requests in the log' A limit "$q" show global
 # message limited for tenant a does not stop the next one, of tenant d
 run 0 'limit global on' A limit "$q" del global
 rcli FCALL sluice_admit2 3 "sluice:{$q}:stream" "sluice:{$q}:meta" "sluice:{$q}:stats" \
-    1000 0 a '' x1 d '' x2 a '' x3 d '' x4 >"$tmp/batch"
+    1000 0 3 a '' x1 d '' x2 a '' x3 d '' x4 >"$tmp/batch"
 # {admitted, depth, capacity, dup, acked, outcome...}: a is limited, d admitted twice
 [ "$(sed -n 1p "$tmp/batch")" = 2 ] || fail "batch admitted: $(cat "$tmp/batch")"
 [ "$(sed -n 6p "$tmp/batch")" = per-tenant ] || fail "batch outcome 1: $(cat "$tmp/batch")"

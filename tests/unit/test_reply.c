@@ -245,12 +245,22 @@ static void test_admit_call(void) {
     CHECK_EQ(call.fn, SLUICE_FN_ADMIT2);
     CHECK_EQ(call.nkeys, 3);
     CHECK_STREQ(call.keys[0], "sluice:{adm}:stream");
-    CHECK_EQ(call.nargs, 2 + 3 * 2); /* capacity, TTL, then tenant, client, envelope each */
+    CHECK_EQ(call.nargs, 3 + 3 * 2); /* capacity, TTL, stride 3: tenant, client, envelope each */
     CHECK_STREQ(call.args[0], "1000");
-    CHECK_STREQ(call.args[2], "t1");
-    CHECK_EQ(call.arglens[3], 0); /* no client key */
-    CHECK_EQ(call.arglens[5], 0); /* no tenant */
-    CHECK(call.arglens[4] > 1 && call.arglens[7] > 2);
+    CHECK_STREQ(call.args[2], "3");
+    CHECK_STREQ(call.args[3], "t1");
+    CHECK_EQ(call.arglens[4], 0); /* no client key */
+    CHECK_EQ(call.arglens[6], 0); /* no tenant */
+    CHECK(call.arglens[5] > 1 && call.arglens[8] > 2);
+    sluice__admit_call_free(&call);
+
+    /* no tenant, no client in the batch: the short form, envelopes only (stride 1) */
+    sluice_message plain[2] = {{"a", 1, NULL, 0, NULL, NULL, NULL},
+                               {"bc", 2, NULL, 0, NULL, NULL, NULL}};
+    CHECK_EQ(sluice__admit_call_build(&call, &cfg, plain, 2, err, sizeof(err)), 0);
+    CHECK_EQ(call.nargs, 3 + 2);
+    CHECK_STREQ(call.args[2], "1");
+    CHECK(call.arglens[3] > 1 && call.arglens[4] > 2);
     sluice__admit_call_free(&call);
 
     /* an idempotency key: the fourth key, built by queue.c; not in batches; 1..200 bytes */

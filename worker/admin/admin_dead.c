@@ -128,7 +128,7 @@ static void list_row(const admin *a, const redisReply *e, int first) {
         printf("}");
         return;
     }
-    char consumer[32], why[40], id[48];
+    char consumer[32], why[40], id[SLUICE_STREAM_ID_MAX];
     printf("%-22s %-22s %5lld  %-20.20s %-30.30s ", e->element[0]->str,
            admin_safe(entry_str(e, "id"), id, sizeof(id)),
            sluice_reply_ll(entry_field(e, "deliveries"), 0),
@@ -264,7 +264,7 @@ typedef struct replay {
     long long depth, capacity;
     int full;     /* stop replaying: something did not fit (the rest are only counted) */
     size_t nkept; /* ids listed in kept[] */
-    char kept[KEPT_MAX][48];
+    char kept[KEPT_MAX][SLUICE_STREAM_ID_MAX];
 } replay;
 
 static void keep(replay *st, const char *id) {
@@ -400,7 +400,7 @@ static int replay_all(admin *a, replay *st) {
     if (a->limit > 0 && a->limit < limit) {
         limit = a->limit;
     }
-    char after[48] = "-";
+    char after[SLUICE_STREAM_ID_MAX] = "-";
     while (rc == 0 && read < limit) {
         redisReply *r;
         const char *ids[PAGE];

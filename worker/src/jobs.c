@@ -10,12 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sluice/buf.h"
 #include "sluice/cli.h"
 #include "sluice/log.h"
 
 #include "worker_internal.h"
 
-const double sluice_worker_latency_bounds[15] = {
+const double sluice_worker_latency_bounds[SLUICE_WORKER_LATENCY_BUCKETS - 1] = {
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0};
 
 static void list_unlink(job *j) {
@@ -86,7 +87,7 @@ void sluice__jobs_free_all(sluice_worker *w) {
 static void count_latency(sluice_worker *w, job *j) {
     double s = (double)(sluice_now_ns() - j->start_ns) / 1e9;
     size_t i = 0;
-    while (i < 15 && s > sluice_worker_latency_bounds[i]) {
+    while (i < SLUICE_WORKER_LATENCY_BUCKETS - 1 && s > sluice_worker_latency_bounds[i]) {
         i++;
     }
     w->st.latency_buckets[i]++;
@@ -335,35 +336,27 @@ static void on_acked(sluice_aconn *c, int status, int sent, redisReply *r, void 
 
 static int send_acks(sluice_worker *w, ack_batch *b) {
     size_t n = b->n;
-    const char *stack_args[257];
-    size_t stack_lens[257];
-    const char **args = n + 1 <= 257 ? stack_args : malloc((n + 1) * sizeof(*args));
-    size_t *lens = n + 1 <= 257 ? stack_lens : malloc((n + 1) * sizeof(*lens));
-    int st = SLUICE_ENOMEM;
-    if (args != NULL && lens != NULL) {
-        int stream = w->o.backend == SLUICE_BACKEND_STREAM;
-        size_t k = 0;
-        if (stream) {
-            args[k] = w->group;
-            lens[k++] = strlen(w->group);
-        }
-        for (size_t i = 0; i < n; i++, k++) {
-            args[k] = stream ? b->jobs[i]->id : (const char *)b->jobs[i]->raw;
-            lens[k] = stream ? strlen(b->jobs[i]->id) : b->jobs[i]->raw_len;
-        }
-        const char *skeys[] = {w->keys.stream, w->keys.stats};
-        const char *lkeys[] = {w->proc_key, w->keys.meta, w->keys.stats};
-        st = stream ? sluice_aconn_fcall(w->cmd, SLUICE_FN_ACK, 2, skeys, NULL, (int)k, args, lens,
+    sluice_argv a;
+    if (sluice_argv_init(&a, (int)n + 1) != 0) {
+        return SLUICE_ENOMEM;
+    }
+    int stream = w->o.backend == SLUICE_BACKEND_STREAM;
+    size_t k = 0;
+    if (stream) {
+        a.v[k] = w->group;
+        a.lens[k++] = strlen(w->group);
+    }
+    for (size_t i = 0; i < n; i++, k++) {
+        a.v[k] = stream ? b->jobs[i]->id : (const char *)b->jobs[i]->raw;
+        a.lens[k] = stream ? strlen(b->jobs[i]->id) : b->jobs[i]->raw_len;
+    }
+    const char *skeys[] = {w->keys.stream, w->keys.stats};
+    const char *lkeys[] = {w->proc_key, w->keys.meta, w->keys.stats};
+    int st = stream ? sluice_aconn_fcall(w->cmd, SLUICE_FN_ACK, 2, skeys, NULL, (int)k, a.v, a.lens,
                                          0, on_acked, b)
-                    : sluice_aconn_fcall(w->cmd, SLUICE_FN_LIST_ACK, 3, lkeys, NULL, (int)k, args,
-                                         lens, 0, on_acked, b);
-    }
-    if (args != stack_args) {
-        free((void *)args);
-    }
-    if (lens != stack_lens) {
-        free(lens);
-    }
+                    : sluice_aconn_fcall(w->cmd, SLUICE_FN_LIST_ACK, 3, lkeys, NULL, (int)k, a.v,
+                                         a.lens, 0, on_acked, b);
+    sluice_argv_free(&a);
     return st;
 }
 

@@ -28,6 +28,7 @@
 
 #include <uv.h>
 
+#include "sluice/buf.h"
 #include "sluice/cli.h"
 #include "sluice/figures.h"
 #include "sluice/log.h"
@@ -84,42 +85,6 @@ struct client {
     char req[REQ_MAX];
 };
 
-/* ---- growable text buffer with a hard cap ---- */
-
-typedef struct buf {
-    char *p;
-    size_t len, cap;
-    int failed;
-} buf;
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 2, 3)))
-#endif
-static void
-bprintf(buf *b, const char *fmt, ...) {
-    va_list ap;
-    for (int attempt = 0; attempt < 2 && !b->failed; attempt++) {
-        va_start(ap, fmt);
-        int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->failed = 1;
-        } else if (b->p != NULL && (size_t)n < b->cap - b->len) {
-            b->len += (size_t)n;
-            return;
-        } else {
-            size_t cap = b->cap ? b->cap : 4096;
-            while (cap < b->len + (size_t)n + 1) {
-                cap *= 2;
-            }
-            char *p = cap <= BODY_MAX ? realloc(b->p, cap) : NULL;
-            b->failed = p == NULL;
-            b->p = p ? p : b->p;
-            b->cap = p ? cap : b->cap;
-        }
-    }
-}
-
 /* ---- exposition ---- */
 
 /* A label value with \, " and newline escaped. */
@@ -136,48 +101,53 @@ static void escape_label(char *out, size_t len, const char *s) {
     out[n] = '\0';
 }
 
-static void counter(buf *b, const sluice_metrics *m, const char *name, const char *help,
+static void counter(sluice_text *b, const sluice_metrics *m, const char *name, const char *help,
                     unsigned long long v) {
-    bprintf(b, "# HELP sluice_worker_%s %s\n# TYPE sluice_worker_%s counter\n", name, help, name);
-    bprintf(b, "sluice_worker_%s{queue=\"%s\",consumer=\"%s\"} %llu\n", name, m->info.queue,
-            m->label_consumer, v);
+    sluice_text_printf(b, "# HELP sluice_worker_%s %s\n# TYPE sluice_worker_%s counter\n", name,
+                       help, name);
+    sluice_text_printf(b, "sluice_worker_%s{queue=\"%s\",consumer=\"%s\"} %llu\n", name,
+                       m->info.queue, m->label_consumer, v);
 }
 
-static void histogram(buf *b, const sluice_metrics *m, const sluice_worker_stats *s) {
+static void histogram(sluice_text *b, const sluice_metrics *m, const sluice_worker_stats *s) {
     const char *l = "sluice_worker_handler_seconds";
     unsigned long long cum = 0;
-    bprintf(b, "# HELP %s Time from handing a message to the handler to its verdict.\n", l);
-    bprintf(b, "# TYPE %s histogram\n", l);
-    for (int i = 0; i < 16; i++) {
+    sluice_text_printf(b, "# HELP %s Time from handing a message to the handler to its verdict.\n",
+                       l);
+    sluice_text_printf(b, "# TYPE %s histogram\n", l);
+    for (int i = 0; i < SLUICE_WORKER_LATENCY_BUCKETS; i++) {
         char le[32];
         cum += s->latency_buckets[i];
-        if (i < 15) {
+        if (i < SLUICE_WORKER_LATENCY_BUCKETS - 1) {
             snprintf(le, sizeof(le), "%g", sluice_worker_latency_bounds[i]);
         } else {
             snprintf(le, sizeof(le), "+Inf");
         }
-        bprintf(b, "%s_bucket{queue=\"%s\",consumer=\"%s\",le=\"%s\"} %llu\n", l, m->info.queue,
-                m->label_consumer, le, cum);
+        sluice_text_printf(b, "%s_bucket{queue=\"%s\",consumer=\"%s\",le=\"%s\"} %llu\n", l,
+                           m->info.queue, m->label_consumer, le, cum);
     }
-    bprintf(b, "%s_sum{queue=\"%s\",consumer=\"%s\"} %.6f\n", l, m->info.queue, m->label_consumer,
-            s->latency_sum_s);
-    bprintf(b, "%s_count{queue=\"%s\",consumer=\"%s\"} %llu\n", l, m->info.queue, m->label_consumer,
-            cum);
+    sluice_text_printf(b, "%s_sum{queue=\"%s\",consumer=\"%s\"} %.6f\n", l, m->info.queue,
+                       m->label_consumer, s->latency_sum_s);
+    sluice_text_printf(b, "%s_count{queue=\"%s\",consumer=\"%s\"} %llu\n", l, m->info.queue,
+                       m->label_consumer, cum);
 }
 
-static void queue_gauge(buf *b, const sluice_metrics *m, const char *name, const char *help,
+static void queue_gauge(sluice_text *b, const sluice_metrics *m, const char *name, const char *help,
                         long long v) {
-    bprintf(b, "# HELP sluice_queue_%s %s\n# TYPE sluice_queue_%s gauge\n", name, help, name);
-    bprintf(b, "sluice_queue_%s{queue=\"%s\",group=\"%s\"} %lld\n", name, m->info.queue,
-            m->label_group, v);
+    sluice_text_printf(b, "# HELP sluice_queue_%s %s\n# TYPE sluice_queue_%s gauge\n", name, help,
+                       name);
+    sluice_text_printf(b, "sluice_queue_%s{queue=\"%s\",group=\"%s\"} %lld\n", name, m->info.queue,
+                       m->label_group, v);
 }
 
-static void queue_metrics(buf *b, const sluice_metrics *m) {
+static void queue_metrics(sluice_text *b, const sluice_metrics *m) {
     int fresh = m->q_at_ms != 0 && sluice_now_ms() - m->q_at_ms <= STALE_MS;
-    bprintf(b, "# HELP sluice_worker_queue_query_errors_total Failed depth/lag queries.\n");
-    bprintf(b, "# TYPE sluice_worker_queue_query_errors_total counter\n");
-    bprintf(b, "sluice_worker_queue_query_errors_total{queue=\"%s\",consumer=\"%s\"} %llu\n",
-            m->info.queue, m->label_consumer, m->q_errors);
+    sluice_text_printf(b,
+                       "# HELP sluice_worker_queue_query_errors_total Failed depth/lag queries.\n");
+    sluice_text_printf(b, "# TYPE sluice_worker_queue_query_errors_total counter\n");
+    sluice_text_printf(
+        b, "sluice_worker_queue_query_errors_total{queue=\"%s\",consumer=\"%s\"} %llu\n",
+        m->info.queue, m->label_consumer, m->q_errors);
     if (!fresh) {
         return; /* absent rather than stale */
     }
@@ -186,19 +156,21 @@ static void queue_metrics(buf *b, const sluice_metrics *m) {
     queue_gauge(b, m, "pending", "Entries in flight: delivered, not yet acknowledged.",
                 m->q.in_flight);
     queue_gauge(b, m, "dead", "Dead letters held.", m->q.dead);
-    bprintf(b,
-            "# HELP sluice_queue_limited_total Admissions refused by a rate limit (all "
-            "limits; by name: sluice-admin limit QUEUE list, the gateway's /metrics).\n"
-            "# TYPE sluice_queue_limited_total counter\n"
-            "sluice_queue_limited_total{queue=\"%s\",group=\"%s\"} %lld\n",
-            m->info.queue, m->label_group, m->q.counters[SLUICE_COUNTER_LIMITED]);
-    bprintf(b, "# HELP sluice_queue_age_seconds Age of the depth/lag/pending figures.\n");
-    bprintf(b, "# TYPE sluice_queue_age_seconds gauge\n");
-    bprintf(b, "sluice_queue_age_seconds{queue=\"%s\",group=\"%s\"} %.3f\n", m->info.queue,
-            m->label_group, (double)(sluice_now_ms() - m->q_at_ms) / 1000.0);
+    sluice_text_printf(b,
+                       "# HELP sluice_queue_limited_total Admissions refused by a rate limit (all "
+                       "limits; by name: sluice-admin limit QUEUE list, the gateway's /metrics).\n"
+                       "# TYPE sluice_queue_limited_total counter\n"
+                       "sluice_queue_limited_total{queue=\"%s\",group=\"%s\"} %lld\n",
+                       m->info.queue, m->label_group, m->q.counters[SLUICE_COUNTER_LIMITED]);
+    sluice_text_printf(b,
+                       "# HELP sluice_queue_age_seconds Age of the depth/lag/pending figures.\n");
+    sluice_text_printf(b, "# TYPE sluice_queue_age_seconds gauge\n");
+    sluice_text_printf(b, "sluice_queue_age_seconds{queue=\"%s\",group=\"%s\"} %.3f\n",
+                       m->info.queue, m->label_group,
+                       (double)(sluice_now_ms() - m->q_at_ms) / 1000.0);
 }
 
-static void render(buf *b, const sluice_metrics *m) {
+static void render(sluice_text *b, const sluice_metrics *m) {
     sluice_worker_stats s;
     sluice_worker_get_stats(m->w, &s);
     counter(b, m, "processed_total", "Messages processed (DONE) and acknowledged.", s.processed);
@@ -208,15 +180,17 @@ static void render(buf *b, const sluice_metrics *m) {
     counter(b, m, "reclaimed_total", "Entries claimed from other consumers.", s.reclaimed);
     counter(b, m, "read_total", "Entries read.", s.read);
     counter(b, m, "redis_errors_total", "Failed Redis calls.", s.redis_errors);
-    bprintf(b,
-            "# HELP sluice_worker_paced_wait_seconds_total Time reads waited for a drain "
-            "limit's next allowance.\n# TYPE sluice_worker_paced_wait_seconds_total counter\n"
-            "sluice_worker_paced_wait_seconds_total{queue=\"%s\",consumer=\"%s\"} %.3f\n",
-            m->info.queue, m->label_consumer, (double)s.paced_wait_ms / 1000.0);
-    bprintf(b, "# HELP sluice_worker_in_flight Messages read and not yet acknowledged.\n");
-    bprintf(b, "# TYPE sluice_worker_in_flight gauge\n");
-    bprintf(b, "sluice_worker_in_flight{queue=\"%s\",consumer=\"%s\"} %d\n", m->info.queue,
-            m->label_consumer, s.in_flight);
+    sluice_text_printf(
+        b,
+        "# HELP sluice_worker_paced_wait_seconds_total Time reads waited for a drain "
+        "limit's next allowance.\n# TYPE sluice_worker_paced_wait_seconds_total counter\n"
+        "sluice_worker_paced_wait_seconds_total{queue=\"%s\",consumer=\"%s\"} %.3f\n",
+        m->info.queue, m->label_consumer, (double)s.paced_wait_ms / 1000.0);
+    sluice_text_printf(b,
+                       "# HELP sluice_worker_in_flight Messages read and not yet acknowledged.\n");
+    sluice_text_printf(b, "# TYPE sluice_worker_in_flight gauge\n");
+    sluice_text_printf(b, "sluice_worker_in_flight{queue=\"%s\",consumer=\"%s\"} %d\n",
+                       m->info.queue, m->label_consumer, s.in_flight);
     histogram(b, m, &s);
     queue_metrics(b, m);
 }
@@ -262,15 +236,15 @@ static void written(uv_write_t *req, int status) {
 
 static void respond(client *c, const char *status, const char *type, const char *body, size_t blen,
                     int head) {
-    buf r = {NULL, 0, 0, 0};
+    sluice_text r = {.max = BODY_MAX + 512}; /* the status line and headers, then the body */
     c->answered = 1;
     uv_read_stop((uv_stream_t *)&c->tcp);
-    bprintf(&r,
-            "HTTP/1.0 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-            "Connection: close\r\n\r\n",
-            status, type, blen);
+    sluice_text_printf(&r,
+                       "HTTP/1.0 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+                       "Connection: close\r\n\r\n",
+                       status, type, blen);
     if (!head && blen > 0) {
-        bprintf(&r, "%.*s", (int)blen, body);
+        sluice_text_printf(&r, "%.*s", (int)blen, body);
     }
     if (r.failed) {
         free(r.p);
@@ -313,14 +287,14 @@ static void handle_request(client *c) {
         respond_text(c, "404 Not Found", "not found: try /metrics or /healthz\n", head);
         return;
     }
-    buf body = {NULL, 0, 0, 0};
+    sluice_text body = {.max = BODY_MAX}; /* a whole page or a 500 */
     render(&body, c->m);
     if (body.failed) {
         respond_text(c, "500 Internal Server Error", "metrics too large\n", head);
     } else {
         respond(c, "200 OK", "text/plain; version=0.0.4; charset=utf-8", body.p, body.len, head);
     }
-    free(body.p);
+    sluice_text_free(&body);
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b) {

@@ -35,7 +35,7 @@ struct job {
     int decoded; /* the envelope was valid */
     int cleanup; /* an entry with no body: only acknowledge it */
     uint64_t start_ns;
-    char id[48];
+    char id[SLUICE_STREAM_ID_MAX];
     unsigned char *raw; /* stream: the envelope; list: the whole element "<seq>:<envelope>" */
     size_t raw_len;
     char reason[200]; /* why it goes to the dead stream */
@@ -82,9 +82,9 @@ struct sluice_worker {
     int creating_group;
     int stopping;
     int closing;
-    long long taken;    /* entries read or claimed (bounded by max_messages) */
-    long long verdicts; /* verdicts given */
-    char cursor[48];    /* XAUTOCLAIM cursor */
+    long long taken;                   /* entries read or claimed (bounded by max_messages) */
+    long long verdicts;                /* verdicts given */
+    char cursor[SLUICE_STREAM_ID_MAX]; /* XAUTOCLAIM cursor */
     /* pacing (stream backend): a queue with drain limits (meta `drain` > 0) is read through
      * sluice_take, which reserves rate before it reads */
     int paced;              /* the last answer of meta `drain`: reads go through sluice_take */
@@ -93,7 +93,7 @@ struct sluice_worker {
     uint64_t pace_check_ms; /* when it was last asked */
     int pace_waiting;       /* pace_timer runs: a rate holds the reads back */
     int pace_block;         /* sluice_take found nothing: XREAD BLOCK on pace_last_id next */
-    char pace_last_id[48];
+    char pace_last_id[SLUICE_STREAM_ID_MAX];
     sluice_worker_stats st;
     int fatal;
     char err[512];

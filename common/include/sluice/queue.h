@@ -18,6 +18,9 @@ extern "C" {
 #define SLUICE_QUEUE_NAME_MAX 64
 #define SLUICE_KEY_MAX        128
 #define SLUICE_DEFAULT_GROUP  "workers"
+/* Room for a stream entry id as text, "MS-SEQ": two 64-bit numbers (20 digits each), a dash and
+ * the NUL make 42; a list sequence number is shorter. */
+#define SLUICE_STREAM_ID_MAX 48
 
 typedef enum sluice_backend {
     SLUICE_BACKEND_STREAM = 0, /* default: a stream read through a consumer group */

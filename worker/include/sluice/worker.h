@@ -95,6 +95,9 @@ typedef struct sluice_worker_options {
 } sluice_worker_options;
 
 /* Counters of one worker since it started. */
+/* Handler latency buckets: 0.5 ms to 30 s in about doubling steps, then +Inf. */
+#define SLUICE_WORKER_LATENCY_BUCKETS 16
+
 typedef struct sluice_worker_stats {
     unsigned long long processed; /* DONE and acknowledged */
     unsigned long long failed;    /* FAIL verdicts */
@@ -108,11 +111,11 @@ typedef struct sluice_worker_stats {
     int in_flight;
     /* handler latency histogram: bucket i counts latencies <= sluice_worker_latency_bounds[i]
      * seconds; the last bucket is +Inf */
-    unsigned long long latency_buckets[16];
+    unsigned long long latency_buckets[SLUICE_WORKER_LATENCY_BUCKETS];
     double latency_sum_s;
 } sluice_worker_stats;
 
-extern const double sluice_worker_latency_bounds[15];
+extern const double sluice_worker_latency_bounds[SLUICE_WORKER_LATENCY_BUCKETS - 1];
 
 void sluice_worker_options_init(sluice_worker_options *o);
 
