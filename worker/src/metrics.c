@@ -2,19 +2,17 @@
 /*
  * metrics.c - sluice-worker's Prometheus endpoint (see metrics.h).
  *
- * A small HTTP/1.0-style responder on the worker's own loop: it reads one request (at most
- * REQ_MAX bytes, within READ_TIMEOUT_MS), answers GET or HEAD /metrics with the text exposition
- * format 0.0.4, 404 for any other path, 405 for other methods, 431 for an oversized request,
- * and closes the connection. At most MAX_CLIENTS connections are open at once; more are closed
- * on accept.
+ * Three parts: the HTTP responder (http.c) answers GET or HEAD /metrics with the text
+ * exposition format 0.0.4 written here, /healthz, 404 for any other path; the poller reads the
+ * queue figures (sluice/figures.h) on a connection of its own; the life cycle follows the
+ * worker's.
  *
  * Exposed: the worker's counters (processed, failed, retried, dead, reclaimed, read, redis
  * errors), in flight, the handler latency histogram (buckets sluice_worker_latency_bounds), and
- * what an autoscaler needs about the queue: depth, lag (entries not yet delivered to the group)
- * and pending (delivered, not yet acknowledged). Those three come from a query every
- * QUERY_MS on a connection of our own (stream: XLEN + XINFO GROUPS; list: meta.list_depth and
- * LLEN of the list) and are left out when the last answer is older than STALE_MS, so a scaler
- * never acts on a stale number.
+ * what an autoscaler needs about the queue: depth, lag (waiting: not yet delivered to any
+ * worker), pending (in flight) and dead, with the meanings of sluice/figures.h. They come from
+ * a query every QUERY_MS and are left out when the last answer is older than STALE_MS, so a
+ * scaler never acts on a stale number.
  *
  * Life cycle: every handle here is unref'd (they never keep the loop alive on their own), and
  * the module closes itself as soon as the worker starts closing (checked every loop iteration
@@ -34,29 +32,22 @@
 #include "sluice/log.h"
 #include "sluice/redis.h"
 
+#include "http.h"
 #include "metrics.h"
 
-#define REQ_MAX         8192  /* bytes of one request */
-#define MAX_CLIENTS     64    /* connections open at once */
-#define READ_TIMEOUT_MS 5000  /* to receive the whole request */
-#define QUERY_MS        1000  /* queue depth / lag refresh */
-#define STALE_MS        5000  /* older queue figures are not exposed */
-#define BODY_MAX        65536 /* bytes of one response */
-
-typedef struct client client;
+#define QUERY_MS 1000 /* queue figures refresh */
+#define STALE_MS 5000 /* older queue figures are not exposed */
 
 struct sluice_metrics {
     uv_loop_t *loop;
     sluice_worker *w;
     sluice_worker_info info;
     sluice_keys keys;
-    uv_tcp_t server;
+    sw_http *http;      /* GET /metrics, /healthz */
     uv_timer_t tick;    /* queue query + shutdown check */
     uv_check_t watch;   /* notices the worker closing */
     sluice_aconn *conn; /* queue queries */
-    int handles;        /* our own handles and the connection, not yet closed */
-    int nclients;
-    client *clients;
+    int handles;        /* our own handles, the HTTP server and the connection, not yet closed */
     int closing, stop_called;
     int querying;         /* replies still to come in the current query round */
     int round_failed;     /* one of them failed */
@@ -70,19 +61,6 @@ struct sluice_metrics {
     unsigned long long q_errors;
     char label_consumer[300]; /* escaped label value */
     char label_group[300];    /* escaped label value */
-};
-
-struct client {
-    uv_tcp_t tcp;
-    uv_timer_t timer;
-    uv_write_t wr;
-    sluice_metrics *m;
-    client *prev, *next;
-    int open; /* handles not yet closed */
-    int answered;
-    size_t len;
-    char *resp;
-    char req[REQ_MAX];
 };
 
 /* ---- exposition ---- */
@@ -195,160 +173,38 @@ static void render(sluice_text *b, const sluice_metrics *m) {
     queue_metrics(b, m);
 }
 
-/* ---- clients ---- */
+/* ---- routes ---- */
 
 static void maybe_free(sluice_metrics *m) {
-    if (m->stop_called && m->handles == 0 && m->nclients == 0) {
+    if (m->stop_called && m->handles == 0) {
         free(m);
     }
 }
 
-static void client_closed(uv_handle_t *h) {
-    client *c = h->data;
-    if (--c->open > 0) {
-        return;
-    }
-    sluice_metrics *m = c->m;
-    if (c->prev != NULL) {
-        c->prev->next = c->next;
-    } else {
-        m->clients = c->next;
-    }
-    if (c->next != NULL) {
-        c->next->prev = c->prev;
-    }
-    m->nclients--;
-    free(c->resp);
-    free(c);
-    maybe_free(m);
-}
-
-static void client_close(client *c) {
-    if (!uv_is_closing((uv_handle_t *)&c->tcp)) {
-        uv_close((uv_handle_t *)&c->tcp, client_closed);
-        uv_close((uv_handle_t *)&c->timer, client_closed);
-    }
-}
-
-static void written(uv_write_t *req, int status) {
-    client_close(req->data);
-}
-
-static void respond(client *c, const char *status, const char *type, const char *body, size_t blen,
-                    int head) {
-    sluice_text r = {.max = BODY_MAX + 512}; /* the status line and headers, then the body */
-    c->answered = 1;
-    uv_read_stop((uv_stream_t *)&c->tcp);
-    sluice_text_printf(&r,
-                       "HTTP/1.0 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-                       "Connection: close\r\n\r\n",
-                       status, type, blen);
-    if (!head && blen > 0) {
-        sluice_text_printf(&r, "%.*s", (int)blen, body);
-    }
-    if (r.failed) {
-        free(r.p);
-        client_close(c);
-        return;
-    }
-    c->resp = r.p;
-    uv_buf_t b = uv_buf_init(r.p, (unsigned)r.len);
-    c->wr.data = c;
-    if (uv_write(&c->wr, (uv_stream_t *)&c->tcp, &b, 1, written) != 0) {
-        client_close(c);
-    }
-}
-
-static void respond_text(client *c, const char *status, const char *msg, int head) {
-    respond(c, status, "text/plain; charset=utf-8", msg, strlen(msg), head);
-}
-
-/* Answers once the request head is complete: "METHOD PATH VERSION\r\n...\r\n\r\n". */
-static void handle_request(client *c) {
-    char method[16] = "", path[256] = "";
-    if (sscanf(c->req, "%15s %255s", method, path) != 2) {
-        respond_text(c, "400 Bad Request", "bad request\n", 0);
-        return;
-    }
-    int head = strcmp(method, "HEAD") == 0;
-    if (strcmp(method, "GET") != 0 && !head) {
-        respond_text(c, "405 Method Not Allowed", "method not allowed\n", 0);
-        return;
-    }
-    size_t plen = strcspn(path, "?");
-    if (plen == 8 && strncmp(path, "/healthz", 8) == 0) {
+static void route(sw_http_req *req, const char *path, void *arg) {
+    sluice_metrics *m = arg;
+    const char *text = "text/plain; charset=utf-8";
+    if (strcmp(path, "/healthz") == 0) {
         /* live while the worker runs; ready while its figures from Redis are fresh */
-        int fresh = c->m->q_at_ms != 0 && sluice_now_ms() - c->m->q_at_ms <= STALE_MS;
-        respond_text(c, fresh ? "200 OK" : "503 Service Unavailable",
-                     fresh ? "ok\n" : "redis unreachable: figures are stale\n", head);
+        int fresh = m->q_at_ms != 0 && sluice_now_ms() - m->q_at_ms <= STALE_MS;
+        const char *msg = fresh ? "ok\n" : "redis unreachable: figures are stale\n";
+        sw_http_respond(req, fresh ? "200 OK" : "503 Service Unavailable", text, msg, strlen(msg));
         return;
     }
-    if (plen != 8 || strncmp(path, "/metrics", 8) != 0) {
-        respond_text(c, "404 Not Found", "not found: try /metrics or /healthz\n", head);
+    if (strcmp(path, "/metrics") != 0) {
+        const char *msg = "not found: try /metrics or /healthz\n";
+        sw_http_respond(req, "404 Not Found", text, msg, strlen(msg));
         return;
     }
-    sluice_text body = {.max = BODY_MAX}; /* a whole page or a 500 */
-    render(&body, c->m);
+    sluice_text body = {.max = SW_HTTP_BODY_MAX}; /* a whole page or a 500 */
+    render(&body, m);
     if (body.failed) {
-        respond_text(c, "500 Internal Server Error", "metrics too large\n", head);
+        sw_http_respond(req, "500 Internal Server Error", text, "metrics too large\n", 18);
     } else {
-        respond(c, "200 OK", "text/plain; version=0.0.4; charset=utf-8", body.p, body.len, head);
+        sw_http_respond(req, "200 OK", "text/plain; version=0.0.4; charset=utf-8", body.p,
+                        body.len);
     }
     sluice_text_free(&body);
-}
-
-static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b) {
-    client *c = h->data;
-    *b = uv_buf_init(c->req + c->len, (unsigned)(REQ_MAX - 1 - c->len));
-}
-
-static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b) {
-    client *c = s->data;
-    if (n < 0) {
-        client_close(c); /* EOF before a complete request, or an error */
-        return;
-    }
-    c->len += (size_t)n;
-    c->req[c->len] = '\0';
-    if (strstr(c->req, "\r\n\r\n") != NULL || strstr(c->req, "\n\n") != NULL) {
-        handle_request(c);
-    } else if (c->len >= REQ_MAX - 1) {
-        respond_text(c, "431 Request Header Fields Too Large", "request too large\n", 0);
-    }
-}
-
-static void on_read_timeout(uv_timer_t *t) {
-    client *c = t->data;
-    if (!c->answered) {
-        client_close(c);
-    }
-}
-
-static void on_connection(uv_stream_t *server, int status) {
-    sluice_metrics *m = server->data;
-    client *c = status == 0 && !m->closing ? calloc(1, sizeof(*c)) : NULL;
-    if (c == NULL) {
-        return;
-    }
-    c->m = m;
-    c->tcp.data = c->timer.data = c;
-    uv_tcp_init(m->loop, &c->tcp);
-    uv_timer_init(m->loop, &c->timer);
-    uv_unref((uv_handle_t *)&c->tcp);
-    uv_unref((uv_handle_t *)&c->timer);
-    c->open = 2;
-    c->next = m->clients;
-    if (m->clients != NULL) {
-        m->clients->prev = c;
-    }
-    m->clients = c;
-    m->nclients++;
-    if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0 || m->nclients > MAX_CLIENTS) {
-        client_close(c); /* over the limit: the client sees the connection closed */
-        return;
-    }
-    uv_timer_start(&c->timer, on_read_timeout, READ_TIMEOUT_MS, 0);
-    uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
 }
 
 /* ---- queue figures ---- */
@@ -421,17 +277,21 @@ static void conn_closed(void *arg) {
     maybe_free(m);
 }
 
+static void http_closed(void *arg) {
+    conn_closed(arg);
+}
+
 /* Closes everything; the memory goes once the last handle is closed and stop was called. */
 static void shut(sluice_metrics *m) {
     if (m->closing) {
         return;
     }
     m->closing = 1;
-    uv_close((uv_handle_t *)&m->server, handle_closed);
     uv_close((uv_handle_t *)&m->tick, handle_closed);
     uv_close((uv_handle_t *)&m->watch, handle_closed);
-    for (client *c = m->clients; c != NULL; c = c->next) {
-        client_close(c);
+    if (m->http != NULL) {
+        sw_http_close(m->http, http_closed, m);
+        m->http = NULL;
     }
     if (m->conn != NULL) {
         sluice_aconn_close(m->conn, conn_closed, m);
@@ -461,44 +321,11 @@ static void on_tick(uv_timer_t *t) {
     }
 }
 
-static int listen_on(sluice_metrics *m, const char *addr, char *err, size_t errlen) {
-    struct sockaddr_storage ss;
-    memset(&ss, 0, sizeof(ss));
-    if (sluice_listen_addr_parse("--metrics", addr, &ss, err, errlen) != 0) {
-        return -1;
-    }
-    int rc = uv_tcp_bind(&m->server, (const struct sockaddr *)&ss, 0);
-    if (rc == 0) {
-        rc = uv_listen((uv_stream_t *)&m->server, 128, on_connection);
-    }
-    if (rc != 0) {
-        snprintf(err, errlen, "--metrics: cannot listen on %s: %s", addr, uv_strerror(rc));
-        return -1;
-    }
-    struct sockaddr_storage got;
-    int len = sizeof(got);
-    char ip[64] = "?";
-    int port = 0;
-    if (uv_tcp_getsockname(&m->server, (struct sockaddr *)&got, &len) == 0) {
-        if (got.ss_family == AF_INET6) {
-            uv_ip6_name((struct sockaddr_in6 *)&got, ip, sizeof(ip));
-            port = ntohs(((struct sockaddr_in6 *)&got)->sin6_port);
-        } else {
-            uv_ip4_name((struct sockaddr_in *)&got, ip, sizeof(ip));
-            port = ntohs(((struct sockaddr_in *)&got)->sin_port);
-        }
-    }
-    SLUICE_LOG(SLUICE_LOG_INFO, "event=metrics_listening addr=%s port=%d path=/metrics", ip, port);
-    return 0;
-}
-
 static void init_handles(sluice_metrics *m) {
-    uv_tcp_init(m->loop, &m->server);
     uv_timer_init(m->loop, &m->tick);
     uv_check_init(m->loop, &m->watch);
-    m->server.data = m->tick.data = m->watch.data = m;
-    m->handles = 3;
-    uv_unref((uv_handle_t *)&m->server);
+    m->tick.data = m->watch.data = m;
+    m->handles = 2;
     uv_unref((uv_handle_t *)&m->tick);
     uv_unref((uv_handle_t *)&m->watch);
 }
@@ -518,11 +345,12 @@ int sw_metrics_start(uv_loop_t *loop, const char *addr, sluice_worker *w, sluice
     escape_label(m->label_consumer, sizeof(m->label_consumer), m->info.consumer);
     escape_label(m->label_group, sizeof(m->label_group), m->info.group);
     init_handles(m);
-    if (listen_on(m, addr, err, errlen) != 0) {
+    if (sw_http_start(loop, "--metrics", addr, route, m, &m->http, err, errlen) != 0) {
         m->stop_called = 1;
         shut(m); /* freed once libuv closed the handles */
         return -1;
     }
+    m->handles++;
     sluice_conn_options co;
     sluice_conn_options_init(&co);
     co.no_load = 1; /* only plain reads here */
