@@ -15,6 +15,7 @@
  * names, the type of each known field, and that the whole buffer is consumed. On success the
  * decoded struct points into the caller's buffer (borrowed: valid while the buffer is).
  * Pure: no I/O, no printing.
+ * Thread-safe: no state; a decoded view borrows the caller's buffer.
  */
 #ifndef SLUICE_ENVELOPE_H
 #define SLUICE_ENVELOPE_H

@@ -4,7 +4,8 @@
  *
  * A queue name is 1..64 characters of [A-Za-z0-9_.-]. Every key of queue Q carries the hash tag
  * {Q} so one queue lives in one Redis Cluster slot. Names are checked here, before any Redis
- * call. Pure: no I/O.
+ * call. Pure: no I/O, no allocation, thread-safe. Errors: SLUICE_EINVAL (a name or key that
+ * breaks the rule, with a message), SLUICE_ECONFIG (a stored capacity that breaks its rule).
  */
 #ifndef SLUICE_QUEUE_H
 #define SLUICE_QUEUE_H

@@ -5,7 +5,8 @@
  * Every fallible sluice call returns 0 on success or one of the negative codes below. The table
  * generates both the enum and sluice_strerror()/sluice_err_name(), the way libuv's errno map
  * does. Detail about the last failure (the Redis error text, the offending value) lives on the
- * handle that failed, e.g. sluice_producer_errstr().
+ * handle that failed, e.g. sluice_producer_errstr(). Every function here is pure and
+ * thread-safe (the strings are static).
  */
 #ifndef SLUICE_STATUS_H
 #define SLUICE_STATUS_H

@@ -5,7 +5,8 @@
  * Parses `redis://[user[:password]@]host[:port][/db]` (IPv6 hosts in brackets) and
  * `unix:///path/to/socket[?db=N]` (user and password as in `unix://user:pass@/path`). Pure: no
  * I/O, no allocation. The password never appears in sluice_url_redact()'s output, which is what
- * logs and error messages use.
+ * logs and error messages use. Thread-safe: no state (sluice_url_default reads the
+ * environment once per call). Errors: SLUICE_EINVAL with a message naming the bad part.
  */
 #ifndef SLUICE_URL_H
 #define SLUICE_URL_H
