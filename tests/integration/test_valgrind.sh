@@ -10,7 +10,7 @@ url=$(cat "${SLUICE_TEST_REDIS_DIR:?}/url")
 command -v valgrind >/dev/null || { echo "valgrind is not installed (scripts/setup installs it)"; exit 1; }
 q="vg-$$"
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"; redis-cli -u "$url" DEL "sluice:{$q}:stream" "sluice:{$q}:stats" "sluice:{$q}:meta" "sluice:{$q}:dead" >/dev/null' EXIT
+trap 'rm -rf "$tmp"; redis-cli -u "$url" DEL "sluice:{$q}:stream" "sluice:{$q}:stats" "sluice:{$q}:meta" "sluice:{$q}:dead" "sluice:{$q}:limits" "sluice:{$q}:lim:k" "sluice:{$q}:lim:g" "sluice:{$q}:lim:n" "sluice:{$q}:lim:pace:" >/dev/null' EXIT
 
 vg() {
     valgrind --quiet --leak-check=full --show-leak-kinds=definite,indirect,possible \
@@ -44,4 +44,18 @@ vg "$bin/sluice-worker" --redis "$url" --queue "$q" --handler 'exec:cat >/dev/nu
     --max-messages 50 --log-level warn >/dev/null || rc=$?
 check "$rc" "sluice-worker (exec)"
 [ "$(redis-cli -u "$url" XLEN "sluice:{$q}:stream")" = 0 ] || { echo "FAIL: not drained" >&2; exit 1; }
+# the limiter, both ways (a refusal, a script-less call), and a paced worker
+for args in "$q k=2/1h g=5/1s" "$q k=2/1h" "$q k=2/1h" "--no-scripts $q n=1/1h"; do
+    rc=0
+    # shellcheck disable=SC2086
+    vg "$bin/sluice-limit" --redis "$url" $args >/dev/null || rc=$?
+    check "$rc" "sluice-limit $args"
+done
+"$bin/sluice-admin" --redis "$url" limit "$q" set pace drain 1000/1s >/dev/null
+seq 1 20 | "$bin/sluice-enqueue" --redis "$url" --queue "$q" >/dev/null
+rc=0
+vg "$bin/sluice-worker" --redis "$url" --queue "$q" --max-messages 20 --log-level warn \
+    >/dev/null || rc=$?
+check "$rc" "sluice-worker (paced)"
+[ "$(redis-cli -u "$url" XLEN "sluice:{$q}:stream")" = 0 ] || { echo "FAIL: paced: not drained" >&2; exit 1; }
 echo "test_valgrind: ok (no leaks, no errors)"
