@@ -16,6 +16,8 @@
 #   loop   20,000 messages admitted at a steady rate while three workers are killed -9 at random
 #          (at least 20 kills) and restarted: 0 lost, every duplicate is an entry the killed
 #          worker held at its death (XPENDING of its consumer right after the kill)
+#   paced  the same on a paced queue (a drain limit of 800/s under 1,000/s offered: the workers
+#          read through sluice_take and wait for allowances): 0 lost, the same bound
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 fl_init fault_worker_kill
@@ -202,10 +204,15 @@ f6_control_owner_stopped() {
     fl_log "F6 control ok: owner stopped > visibility timeout: jobs taken over (2 duplicates)"
 }
 
+# kill_loop [QUEUE COUNT RATE [DRAIN_RATE]]: sets LOOP_LINE
 kill_loop() {
-    local q=wk-loop count=20000 slots=3 conc=16 kills=0 held=0 s gen=0 prod deadline
+    local q=${1:-wk-loop} count=${2:-20000} rate=${3:-1500} pace=${4:-}
+    local slots=3 conc=16 kills=0 held=0 s gen=0 prod deadline
     local -a wpid wname
-    rm -f "$FL_DIR/processed.rec" "$FL_DIR/loop.explained"
+    rm -f "$FL_DIR/processed.rec" "$FL_DIR/$q.explained"
+    if [ -n "$pace" ]; then
+        "$BIN/sluice-admin" --redis "$url" limit $q set pace drain "$pace" >/dev/null
+    fi
     start_slot() {
         gen=$((gen + 1))
         wname[$1]="loop-$1-$gen"
@@ -214,9 +221,9 @@ kill_loop() {
         wpid[$1]=$FL_PID
     }
     for s in $(seq 1 $slots); do start_slot "$s"; done
-    fl_spawn loop-producer "$BIN/sluice-faultload" --redis "$url" --queue $q --count $count \
-        --prefix loop --batch 50 --rate 1500 --capacity 5000 --deadline 90000 \
-        --out "$FL_DIR/loop.adm" --unknown "$FL_DIR/loop.unknown"
+    fl_spawn "$q-producer" "$BIN/sluice-faultload" --redis "$url" --queue $q --count $count \
+        --prefix "$q" --batch 50 --rate "$rate" --capacity 5000 --deadline 90000 \
+        --out "$FL_DIR/$q.adm" --unknown "$FL_DIR/$q.unknown"
     prod=$FL_PID
     deadline=$(($(fl_now_ms) + 100000))
     while fl_is_child "$prod" || [ "$kills" -lt 24 ]; do
@@ -229,19 +236,19 @@ kill_loop() {
         # what it held at its death bounds (and names) the duplicates this kill may cause
         pending_of $q "${wname[$s]}" >"$FL_DIR/kill.ids"
         held=$((held + $(grep -c . "$FL_DIR/kill.ids" || true)))
-        cat "$FL_DIR/kill.ids" >>"$FL_DIR/loop.explained"
+        cat "$FL_DIR/kill.ids" >>"$FL_DIR/$q.explained"
         start_slot "$s"
     done
     fl_wait_pid "$prod" 10
-    fl_eq "kill loop: producer exit code ($(cat "$FL_DIR/loop-producer.out"))" 0 "$FL_RC"
+    fl_eq "kill loop: producer exit code ($(cat "$FL_DIR/$q-producer.out"))" 0 "$FL_RC"
     fl_wait_until 30 "kill loop: queue drained after the last kill" 'drained r $q'
     for s in $(seq 1 $slots); do
         fl_kill "${wpid[$s]}" TERM
         fl_wait_pid "${wpid[$s]}" 15
         fl_eq "kill loop: exit code of ${wname[$s]} after SIGTERM" 0 "$FL_RC"
     done
-    check_e2e --admitted "$FL_DIR/loop.adm" --processed "$FL_DIR/processed.rec" \
-        --redis "$url" --queue $q --explained "$FL_DIR/loop.explained" --max-duplicates "$held"
+    check_e2e --admitted "$FL_DIR/$q.adm" --processed "$FL_DIR/processed.rec" \
+        --redis "$url" --queue $q --explained "$FL_DIR/$q.explained" --max-duplicates "$held"
     fl_ge "kill loop: kills" 20 "$kills"
     fl_eq "kill loop: admitted and checked" $count "$(field checked "$CHECK_LINE")"
     fl_eq "kill loop: lost" 0 "$(field lost "$CHECK_LINE")"
@@ -254,7 +261,7 @@ kill_loop() {
     LOOP_LINE+=" duplicates=$dups held_at_kills=$held (F1/F2, killed before or in the handler:"
     LOOP_LINE+=" $((held - dups)); F3, processed but not acked: $dups)"
     LOOP_LINE+=" bound=concurrency*kills=$((conc * kills))"
-    LOOP_LINE+=" producer=[$(cat "$FL_DIR/loop-producer.out")]"
+    LOOP_LINE+=" producer=[$(cat "$FL_DIR/$q-producer.out")]"
     fl_log "kill loop ok: $LOOP_LINE"
 }
 
@@ -264,5 +271,8 @@ f5_poison
 f6_long_job
 f6_control_owner_stopped
 kill_loop
-fl_figures "worker kill -9 loop: $LOOP_LINE; every duplicate was held by a killed worker" \
-    "(processed, killed before its ack); F3: 10/10 redelivered; F5 poison: $F5_LINE"
+PLAIN_LINE=$LOOP_LINE
+kill_loop wk-paced 5000 1000 800/1s
+fl_figures "worker kill -9 loop: $PLAIN_LINE; every duplicate was held by a killed worker" \
+    "(processed, killed before its ack); F3: 10/10 redelivered; F5 poison: $F5_LINE;" \
+    "paced queue (drain 800/1s, 1,000/s offered): ${LOOP_LINE%% producer=*}"
