@@ -329,7 +329,7 @@ static int check_no_scripts(sluice_limiter *l, const limit_call *c, const sluice
     }
     redisReply *r = NULL;
     int sent = 0;
-    const char *multi[] = {"MULTI"}, *exec[] = {"EXEC"};
+    const char *multi[] = {"MULTI"}, *exec[] = {"EXEC"}, *discard[] = {"DISCARD"};
     /* MULTI, 3 commands per key (each answered QUEUED), EXEC: only EXEC's reply matters */
     st = sluice_conn_command(l->conn, 1, multi, NULL, &r, &sent);
     for (int i = 0; st == 0 && i < c->n; i++) {
@@ -338,22 +338,23 @@ static int check_no_scripts(sluice_limiter *l, const limit_call *c, const sluice
         const char *incr[] = {"INCRBY", c->keys[i], c->weight};
         const char *pexp[] = {"PEXPIRE", c->keys[i], period, "NX"};
         const char *pttl[] = {"PTTL", c->keys[i]};
-        freeReplyObject(r);
-        r = NULL;
-        if ((st = sluice_conn_command(l->conn, 3, incr, NULL, &r, &sent)) == 0) {
+        const char **cmds[] = {incr, pexp, pttl};
+        const int argc[] = {3, 4, 2};
+        for (int k = 0; st == 0 && k < 3; k++) {
             freeReplyObject(r);
             r = NULL;
-            if ((st = sluice_conn_command(l->conn, 4, pexp, NULL, &r, &sent)) == 0) {
-                freeReplyObject(r);
-                r = NULL;
-                st = sluice_conn_command(l->conn, 2, pttl, NULL, &r, &sent);
-            }
+            st = sluice_conn_command(l->conn, argc[k], cmds[k], NULL, &r, &sent);
         }
     }
-    freeReplyObject(r);
-    r = NULL;
     if (st == 0) {
+        freeReplyObject(r);
+        r = NULL;
         st = sluice_conn_command(l->conn, 1, exec, NULL, &r, &sent);
+    } else if (r != NULL && r->type == REDIS_REPLY_ERROR) {
+        /* refused while queuing (an ACL, say): leave the connection out of MULTI */
+        redisReply *d = NULL;
+        sluice_conn_command(l->conn, 1, discard, NULL, &d, NULL);
+        freeReplyObject(d);
     }
     if (st != 0) {
         st = call_failed(l, st, sent, r);

@@ -5,6 +5,8 @@
  * sluice:{NS}:lim:KEY, and bad limits refused before any Redis call.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <unistd.h>
+
 #include "harness.h"
 #include "uvwait.h"
 
@@ -61,6 +63,41 @@ static void blocking(int force_eval) {
     redisFree(c);
 }
 
+/* Without scripts, a command refused while queuing (an ACL without PEXPIRE) must not leave the
+ * connection inside MULTI: the next check gets the same clear refusal, not "MULTI calls can not
+ * be nested". */
+static void no_scripts_refused_twice(void) {
+    char ns[64], err[256], user[64], url[300];
+    th_queue(ns, sizeof(ns), "limacl");
+    snprintf(user, sizeof(user), "lim-%d", (int)getpid());
+    redisContext *c = th_redis();
+    redisReply *r = redisCommand(c,
+                                 "ACL SETUSER %s on >pw ~* resetchannels -@all +multi +exec "
+                                 "+discard +incrby +pttl +fcall",
+                                 user);
+    CHECK(r != NULL && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    const char *base = th_redis_url(); /* redis://HOST:PORT */
+    snprintf(url, sizeof(url), "redis://%s:pw@%s", user, base + strlen("redis://"));
+    sluice_limiter_options o;
+    sluice_limiter_options_init(&o);
+    o.redis_url = url;
+    o.ns = ns;
+    o.no_scripts = 1;
+    sluice_limiter *l;
+    CHECK_OK(sluice_limiter_new(&o, &l, err, sizeof(err)), err);
+    sluice_limit lim = {"k", 0, SLUICE_LIMIT_FIXED, 5, 10000, 0};
+    sluice_limit_result res;
+    for (int i = 0; i < 2; i++) {
+        CHECK_EQ(sluice_limiter_check(l, &lim, 1, 1, &res), SLUICE_ENOPERM);
+        CHECK(strstr(sluice_limiter_errstr(l), "nested") == NULL);
+    }
+    sluice_limiter_free(l);
+    r = redisCommand(c, "ACL DELUSER %s", user);
+    freeReplyObject(r);
+    redisFree(c);
+}
+
 static int got = 0, got_status = -99;
 static sluice_limit_result got_res;
 static void on_check(int status, const sluice_limit_result *res, void *arg) {
@@ -104,6 +141,7 @@ static void async_check(void) {
 int main(void) {
     blocking(0);
     blocking(1);
+    no_scripts_refused_twice();
     async_check();
     puts("test_limit: ok");
     return 0;
