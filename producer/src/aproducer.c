@@ -619,7 +619,7 @@ static int cmp_limit(const void *a, const void *b) {
 /* The limits hash (name -> "SCOPE SPEC"): the first SLUICE_QUEUE_INFO_LIMITS by name. */
 static void info_limits(sluice_queue_info *in, const redisReply *l) {
     size_t all = l->type == REDIS_REPLY_ARRAY ? l->elements / 2 : 0;
-    sluice_queue_limit tmp[256];
+    sluice_queue_limit tmp[64]; /* up to 64 read, sorted; the first SLUICE_QUEUE_INFO_LIMITS kept */
     size_t n = 0;
     for (size_t i = 0; i < all && n < sizeof(tmp) / sizeof(tmp[0]); i++) {
         sluice_queue_limit *q = &tmp[n++];
