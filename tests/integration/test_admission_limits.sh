@@ -44,6 +44,9 @@ run 1 'limited=1 \(by global' E --tenant c c1
 [ "$(rcli XLEN "sluice:{$q}:stream")" = 5 ] || fail "depth is not 5"
 [ "$(rcli HGET "sluice:{$q}:stats" limited)" = 2 ] || fail "limited counter"
 run 0 'per-tenant +tenant +gcra +3/10000ms +1$' A limit "$q" list
+run 0 'per-tenant +tenant +gcra:3:10000 +1$' A stats "$q" --sample 0
+A stats "$q" --sample 0 --json | grep -q '"limits":\[{"name":"global","scope":"queue","spec":"log:5:10000","refused":1},{"name":"per-tenant",' ||
+    fail "stats --json limits: $(A stats "$q" --sample 0 --json)"
 run 0 '"name":"global","scope":"queue","spec":"log:5:10000","refused":1' A limit "$q" list --json
 run 0 'hash|string' A limit "$q" show per-tenant a
 run 0 '5 requests in the log' A limit "$q" show global

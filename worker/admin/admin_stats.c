@@ -35,12 +35,47 @@ typedef struct row {
     long long idle_ms; /* -1: unknown (list backend) */
 } row;
 
+#define MAX_LIMITS 32 /* limits shown; all are counted */
+
+typedef struct limit_row {
+    char name[65], scope[16], spec[96];
+    long long refused;
+} limit_row;
+
 typedef struct snapshot {
     uint64_t at_ns;
     sluice_figures f;  /* one meaning for every reader: see sluice/figures.h */
     size_t nconsumers; /* all of them; rows holds the first MAX_ROWS */
     row rows[MAX_ROWS];
+    size_t nlimits; /* the queue's rate limits (sluice-admin limit), the first MAX_LIMITS */
+    limit_row limits[MAX_LIMITS];
+    long long per_tenant; /* the tenant share, 0 = none */
+    long long tenants;    /* tenants holding entries under it */
 } snapshot;
+
+static int cmp_limit_row(const void *a, const void *b) {
+    return strcmp(((const limit_row *)a)->name, ((const limit_row *)b)->name);
+}
+
+/* The limits hash (name -> "SCOPE SPEC") and their refusals (stats limited:NAME), by name. */
+static void read_limits(snapshot *s, const redisReply *lims, const redisReply *stats) {
+    for (size_t i = 0; lims != NULL && lims->type == REDIS_REPLY_ARRAY && i + 1 < lims->elements;
+         i += 2) {
+        if (s->nlimits++ >= MAX_LIMITS) {
+            continue;
+        }
+        limit_row *l = &s->limits[s->nlimits - 1];
+        char field[80];
+        snprintf(l->name, sizeof(l->name), "%.64s", lims->element[i]->str);
+        if (sscanf(lims->element[i + 1]->str, "%15s %95s", l->scope, l->spec) != 2) {
+            snprintf(l->scope, sizeof(l->scope), "?");
+        }
+        snprintf(field, sizeof(field), "limited:%.64s", l->name);
+        l->refused = sluice_reply_ll(sluice_reply_field(stats, field), 0);
+    }
+    size_t shown = s->nlimits < MAX_LIMITS ? s->nlimits : MAX_LIMITS;
+    qsort(s->limits, shown, sizeof(s->limits[0]), cmp_limit_row);
+}
 
 /* ---- reading a snapshot ---- */
 
@@ -107,13 +142,19 @@ static int snap_list_procs(admin *a, snapshot *s, const redisReply *procs) {
 static int snapshot_take(admin *a, snapshot *s) {
     memset(s, 0, sizeof(*s));
     sluice_figures_init(&s->f);
-    sluice_figures_cmd cmds[SLUICE_FIGURES_MAX_CMDS + 1];
+    sluice_figures_cmd cmds[SLUICE_FIGURES_MAX_CMDS + 5];
     size_t n = sluice_figures_commands(&a->keys, a->backend, cmds);
     int list = a->backend == SLUICE_BACKEND_LIST;
+    char tdepth[SLUICE_KEY_MAX + 8];
+    snprintf(tdepth, sizeof(tdepth), "%stdepth", a->keys.prefix);
     cmds[n] = list ? (sluice_figures_cmd){2, {"SMEMBERS", a->keys.procs}}
                    : (sluice_figures_cmd){4, {"XINFO", "CONSUMERS", a->keys.stream, a->group}};
+    cmds[n + 1] = (sluice_figures_cmd){2, {"HGETALL", a->keys.limits}};
+    cmds[n + 2] = (sluice_figures_cmd){2, {"HGETALL", a->keys.stats}};
+    cmds[n + 3] = (sluice_figures_cmd){3, {"HGET", a->keys.meta, "per_tenant"}};
+    cmds[n + 4] = (sluice_figures_cmd){2, {"HLEN", tdepth}};
     redisReply *r;
-    int rc = transaction(a, &r, cmds, n + 1);
+    int rc = transaction(a, &r, cmds, n + 5);
     if (rc != 0) {
         return rc;
     }
@@ -128,6 +169,9 @@ static int snapshot_take(admin *a, snapshot *s) {
     }
     sluice_figures_finish(&s->f, a->backend);
     if (rc == 0) {
+        read_limits(s, r->element[n + 1], r->element[n + 2]);
+        s->per_tenant = sluice_reply_ll(r->element[n + 3], 0);
+        s->tenants = sluice_reply_ll(r->element[n + 4], 0);
         rc = list ? snap_list_procs(a, s, r->element[n]) : (read_consumers(s, r->element[n]), 0);
     }
     freeReplyObject(r);
@@ -185,6 +229,15 @@ static void print_json(const admin *a, const snapshot *s, const snapshot *prev) 
         }
         printf("}");
     }
+    printf(",\"limits\":[");
+    for (size_t i = 0; i < s->nlimits && i < MAX_LIMITS; i++) { /* names and specs: ASCII */
+        printf("%s{\"name\":\"%s\",\"scope\":\"%s\",\"spec\":\"%s\",\"refused\":%lld}",
+               i ? "," : "", s->limits[i].name, s->limits[i].scope, s->limits[i].spec,
+               s->limits[i].refused);
+    }
+    printf("],\"limits_total\":%zu,\"per_tenant\":", s->nlimits);
+    s->per_tenant > 0 ? printf("%lld", s->per_tenant) : printf("null");
+    printf(",\"tenants_holding\":%lld", s->tenants);
     printf(",\"sample_ms\":%lld}\n", have ? (long long)((s->at_ns - prev->at_ns) / 1000000u) : 0LL);
     fflush(stdout);
 }
@@ -233,6 +286,27 @@ static void print_counters(const snapshot *s, const snapshot *prev) {
     }
 }
 
+static void print_limits(const snapshot *s) {
+    char a[32];
+    if (s->per_tenant > 0) {
+        printf("  per-tenant share %s (tenants holding entries: %lld)\n",
+               sluice_fmt_count(a, sizeof(a), (unsigned long long)s->per_tenant), s->tenants);
+    }
+    if (s->nlimits == 0) {
+        return;
+    }
+    printf("  limits     %zu\n    %-24s %-8s %-28s %10s\n", s->nlimits, "NAME", "SCOPE", "SPEC",
+           "REFUSED");
+    for (size_t i = 0; i < s->nlimits && i < MAX_LIMITS; i++) {
+        printf("    %-24.24s %-8s %-28.28s %10s\n", s->limits[i].name, s->limits[i].scope,
+               s->limits[i].spec,
+               sluice_fmt_count(a, sizeof(a), (unsigned long long)s->limits[i].refused));
+    }
+    if (s->nlimits > MAX_LIMITS) {
+        printf("    ... and %zu more (sluice-admin limit QUEUE list)\n", s->nlimits - MAX_LIMITS);
+    }
+}
+
 static void print_human(const admin *a, const snapshot *s, const snapshot *prev) {
     char d[32], c[32], w[32], f[32], x[32];
     printf("queue %s (%s backend", a->queue, sluice_backend_name(a->backend));
@@ -253,6 +327,7 @@ static void print_human(const admin *a, const snapshot *s, const snapshot *prev)
            sluice_fmt_count(f, sizeof(f), (unsigned long long)s->f.in_flight));
     printf("\n  dead       %s\n", sluice_fmt_count(x, sizeof(x), (unsigned long long)s->f.dead));
     print_consumers(s);
+    print_limits(s);
     print_counters(s, prev);
     fflush(stdout);
 }
