@@ -410,6 +410,14 @@ int sluice_conn_append_fcall(sluice_conn *c, sluice_fn fn, int nkeys, const char
     return st;
 }
 
+int sluice_conn_append_command(sluice_conn *c, int argc, const char **argv, const size_t *lens) {
+    int st = start(c, NULL);
+    if (st == 0 && redisAppendCommandArgv(c->ctx, argc, argv, lens) != REDIS_OK) {
+        st = fail(c, SLUICE_ENOMEM, "out of memory queueing a command");
+    }
+    return st;
+}
+
 int sluice_conn_fcall(sluice_conn *c, sluice_fn fn, int nkeys, const char **keys,
                       const size_t *keylens, int nargs, const char **args, const size_t *arglens,
                       redisReply **out, int *sent) {

@@ -322,42 +322,50 @@ static int check_no_scripts(sluice_limiter *l, const limit_call *c, const sluice
             return 0;
         }
     }
-    int st = sluice_conn_ensure(l->conn);
-    if (st != 0) {
-        snprintf(l->err, sizeof(l->err), "%s", sluice_conn_errstr(l->conn));
-        return st;
-    }
-    redisReply *r = NULL;
-    int sent = 0;
-    const char *multi[] = {"MULTI"}, *exec[] = {"EXEC"}, *discard[] = {"DISCARD"};
-    /* MULTI, 3 commands per key (each answered QUEUED), EXEC: only EXEC's reply matters */
-    st = sluice_conn_command(l->conn, 1, multi, NULL, &r, &sent);
+    /* one round trip: MULTI, per key INCRBY + PEXPIRE NX + PTTL, EXEC. A command refused while
+     * queuing (an ACL) makes Redis abort the whole EXEC, so nothing is counted then. */
+    const char *multi[] = {"MULTI"}, *exec[] = {"EXEC"};
+    char periods[SLUICE_LIMIT_MAX][24];
+    int st = sluice_conn_append_command(l->conn, 1, multi, NULL);
     for (int i = 0; st == 0 && i < c->n; i++) {
-        char period[24];
-        snprintf(period, sizeof(period), "%lld", limits[i].period_ms);
+        snprintf(periods[i], sizeof(periods[i]), "%lld", limits[i].period_ms);
         const char *incr[] = {"INCRBY", c->keys[i], c->weight};
-        const char *pexp[] = {"PEXPIRE", c->keys[i], period, "NX"};
+        const char *pexp[] = {"PEXPIRE", c->keys[i], periods[i], "NX"};
         const char *pttl[] = {"PTTL", c->keys[i]};
-        const char **cmds[] = {incr, pexp, pttl};
-        const int argc[] = {3, 4, 2};
-        for (int k = 0; st == 0 && k < 3; k++) {
-            freeReplyObject(r);
-            r = NULL;
-            st = sluice_conn_command(l->conn, argc[k], cmds[k], NULL, &r, &sent);
+        if ((st = sluice_conn_append_command(l->conn, 3, incr, NULL)) == 0 &&
+            (st = sluice_conn_append_command(l->conn, 4, pexp, NULL)) == 0) {
+            st = sluice_conn_append_command(l->conn, 2, pttl, NULL);
         }
     }
     if (st == 0) {
-        freeReplyObject(r);
-        r = NULL;
-        st = sluice_conn_command(l->conn, 1, exec, NULL, &r, &sent);
-    } else if (r != NULL && r->type == REDIS_REPLY_ERROR) {
-        /* refused while queuing (an ACL, say): leave the connection out of MULTI */
-        redisReply *d = NULL;
-        sluice_conn_command(l->conn, 1, discard, NULL, &d, NULL);
-        freeReplyObject(d);
+        st = sluice_conn_append_command(l->conn, 1, exec, NULL);
     }
-    if (st != 0) {
-        st = call_failed(l, st, sent, r);
+    if (st != 0) { /* nothing was written: the connection was not there */
+        snprintf(l->err, sizeof(l->err), "%s", sluice_conn_errstr(l->conn));
+        return st;
+    }
+    redisReply *r = NULL, *refused = NULL; /* EXEC's reply; the first refusal while queuing */
+    int refused_st = 0;
+    for (int i = 0; i < c->n * 3 + 2; i++) {
+        redisReply *x = NULL;
+        int s1 = sluice_conn_read_reply(l->conn, &x);
+        if (s1 != 0 && (x == NULL || x->type != REDIS_REPLY_ERROR)) { /* I/O: outcome unknown */
+            freeReplyObject(refused);
+            st = call_failed(l, s1, 1, NULL);
+            return st;
+        }
+        if (i == c->n * 3 + 1) {
+            r = x;
+        } else if (s1 != 0 && refused == NULL) {
+            refused = x, refused_st = s1;
+        } else {
+            freeReplyObject(x);
+        }
+    }
+    if (refused != NULL || r->type == REDIS_REPLY_ERROR) {
+        st = call_failed(l, refused ? refused_st : sluice_reply_error_status(r->str, r->len), 1,
+                         refused ? refused : r);
+        freeReplyObject(refused);
         freeReplyObject(r);
         return st;
     }

@@ -105,7 +105,9 @@ int sluice_conn_fcall(sluice_conn *c, sluice_fn fn, int nkeys, const char **keys
                       const size_t *keylens, int nargs, const char **args, const size_t *arglens,
                       redisReply **out, int *sent);
 
-/* Pipelined fcalls: append `n` calls with sluice_conn_append_fcall, then read each reply. */
+/* Pipelined calls: append `n` calls with sluice_conn_append_fcall or sluice_conn_append_command
+ * (lens NULL = strlen), then read each reply in order with sluice_conn_read_reply. */
+int sluice_conn_append_command(sluice_conn *c, int argc, const char **argv, const size_t *lens);
 int sluice_conn_append_fcall(sluice_conn *c, sluice_fn fn, int nkeys, const char **keys,
                              const size_t *keylens, int nargs, const char **args,
                              const size_t *arglens);
