@@ -37,7 +37,8 @@ end
 -- a client of the other backend is refused instead of silently splitting the queue in two
 -- (docs/faults.md B19). Returns capacity, list depth (0 for streams), or an error reply.
 local function queue_settings(meta, default, backend)
-    local v = redis.call('HMGET', meta, 'capacity', 'backend', 'list_depth', 'limits', 'per_tenant')
+    local v = redis.call('HMGET', meta, 'capacity', 'backend', 'list_depth', 'limits', 'per_tenant',
+        'fair', 'lane_depth')
     local raw = v[1] or default
     local cap = parse_capacity(raw)
     if cap == nil then
@@ -51,7 +52,8 @@ local function queue_settings(meta, default, backend)
         return redis.error_reply('SLUICECONFIG ' .. meta .. ' is a ' .. v[2] ..
             ' queue; this client uses the ' .. backend .. ' backend')
     end
-    return cap, tonumber(v[3]) or 0, tonumber(v[4]) or 0, tonumber(v[5]) or 0
+    return cap, tonumber(v[3]) or 0, tonumber(v[4]) or 0, tonumber(v[5]) or 0, v[6] == '1',
+        tonumber(v[7]) or 0
 end
 
 -- Callers of the first admission functions (sluice_admit, sluice_list_admit) know nothing of
@@ -81,8 +83,8 @@ than M entries, waiting + in flight. sluice:{Q}:tdepth counts per tenant the ent
 while a share was set; those entries carry their tenant in the field `k`, and an entry's count
 goes when the entry goes (ack, dead), in the same function call: exact through crashes, and a
 share switched on or off later never makes a count drift. ]]
-local function tdepth_key(stream)
-    return string.sub(stream, 1, -7) .. 'tdepth' -- "sluice:{Q}:stream" -> "sluice:{Q}:tdepth"
+local function tdepth_key(prefix)
+    return prefix .. 'tdepth'
 end
 
 -- Lowers the count of the tenant of entry `e` ({id, fields}) when it carries one. A count at 0
@@ -95,15 +97,14 @@ local function tdepth_release_entry(tk, e)
     end
 end
 
--- The same for the entries `ids` of the stream, before they are deleted. Only queues that ever
--- counted tenants (meta `tenant_counts`, set by the first counted admission) read the entries:
--- the others pay one HGET.
-local function tdepth_release(stream, ids)
-    local prefix = string.sub(stream, 1, -7)
+-- The same for the entries `ids` of `stream` (the queue's stream or a lane), before they are
+-- deleted. Only queues that ever counted tenants (meta `tenant_counts`, set by the first counted
+-- admission) read the entries: the others pay one HGET.
+local function tdepth_release(prefix, stream, ids)
     if not redis.call('HGET', prefix .. 'meta', 'tenant_counts') then
         return
     end
-    local tk = prefix .. 'tdepth'
+    local tk = tdepth_key(prefix)
     for _, id in ipairs(ids) do
         local e = redis.call('XRANGE', stream, id, id)
         if e[1] then
@@ -132,9 +133,104 @@ local function count_rejected(stats, rejected, reply)
     end
 end
 
+--[[ Fair queues (meta `fair` = 1, stream backend). Entries are kept per tenant in lanes: the
+tenant T's lane is the stream sluice:{Q}:lane:T (entries carry `k` = T), drained by the queue's
+consumer group; entries without a tenant stay in sluice:{Q}:stream, which is lane '' (so a
+queue switched to fair keeps what waits in it, as the first lane). All in the queue's slot.
+  sluice:{Q}:lanes   hash  T -> entries in lane T (waiting + in flight; '' is not in it: the
+                           stream's XLEN counts it); meta `lane_depth` is their sum, so
+                           depth = XLEN(stream) + lane_depth, kept by admit/replay/ack/dead only
+  sluice:{Q}:lwait   hash  T -> entries of lane T not yet delivered ('' included while fair);
+                           meta `lane_wait` sums the tenant lanes' (in flight = lane_depth -
+                           lane_wait + the stream's pending)
+  sluice:{Q}:ring    list  the lanes with undelivered entries, in round-robin order
+  sluice:{Q}:deficit hash  T -> what lane T may still take in its turn (deficit round robin)
+  sluice:{Q}:weights hash  T -> weight (default 1): entries per turn
+  sluice:{Q}:served  hash  T -> entries delivered from lane T (monotonic)
+  sluice:{Q}:wake    list  at most one token: pushed when a lane gets its first undelivered
+                           entry (or a take leaves backlog), popped by an idle worker's BLPOP
+A lane's undelivered count only guides the order: a read that returns less than it asked for
+proves the lane empty, and the lane leaves the ring then, whatever the count said. ]]
+local function lane_key(prefix, t)
+    if t == '' then
+        return prefix .. 'stream'
+    end
+    return prefix .. 'lane:' .. t
+end
+
+-- The tenant of a lane key: '' for the queue's stream, nil for a key of another queue.
+local function lane_tenant(prefix, key)
+    if key == prefix .. 'stream' then
+        return ''
+    elseif string.sub(key, 1, #prefix + 5) == prefix .. 'lane:' then
+        return string.sub(key, #prefix + 6)
+    end
+    return nil
+end
+
+-- Counts entries just added to lanes (added: tenant -> n, order: the tenants in first-added
+-- order), puts lanes that had nothing undelivered into the ring and leaves a wake-up token.
+local function lanes_added(prefix, added, order)
+    local depth, wait, woke = 0, 0, false
+    for _, t in ipairs(order) do
+        local c = added[t]
+        if t ~= '' then
+            redis.call('HINCRBY', prefix .. 'lanes', t, c)
+            depth, wait = depth + c, wait + c
+        end
+        if redis.call('HINCRBY', prefix .. 'lwait', t, c) == c then
+            redis.call('RPUSH', prefix .. 'ring', t)
+            woke = true
+        end
+    end
+    if depth > 0 then
+        redis.call('HINCRBY', prefix .. 'meta', 'lane_depth', depth)
+        redis.call('HINCRBY', prefix .. 'meta', 'lane_wait', wait)
+    end
+    if woke and redis.call('LLEN', prefix .. 'wake') == 0 then
+        redis.call('RPUSH', prefix .. 'wake', 1)
+    end
+end
+
+-- Counts n entries deleted from tenant lane t (ack, dead). An empty lane's stream goes (with
+-- its group, made again when the lane is next read): tenants come and go, their lanes with them.
+local function lane_removed(prefix, t, n)
+    if t == '' or n <= 0 then
+        return
+    end
+    if redis.call('HINCRBY', prefix .. 'lanes', t, -n) <= 0 then
+        redis.call('HDEL', prefix .. 'lanes', t)
+        redis.call('DEL', lane_key(prefix, t))
+    end
+    redis.call('HINCRBY', prefix .. 'meta', 'lane_depth', -n)
+end
+
+-- An admission's or replay's way into a fair queue: append(env, tenant, counted) adds to the
+-- tenant's lane and notes it; finish() does the counting once for the whole call. The field `k`
+-- keeps meaning "counted in the tenant's share" (counted): a lane's tenant is in its key.
+local function fair_appender(prefix)
+    local added, order = {}, {}
+    local function append(env, tenant, counted)
+        tenant = tenant or ''
+        if not added[tenant] then
+            added[tenant] = 0
+            order[#order + 1] = tenant
+        end
+        added[tenant] = added[tenant] + 1
+        if counted then
+            return redis.call('XADD', lane_key(prefix, tenant), '*', 'm', env, 'k', tenant)
+        end
+        return redis.call('XADD', lane_key(prefix, tenant), '*', 'm', env)
+    end
+    local function finish()
+        lanes_added(prefix, added, order)
+    end
+    return append, finish
+end
+
 
 --[[ ack (stream backend): acknowledge and delete in one step, so depth never leaks.
-KEYS[1] stream, KEYS[2] stats
+KEYS[1] stream (or a lane of a fair queue), KEYS[2] stats
 ARGV[1] group, ARGV[2..] entry ids
 reply: number of ids that were pending (acked now); ids acked earlier (after a reclaim by
 another worker) count 0 and are not deleted twice. A missing stream or group acks nothing (0).
@@ -146,8 +242,10 @@ local function ack(keys, args)
         ids[#ids + 1] = args[i]
     end
     local n = redis.call('XACK', keys[1], args[1], unpack(ids))
-    tdepth_release(keys[1], ids)
-    redis.call('XDEL', keys[1], unpack(ids))
+    local prefix = string.sub(keys[2], 1, -6) -- "sluice:{Q}:" of "...stats"
+    tdepth_release(prefix, keys[1], ids)
+    local d = redis.call('XDEL', keys[1], unpack(ids))
+    lane_removed(prefix, lane_tenant(prefix, keys[1]) or '', d)
     if n > 0 then
         redis.call('HINCRBY', keys[2], 'acked', n)
     end
@@ -155,7 +253,7 @@ local function ack(keys, args)
 end
 
 --[[ dead (stream backend): move one entry to the dead stream with its reason, then ack + delete.
-KEYS[1] stream, KEYS[2] dead, KEYS[3] stats
+KEYS[1] stream (or a lane of a fair queue), KEYS[2] dead, KEYS[3] stats
 ARGV[1] group, ARGV[2] id, ARGV[3] consumer, ARGV[4] delivery count, ARGV[5] reason
 reply: 1 if the entry still had a body, 0 if it had been deleted (it is acked either way).
 errors: ERR (ARGV[2] is not a stream id; checked by the XRANGE before anything is written),
@@ -167,16 +265,20 @@ local function dead(keys, args)
         body = field_m(e[1][2]) or ''
         tenant = field(e[1][2], 'k')
     end
+    local prefix = string.sub(keys[3], 1, -6)
+    local letter = {'XADD', keys[2], '*', 'id', args[2], 'm', body, 'deliveries', args[4],
+        'consumer', args[3], 'reason', args[5]}
     if tenant then -- kept with the letter, so a replay counts it in its tenant's share again
-        redis.call('XADD', keys[2], '*', 'id', args[2], 'm', body, 'deliveries', args[4],
-            'consumer', args[3], 'reason', args[5], 'k', tenant)
-        tdepth_release_entry(tdepth_key(keys[1]), e[1])
-    else
-        redis.call('XADD', keys[2], '*', 'id', args[2], 'm', body, 'deliveries', args[4],
-            'consumer', args[3], 'reason', args[5])
+        letter[#letter + 1], letter[#letter + 2] = 'k', tenant
+        tdepth_release_entry(tdepth_key(prefix), e[1])
     end
+    local lane = lane_tenant(prefix, keys[1])
+    if lane and lane ~= '' then -- and a replay puts it back into its lane
+        letter[#letter + 1], letter[#letter + 2] = 'lane', lane
+    end
+    redis.call(unpack(letter))
     redis.call('XACK', keys[1], args[1], args[2])
-    redis.call('XDEL', keys[1], args[2])
+    lane_removed(prefix, lane_tenant(prefix, keys[1]) or '', redis.call('XDEL', keys[1], args[2]))
     redis.call('HINCRBY', keys[3], 'dead', 1)
     if e[1] then
         return 1
@@ -480,7 +582,7 @@ local function dead_body(dead, id)
     if not e[1] then
         return nil
     end
-    return field_m(e[1][2]) or '', field(e[1][2], 'k')
+    return field_m(e[1][2]) or '', field(e[1][2], 'k'), field(e[1][2], 'lane')
 end
 
 -- The loop of replay and list_replay. `depth` is the bucket's depth now; append(body) queues
@@ -490,14 +592,14 @@ local function replay_letters(keys, args, cap, depth, append, fits)
     local counts = {0, 0, 0, 0}
     local outcomes = {}
     for i = 2, #args do
-        local body, tenant = dead_body(keys[4], args[i])
+        local body, tenant, lane = dead_body(keys[4], args[i])
         local o = 1
         if body == nil then
             o = 3
         elseif body == '' then
             o = 2
         elseif depth < cap and (not fits or fits(tenant)) then
-            append(body, tenant)
+            append(body, tenant, lane)
             redis.call('XDEL', keys[4], args[i])
             depth = depth + 1
             o = 0
@@ -524,22 +626,36 @@ errors: SLUICECONFIG (an invalid capacity, or meta records the list backend; not
 ERR (a dead-letter id that is not a stream id), WRONGTYPE (KEYS[1] or KEYS[4] is not a stream,
 KEYS[2] or KEYS[3] not a hash) ]]
 local function replay(keys, args)
-    local cap, _, _, share = queue_settings(keys[2], args[1], 'stream')
+    local cap, _, _, share, fair, lane_depth = queue_settings(keys[2], args[1], 'stream')
     if type(cap) == 'table' then
         return cap
     end
-    local tk = tdepth_key(keys[1])
-    return replay_letters(keys, args, cap, redis.call('XLEN', keys[1]), function(body, tenant)
-        if tenant then -- admitted under a share: counted again in its tenant's
-            redis.call('XADD', keys[1], '*', 'm', body, 'k', tenant)
-            redis.call('HINCRBY', tk, tenant, 1)
-        else
-            redis.call('XADD', keys[1], '*', 'm', body)
-        end
-    end, function(tenant)
-        return share == 0 or not tenant or
-            (tonumber(redis.call('HGET', tk, tenant)) or 0) < share
-    end)
+    local prefix = string.sub(keys[2], 1, -5)
+    local tk = tdepth_key(prefix)
+    local fair_append, finish
+    if fair then
+        fair_append, finish = fair_appender(prefix)
+    end
+    local r = replay_letters(keys, args, cap, redis.call('XLEN', keys[1]) + lane_depth,
+        function(body, tenant, lane)
+            if tenant then -- admitted under a share: counted again in its tenant's
+                redis.call('HINCRBY', tk, tenant, 1)
+            end
+            if fair_append then -- back into its lane (a letter of a tenant lane names it)
+                fair_append(body, tenant or lane, tenant ~= nil)
+            elseif tenant then
+                redis.call('XADD', keys[1], '*', 'm', body, 'k', tenant)
+            else
+                redis.call('XADD', keys[1], '*', 'm', body)
+            end
+        end, function(tenant)
+            return share == 0 or not tenant or
+                (tonumber(redis.call('HGET', tk, tenant)) or 0) < share
+        end)
+    if finish then
+        finish()
+    end
+    return r
 end
 
 --[[ list_replay (list backend): replay onto the list, as list_admit appends.
@@ -684,6 +800,12 @@ What each algorithm promises (T = PERIOD/COUNT):
           sluice never writes, counts as absent and is overwritten); then SET PX
           ceil(w*P/COUNT). remaining 1 while the gate is open, 0 while closed (so 0 right after
           a pass); retry-after = PTTL + 1 ms (Redis expires a key after, not at, its time). ]]
+-- Redis's clock in microseconds: every limit's time comes from here, never from a client.
+local function now_us()
+    local t = redis.call('TIME')
+    return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
 local LIMIT_MAX_COUNT = 1000000000
 local LIMIT_MAX_PERIOD_MS = 366 * 86400000
 local LIMIT_MAX_BLOCKS = 1000
@@ -1024,8 +1146,7 @@ local function limit(keys, args)
             return {-1, i, 0, -1, 0}
         end
     end
-    local t = redis.call('TIME')
-    local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    local now = now_us()
     local ok = true
     for i = 1, nl do
         local err = LIMIT_ENGINES[ls[i].alg][1](ls[i], keys[i], w, now)
@@ -1088,12 +1209,15 @@ for sluice_limit), counted in sluice:{Q}:meta `limits` (so admission learns with
 already makes whether there are any), state in sluice:{Q}:lim:NAME:VALUE where VALUE is '' for
 scope `queue`, the envelope's tenant for `tenant`, the caller's key for `client`. ]]
 local ADMISSION_SCOPES = {queue = true, tenant = true, client = true}
-local DRAIN_SCOPES = {drain = true, inflight = true}
+local DRAIN_SCOPES = {drain = true, inflight = true, ['drain-tenant'] = true,
+    ['inflight-tenant'] = true}
+local POOL_SCOPES = {drain = true, inflight = true} -- what a plain (not fair) queue honours
+local COUNT_SCOPES = {inflight = true, ['inflight-tenant'] = true} -- a count, not a rate
 local INFLIGHT_POLL_MS = 20 -- a worker held back by `inflight` asks again this much later
 local LIMIT_NAME_PATTERN = '^[%w_%.%-]+$'
 
 -- The limits of a queue in `scopes`: {{name, scope, spec table}, ...} in name order (an
--- `inflight` limit's spec is its count: {n = N}).
+-- `inflight` or `inflight-tenant` limit's spec is its count: {n = N}).
 local function queue_limits(limits_key, scopes)
     local raw = redis.call('HGETALL', limits_key)
     local out = {}
@@ -1101,7 +1225,7 @@ local function queue_limits(limits_key, scopes)
         local scope, spec = string.match(raw[i + 1], '^(%S+) (%S+)$')
         if scope and scopes[scope] then
             local l
-            if scope == 'inflight' then
+            if COUNT_SCOPES[scope] then
                 l = {n = tonumber(spec) or 0}
             else
                 l = limit_spec(raw[i], spec)
@@ -1231,22 +1355,22 @@ local function admit_each(keys, args, cap, depth, nlimits, append, share)
         if lims.err then
             return lims
         end
-        local t = redis.call('TIME')
-        now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+        now = now_us()
     end
     local reply = {0, depth, cap, 0, -1}
     local admitted, full, limited = 0, 0, 0
     if #lims == 0 and share == 0 then -- no limits, no share: the plain admission
         local take = room(cap, depth, n)
-        for i = 1, take do
-            reply[5 + i] = append(args[3 + i * stride])
+        for i = 1, take do -- the tenant (stride 3) only places the entry in a fair queue
+            reply[5 + i] = append(args[3 + i * stride], stride == 3 and args[1 + i * stride] or nil,
+                false)
         end
         for i = take + 1, n do
             reply[5 + i] = 0
         end
         admitted, full, depth = take, n - take, depth + take
     else
-        local tk, held = tdepth_key(keys[1]), {} -- the share: entries each tenant holds
+        local tk, held = tdepth_key(prefix), {} -- the share: entries each tenant holds
         local counting = false
         local b = batch_new(prefix, lims, now)
         local refusals = {} -- message index -> its exhausted limit states
@@ -1277,9 +1401,9 @@ local function admit_each(keys, args, cap, depth, nlimits, append, share)
                         redis.call('HSETNX', keys[2], 'tenant_counts', 1)
                         counting = true
                     end
-                    reply[5 + i] = append(args[env], t)
+                    reply[5 + i] = append(args[env], t, true)
                 else
-                    reply[5 + i] = append(args[env])
+                    reply[5 + i] = append(args[env], t, false)
                 end
                 depth = depth + 1
                 admitted = admitted + 1
@@ -1324,26 +1448,35 @@ reply: {admitted, depth_after, capacity, duplicate(0|1), acked, outcome_1, ..., 
   tag as KEYS). Errors: SLUICECONFIG (capacity, backend, a bad limit in sluice:{Q}:limits or
   arguments), WRONGTYPE. ]]
 local function admit2(keys, args, v1)
-    local cap, _, nlimits, share = queue_settings(keys[2], args[1], 'stream')
+    local cap, _, nlimits, share, fair, lane_depth = queue_settings(keys[2], args[1], 'stream')
     if type(cap) == 'table' then
         return cap
     end
     if v1 and nlimits > 0 then
         return refuse_v1(keys[2])
     end
-    local depth = redis.call('XLEN', keys[1])
+    local depth = redis.call('XLEN', keys[1]) + lane_depth
     if keys[4] then
         local seen = redis.call('GET', keys[4])
         if seen then
             return {1, depth, cap, 1, -1, seen}
         end
     end
-    local reply = admit_each(keys, args, cap, depth, nlimits, function(env, tenant)
-        if tenant then
-            return redis.call('XADD', keys[1], '*', 'm', env, 'k', tenant)
+    local append, finish
+    if fair then
+        append, finish = fair_appender(string.sub(keys[2], 1, -5))
+    else
+        append = function(env, tenant, counted)
+            if counted then
+                return redis.call('XADD', keys[1], '*', 'm', env, 'k', tenant)
+            end
+            return redis.call('XADD', keys[1], '*', 'm', env)
         end
-        return redis.call('XADD', keys[1], '*', 'm', env)
-    end, share)
+    end
+    local reply = admit_each(keys, args, cap, depth, nlimits, append, share)
+    if finish then
+        finish()
+    end
     if keys[4] and reply[1] == 1 then
         redis.call('SET', keys[4], reply[6], 'PX', args[2])
     end
@@ -1424,6 +1557,48 @@ local function list_admit(keys, args)
     return v1_reply(list_admit2(keys, v1_args(args), true))
 end
 
+-- The drain side's checks, shared by take and fair_take. A count (inflight, inflight-tenant)
+-- caps n by its room; at none left, the caller asks again INFLIGHT_POLL_MS later. Returns n, wait.
+local function lease_cap(limit, inflight, n, wait)
+    if limit - inflight < n then
+        n = limit - inflight
+        if n <= 0 and wait < INFLIGHT_POLL_MS * 1000 then
+            wait = INFLIGHT_POLL_MS * 1000
+        end
+    end
+    return n, wait
+end
+
+-- A rate (drain, drain-tenant) at `key`: caps n by what it allows now, raises wait (us) to when
+-- it allows the next unit if it allows none. Returns n, wait; or nil, the error reply.
+local function rate_cap(lim, key, n, wait, now)
+    local l = copy_spec(lim.spec)
+    local err = LIMIT_ENGINES[l.alg][1](l, key, 1, now)
+    if err then
+        return nil, err
+    end
+    local left = l.ok and l.left or 0
+    if left < n then
+        n = left
+    end
+    if not l.ok and l.retry > wait then
+        wait = l.retry
+    end
+    return n, wait
+end
+
+-- Counts `got` units read in each rate of `checked` ({{lim, key}, ...}): it fits, it was just
+-- checked.
+local function rates_count(checked, now, got)
+    local rec = {}
+    for _, c in ipairs(checked) do
+        local l = copy_spec(c[1].spec)
+        LIMIT_ENGINES[l.alg][1](l, c[2], got, now)
+        rec[#rec + 1] = {l, c[2]}
+    end
+    limits_record(rec, now, got)
+end
+
 --[[ take (stream backend): a paced worker's read. Reserves rate before it reads: asks for up to
 n entries, gets what every `drain` limit and the `inflight` limit allow now, reads that many with
 XREADGROUP (never BLOCK inside a function) and counts in the drain limits only what it read. So
@@ -1438,39 +1613,46 @@ reply: {entries (as XREADGROUP gives them, or {}), wait_ms, last_delivered_id}
   held back by `inflight`: wait_ms = INFLIGHT_POLL_MS; nothing to read: wait_ms -1 and the
   group's last delivered id, for XREAD BLOCK ... STREAMS stream ID to wait on without reading.
 Errors: SLUICECONFIG (a bad limit), NOGROUP, WRONGTYPE. ]]
-local function take(keys, args)
-    local n = tonumber(args[3]) or 0
+-- What a worker's read starts from: the count asked for (ARGV[3]), the queue's key prefix (of
+-- KEYS[2], meta), its limits in `scopes` (or an error reply) and Redis's time.
+local function read_start(keys, args, scopes)
     local prefix = string.sub(keys[2], 1, -5)
-    local lims = queue_limits(prefix .. 'limits', DRAIN_SCOPES)
+    return tonumber(args[3]) or 0, prefix, queue_limits(prefix .. 'limits', scopes), now_us()
+end
+
+-- The pool's limits before a read: `drain` rates and the `inflight` count (in_flight() gives the
+-- entries in flight now) cap n. Returns n, wait (us), the rates to count what is read in, and
+-- the per-tenant limits left for the lanes; or nil, the error reply.
+local function pool_caps(lims, prefix, n, now, in_flight)
+    local wait, rates, per = 0, {}, {}
+    for _, lim in ipairs(lims) do
+        if lim.scope == 'inflight' then
+            n, wait = lease_cap(lim.spec.n, in_flight(), n, wait)
+        elseif lim.scope == 'drain' then
+            local key = prefix .. 'lim:' .. lim.name .. ':'
+            n, wait = rate_cap(lim, key, n, wait, now)
+            if not n then
+                return nil, wait
+            end
+            rates[#rates + 1] = {lim, key}
+        else
+            per[#per + 1] = lim
+        end
+    end
+    return n, wait, rates, per
+end
+
+local function take(keys, args)
+    local n, prefix, lims, now = read_start(keys, args, POOL_SCOPES)
     if lims.err then
         return lims
     end
-    local t = redis.call('TIME')
-    local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    local wait = 0
-    for _, lim in ipairs(lims) do
-        if lim.scope == 'inflight' then
-            local room = lim.spec.n - redis.call('XPENDING', keys[1], args[1])[1]
-            if room < n then
-                n = room
-                if n <= 0 and wait < INFLIGHT_POLL_MS * 1000 then
-                    wait = INFLIGHT_POLL_MS * 1000
-                end
-            end
-        else
-            local l = copy_spec(lim.spec)
-            local err = LIMIT_ENGINES[l.alg][1](l, prefix .. 'lim:' .. lim.name .. ':', 1, now)
-            if err then
-                return err
-            end
-            local left = l.ok and l.left or 0
-            if left < n then
-                n = left
-            end
-            if not l.ok and l.retry > wait then
-                wait = l.retry
-            end
-        end
+    local wait, rates
+    n, wait, rates = pool_caps(lims, prefix, n, now, function()
+        return redis.call('XPENDING', keys[1], args[1])[1]
+    end)
+    if not n then
+        return wait
     end
     if n <= 0 then
         return {{}, math.ceil(wait / 1000), ''}
@@ -1487,17 +1669,279 @@ local function take(keys, args)
         end
         return {{}, -1, last}
     end
-    local checked = {} -- count what was read: it fits, it was just checked
-    for _, lim in ipairs(lims) do
-        if lim.scope ~= 'inflight' then
-            local l = copy_spec(lim.spec)
-            local key = prefix .. 'lim:' .. lim.name .. ':'
-            LIMIT_ENGINES[l.alg][1](l, key, got, now)
-            checked[#checked + 1] = {l, key}
+    rates_count(rates, now, got)
+    return {r, 0, ''}
+end
+
+--[[ fair_take (fair queues, and a queue switched back from fair while its lanes drain): a
+worker's read. Serves the lanes of the ring in deficit round robin: a lane whose turn comes gets
+its weight (sluice:{Q}:weights, default 1) added to its deficit and gives up to that many
+entries, so over time each lane with backlog gets its weight's share of the reads whatever its
+backlog. Before it reads, as sluice_take: the pool's `drain` rates and `inflight` count cap n;
+per lane, `drain-tenant` rates and `inflight-tenant` counts cap what the lane may give now - a
+lane over them is passed over (its turn moves to the back, its deficit kept) without holding
+back the lanes behind it. Only what was read is counted in the rates. Lanes are created with the
+group (at id 0) the first time they are read.
+KEYS[1] stream, KEYS[2] meta
+ARGV[1] group, ARGV[2] consumer, ARGV[3] n (the worker's free slots)
+reply: {{lane_1, entries_1, lane_2, entries_2, ...}, wait_ms}: lane = the tenant ('' the queue's
+  stream), entries as XREADGROUP gives them. wait_ms: 0 something was read; > 0 everything with
+  backlog is held back by a rate or a lease until about then; -1 nothing undelivered (an idle
+  worker then waits with BLPOP on sluice:{Q}:wake).
+Cost: O(1) calls per lane visited; at most FAIR_MAX_VISITS lanes a call.
+Errors: SLUICECONFIG (a bad limit), NOGROUP (the queue's group is missing), WRONGTYPE. ]]
+local FAIR_MAX_VISITS = 256
+
+local function fair_take(keys, args)
+    local n, prefix, lims, now = read_start(keys, args, DRAIN_SCOPES)
+    if lims.err then
+        return lims
+    end
+    local group, consumer = args[1], args[2]
+    local meta = redis.call('HMGET', keys[2], 'fair', 'lane_depth', 'lane_wait')
+    local stream_pending = nil
+    local function pending_of_stream()
+        if not stream_pending then
+            stream_pending = redis.call('XPENDING', keys[1], group)[1]
+        end
+        return stream_pending
+    end
+    local wait, pool, per
+    n, wait, pool, per = pool_caps(lims, prefix, n, now, function()
+        return pending_of_stream() + (tonumber(meta[2]) or 0) - (tonumber(meta[3]) or 0)
+    end)
+    if not n then
+        return wait
+    end
+    if n <= 0 then
+        return {{}, math.ceil(wait / 1000)}
+    end
+    local ring, lwait, deficit = prefix .. 'ring', prefix .. 'lwait', prefix .. 'deficit'
+    local weighted = redis.call('EXISTS', prefix .. 'weights') == 1
+    local out, total, wait_dec = {}, 0, 0
+    local len = redis.call('LLEN', ring)
+    local idle, visits, held = 0, 0, -1
+    while n > 0 and len > 0 and idle < len and visits < FAIR_MAX_VISITS do
+        visits = visits + 1
+        local tn = redis.call('LINDEX', ring, 0)
+        local allow, lane_hold, checked = n, 0, {}
+        for _, lim in ipairs(per) do
+            if lim.scope == 'inflight-tenant' then
+                local inflight
+                if tn == '' then
+                    inflight = pending_of_stream()
+                else
+                    inflight = (tonumber(redis.call('HGET', prefix .. 'lanes', tn)) or 0) -
+                        (tonumber(redis.call('HGET', lwait, tn)) or 0)
+                end
+                allow, lane_hold = lease_cap(lim.spec.n, inflight, allow, lane_hold)
+            else
+                local key = prefix .. 'lim:' .. lim.name .. ':' .. tn
+                allow, lane_hold = rate_cap(lim, key, allow, lane_hold, now)
+                if not allow then
+                    return lane_hold
+                end
+                checked[#checked + 1] = {lim, key}
+            end
+        end
+        if allow <= 0 then -- passed over: its turn goes to the back, its deficit stays
+            redis.call('LMOVE', ring, ring, 'LEFT', 'RIGHT')
+            idle = idle + 1
+            if held < 0 or lane_hold < held then
+                held = lane_hold
+            end
+        else
+            local d = tonumber(redis.call('HGET', deficit, tn)) or 0
+            if d < 1 then
+                d = d + (weighted and tonumber(redis.call('HGET', prefix .. 'weights', tn)) or 1)
+            end
+            local k = math.min(allow, d, n)
+            local lk = lane_key(prefix, tn)
+            local r = redis.pcall('XREADGROUP', 'GROUP', group, consumer, 'COUNT', k, 'STREAMS',
+                lk, '>')
+            if type(r) == 'table' and r.err then
+                if tn == '' or not string.find(r.err, 'NOGROUP', 1, true) then
+                    return r
+                end
+                redis.call('XGROUP', 'CREATE', lk, group, '0', 'MKSTREAM')
+                r = redis.call('XREADGROUP', 'GROUP', group, consumer, 'COUNT', k, 'STREAMS', lk,
+                    '>')
+            end
+            local got = r and r[1] and #r[1][2] or 0
+            if got > 0 then
+                out[#out + 1] = tn
+                out[#out + 1] = r[1][2]
+                total, n, d, idle = total + got, n - got, d - got, 0
+                redis.call('HINCRBY', prefix .. 'served', tn, got)
+                rates_count(checked, now, got)
+            else
+                idle = idle + 1
+            end
+            local left = redis.call('HINCRBY', lwait, tn, -got)
+            if tn ~= '' then
+                wait_dec = wait_dec + got
+            end
+            if got < k or left <= 0 then -- the lane has nothing undelivered: out of the ring
+                redis.call('LPOP', ring)
+                redis.call('HDEL', lwait, tn)
+                redis.call('HDEL', deficit, tn)
+                if tn ~= '' and left > 0 then
+                    wait_dec = wait_dec + left -- its count was more than its entries
+                end
+                len = len - 1
+            elseif d < 1 then
+                redis.call('LMOVE', ring, ring, 'LEFT', 'RIGHT')
+                redis.call('HDEL', deficit, tn)
+            else
+                redis.call('HSET', deficit, tn, d)
+            end
         end
     end
-    limits_record(checked, now, got)
-    return {r, 0, ''}
+    if wait_dec > 0 then
+        redis.call('HINCRBY', keys[2], 'lane_wait', -wait_dec)
+    end
+    if n > 0 and meta[1] ~= '1' then -- not fair any more: the stream is read as it comes
+        local r = redis.call('XREADGROUP', 'GROUP', group, consumer, 'COUNT', n, 'STREAMS',
+            keys[1], '>')
+        local got = r and r[1] and #r[1][2] or 0
+        if got > 0 then
+            out[#out + 1] = ''
+            out[#out + 1] = r[1][2]
+            total = total + got
+        end
+    end
+    if total == 0 then
+        if held >= 0 or visits >= FAIR_MAX_VISITS then
+            return {{}, math.max(1, math.ceil(math.max(held, 0) / 1000))}
+        end
+        return {{}, -1}
+    end
+    rates_count(pool, now, total)
+    if len > 0 and redis.call('LLEN', prefix .. 'wake') == 0 then -- backlog left: wake a peer
+        redis.call('RPUSH', prefix .. 'wake', 1)
+    end
+    return {out, 0}
+end
+
+--[[ lane_ack (fair queues): ack for entries of several lanes in one call (as ack, per lane).
+KEYS[1] stream, KEYS[2] stats
+ARGV[1] group, ARGV[2..] pairs: lane ('' the stream), entry id
+reply: the number of entries that were pending (acked now). Errors: as ack. ]]
+local function lane_ack(keys, args)
+    if #args < 3 or #args % 2 ~= 1 then
+        return redis.error_reply('ERR sluice_lane_ack takes a group and pairs of lane, id')
+    end
+    local prefix = string.sub(keys[2], 1, -6)
+    local by, order = {}, {}
+    for i = 2, #args, 2 do
+        local tn = args[i]
+        if not by[tn] then
+            by[tn] = {args[1]}
+            order[#order + 1] = tn
+        end
+        by[tn][#by[tn] + 1] = args[i + 1]
+    end
+    local n = 0
+    for _, tn in ipairs(order) do
+        n = n + ack({lane_key(prefix, tn), keys[2]}, by[tn])
+    end
+    return n
+end
+
+--[[ lane_reclaim (fair queues): reclaim for the tenant lanes (the stream goes through reclaim).
+Walks sluice:{Q}:lanes with HSCAN; a lane with entries in flight (entries > undelivered) is
+reclaimed as reclaim does (from its start, up to what is left of the count).
+KEYS[1] stream, KEYS[2] stats
+ARGV[1] group, ARGV[2] consumer, ARGV[3] min idle ms, ARGV[4] HSCAN cursor ('0' to start),
+ARGV[5] count
+reply: {next_cursor ('0': the walk is complete), {lane, entries (as reclaim's), ...}}; when the
+count runs out inside a batch the cursor does not move (the batch is looked at again). ]]
+local function lane_reclaim(keys, args)
+    local prefix = string.sub(keys[2], 1, -6)
+    local budget = tonumber(args[5]) or 0
+    local scan = redis.call('HSCAN', prefix .. 'lanes', args[4], 'COUNT', 32)
+    local out, cursor = {}, scan[1]
+    for i = 1, #scan[2], 2 do
+        local tn = scan[2][i]
+        if budget <= 0 then
+            cursor = args[4]
+            break
+        end
+        if tonumber(scan[2][i + 1]) > (tonumber(redis.call('HGET', prefix .. 'lwait', tn)) or 0) then
+            local r = redis.pcall('XPENDING', lane_key(prefix, tn), args[1])
+            if type(r) == 'table' and not r.err and r[1] > 0 then
+                local c = reclaim({lane_key(prefix, tn), keys[2]},
+                    {args[1], args[2], args[3], '0-0', tostring(budget)})
+                if #c[2] > 0 then
+                    out[#out + 1] = tn
+                    out[#out + 1] = c[2]
+                    budget = budget - #c[2]
+                end
+            end
+        end
+    end
+    return {cursor, out}
+end
+
+--[[ fair_config: switches a queue to fair or back, and sets lane weights.
+KEYS[1] stream, KEYS[2] meta
+ARGV 'on' | 'off' | 'weight' TENANT W (1..1000; 1 is the default and removes the setting)
+reply: {fair (1|0), tenant lanes holding entries, lanes with undelivered entries}
+on: the entries waiting undelivered in the stream (XLEN - the group's pending: acked entries are
+deleted) become lane '', first in the ring; nothing moves. off: lane '' leaves the ring (the
+stream is read as before); the tenant lanes keep being served until they are empty.
+Errors: SLUICECONFIG (a list queue, a bad weight or tenant). ]]
+local FAIR_MAX_WEIGHT = 1000
+
+local function fair_config(keys, args)
+    local prefix = string.sub(keys[2], 1, -5)
+    local op = args[1]
+    local v = redis.call('HMGET', keys[2], 'backend', 'fair', 'group')
+    if v[1] == 'list' then
+        return redis.error_reply('SLUICECONFIG ' .. keys[2] .. ' is a list queue: fair queues ' ..
+            'need the stream backend')
+    end
+    if op == 'on' then
+        if v[2] ~= '1' then
+            local undelivered = redis.call('XLEN', keys[1])
+            if v[3] and undelivered > 0 then
+                local p = redis.pcall('XPENDING', keys[1], v[3])
+                if type(p) == 'table' and not p.err then
+                    undelivered = undelivered - p[1]
+                end
+            end
+            redis.call('HDEL', prefix .. 'lwait', '')
+            redis.call('LREM', prefix .. 'ring', 0, '')
+            if undelivered > 0 then
+                redis.call('HSET', prefix .. 'lwait', '', undelivered)
+                redis.call('LPUSH', prefix .. 'ring', '')
+                redis.call('RPUSH', prefix .. 'wake', 1)
+                redis.call('LTRIM', prefix .. 'wake', 0, 0)
+            end
+            redis.call('HSET', keys[2], 'fair', 1)
+        end
+    elseif op == 'off' then
+        redis.call('HDEL', keys[2], 'fair')
+        redis.call('HDEL', prefix .. 'lwait', '')
+        redis.call('HDEL', prefix .. 'deficit', '')
+        redis.call('LREM', prefix .. 'ring', 0, '')
+    elseif op == 'weight' then
+        local tn, w = args[2], limit_int(args[3], 1, FAIR_MAX_WEIGHT)
+        if type(tn) ~= 'string' or not w then
+            return redis.error_reply('SLUICECONFIG weight ' ..
+                string.format('%q', string.sub(tostring(args[3]), 1, 40)) ..
+                ' is not an integer 1..' .. FAIR_MAX_WEIGHT)
+        end
+        if w == 1 then
+            redis.call('HDEL', prefix .. 'weights', tn)
+        else
+            redis.call('HSET', prefix .. 'weights', tn, w)
+        end
+    else
+        return redis.error_reply('SLUICECONFIG fair_config: on, off or weight')
+    end
+    return {redis.call('HGET', keys[2], 'fair') == '1' and 1 or 0,
+        redis.call('HLEN', prefix .. 'lanes'), redis.call('LLEN', prefix .. 'ring')}
 end
 
 --[[ limits_config: the only writer of a queue's limits, so that meta `limits` always counts
@@ -1517,11 +1961,14 @@ local function limits_config(keys, args)
         if not ADMISSION_SCOPES[scope] and not DRAIN_SCOPES[scope] then
             return redis.error_reply('SLUICECONFIG scope ' ..
                 string.format('%q', string.sub(tostring(scope), 1, 40)) ..
-                ' is not one of queue, tenant, client, drain, inflight')
+                ' is not one of queue, tenant, client, drain, drain-tenant, inflight, ' ..
+                'inflight-tenant')
         end
-        if scope == 'inflight' then
+        if COUNT_SCOPES[scope] then
             if not limit_int(args[4], 1, LIMIT_MAX_COUNT) then
-                return redis.error_reply('SLUICECONFIG inflight takes a count 1..1000000000')
+                return redis.error_reply('SLUICECONFIG ' .. scope ..
+                    ' takes a count 1..1000000000, not ' ..
+                    string.format('%q', string.sub(tostring(args[4]), 1, 40)))
             end
         else
             local l = limit_spec(1, args[4])
@@ -1556,28 +2003,30 @@ end
 -- is over maxmemory it refuses them with an OOM error before they run, so admission stops
 -- instead of growing the bucket past maxmemory (the producer sees the refusal). Everything that
 -- drains or moves work already admitted (ack, dead, retry, reclaim, touch, list_take, list_ack,
--- list_dead, list_recover, prune) keeps allow-oom, so a full Redis can still be drained and
--- memory freed. sluice_group (may create the stream and group) and sluice_limit (adds limiter
--- state) only grow memory and are refused under OOM as well.
+-- list_dead, list_recover, prune, and the reads of paced and fair queues: take, fair_take,
+-- lane_ack, lane_reclaim) keeps allow-oom, so a full Redis can still be drained and memory
+-- freed (take and fair_take write only their few bytes of rate state). sluice_group (may
+-- create the stream and group), sluice_limit (adds limiter state) and sluice_fair_config only
+-- grow memory and are refused under OOM as well.
+-- A function that drains or moves admitted work: allowed under OOM (see above).
+local function drains(name, fn)
+    redis.register_function{function_name = name, callback = fn, flags = {'allow-oom'}}
+end
+
 redis.register_function('sluice_admit', admit)
-redis.register_function{function_name = 'sluice_ack', callback = ack, flags = {'allow-oom'}}
-redis.register_function{function_name = 'sluice_dead', callback = dead, flags = {'allow-oom'}}
-redis.register_function{function_name = 'sluice_retry', callback = retry, flags = {'allow-oom'}}
-redis.register_function{function_name = 'sluice_reclaim', callback = reclaim,
-    flags = {'allow-oom'}}
-redis.register_function{function_name = 'sluice_touch', callback = touch, flags = {'allow-oom'}}
+drains('sluice_ack', ack)
+drains('sluice_dead', dead)
+drains('sluice_retry', retry)
+drains('sluice_reclaim', reclaim)
+drains('sluice_touch', touch)
 redis.register_function('sluice_list_admit', list_admit)
-redis.register_function{function_name = 'sluice_list_take', callback = list_take,
-    flags = {'allow-oom'}}
-redis.register_function{function_name = 'sluice_list_ack', callback = list_ack,
-    flags = {'allow-oom'}}
-redis.register_function{function_name = 'sluice_list_dead', callback = list_dead,
-    flags = {'allow-oom'}}
-redis.register_function{function_name = 'sluice_list_recover', callback = list_recover,
-    flags = {'allow-oom'}}
+drains('sluice_list_take', list_take)
+drains('sluice_list_ack', list_ack)
+drains('sluice_list_dead', list_dead)
+drains('sluice_list_recover', list_recover)
 redis.register_function('sluice_replay', replay)
 redis.register_function('sluice_list_replay', list_replay)
-redis.register_function{function_name = 'sluice_prune', callback = prune, flags = {'allow-oom'}}
+drains('sluice_prune', prune)
 redis.register_function('sluice_group', group)
 redis.register_function{function_name = 'sluice_version', callback = version,
     flags = {'no-writes', 'allow-stale'}}
@@ -1585,4 +2034,8 @@ redis.register_function('sluice_limit', limit)
 redis.register_function('sluice_admit2', admit2)
 redis.register_function('sluice_list_admit2', list_admit2)
 redis.register_function('sluice_limits_config', limits_config)
-redis.register_function('sluice_take', take)
+drains('sluice_take', take)
+drains('sluice_fair_take', fair_take)
+drains('sluice_lane_ack', lane_ack)
+drains('sluice_lane_reclaim', lane_reclaim)
+redis.register_function('sluice_fair_config', fair_config)

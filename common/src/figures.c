@@ -9,8 +9,17 @@
 static const char *const counter_names[SLUICE_COUNTER_COUNT_] = {
     "admitted", "rejected", "acked", "retried", "dead", "reclaimed", "limited"};
 
-/* The command slots, in the order they are sent (the same for both backends up to DEAD). */
-enum { CMD_DEPTH, CMD_CAPACITY, CMD_DELIVERY, CMD_DEAD, CMD_STATS, CMD_PROCS };
+/* The command slots, in the order they are sent (the same for both backends up to STATS);
+ * the last is the list's processing lists or the stream's fair lanes. */
+enum {
+    CMD_DEPTH,
+    CMD_CAPACITY,
+    CMD_DELIVERY,
+    CMD_DEAD,
+    CMD_STATS,
+    CMD_PROCS,
+    CMD_LANES = CMD_PROCS
+};
 
 const char *sluice_counter_name(sluice_counter c) {
     return (unsigned)c < SLUICE_COUNTER_COUNT_ ? counter_names[c] : "unknown";
@@ -42,9 +51,11 @@ size_t sluice_figures_commands(const sluice_keys *k, sluice_backend b,
     }
     if (list) {
         cmd(&cmds[CMD_PROCS], 2, "SCARD", k->procs, NULL);
-        return CMD_PROCS + 1;
+    } else {
+        cmd(&cmds[CMD_LANES], 4, "HMGET", k->meta, "lane_depth");
+        cmds[CMD_LANES].argv[3] = "lane_wait";
     }
-    return CMD_STATS + 1;
+    return CMD_PROCS + 1;
 }
 
 void sluice_figures_init(sluice_figures *f) {
@@ -117,9 +128,20 @@ int sluice_figures_parse(sluice_figures *f, sluice_backend b, const char *group,
             f->counters[c] = sluice_reply_ll(r->element[c], 0);
         }
         return 0;
-    case CMD_PROCS:
+    case CMD_PROCS: /* = CMD_LANES */
+        if (!list) {
+            if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+                return SLUICE_EPROTO;
+            }
+            f->lanes_depth = sluice_reply_ll(r->element[0], 0);
+            f->lanes_in_flight = f->lanes_depth - sluice_reply_ll(r->element[1], 0);
+            if (f->lanes_in_flight < 0) {
+                f->lanes_in_flight = 0;
+            }
+            return 0;
+        }
         f->consumers = sluice_reply_ll(r, 0);
-        return list && is_int(r) ? 0 : SLUICE_EPROTO;
+        return is_int(r) ? 0 : SLUICE_EPROTO;
     default:
         return SLUICE_EPROTO;
     }
@@ -129,6 +151,8 @@ void sluice_figures_finish(sluice_figures *f, sluice_backend b) {
     if (b == SLUICE_BACKEND_LIST) {
         f->in_flight = f->depth > f->waiting ? f->depth - f->waiting : 0;
     } else {
+        f->depth += f->lanes_depth;
+        f->in_flight += f->lanes_in_flight;
         f->waiting = f->depth > f->in_flight ? f->depth - f->in_flight : 0;
     }
 }

@@ -42,6 +42,10 @@ static const struct {
     [SLUICE_FN_LIST_ADMIT2] = {"sluice_list_admit2", "list_admit2"},
     [SLUICE_FN_LIMITS_CONFIG] = {"sluice_limits_config", "limits_config"},
     [SLUICE_FN_TAKE] = {"sluice_take", "take"},
+    [SLUICE_FN_FAIR_TAKE] = {"sluice_fair_take", "fair_take"},
+    [SLUICE_FN_LANE_ACK] = {"sluice_lane_ack", "lane_ack"},
+    [SLUICE_FN_LANE_RECLAIM] = {"sluice_lane_reclaim", "lane_reclaim"},
+    [SLUICE_FN_FAIR_CONFIG] = {"sluice_fair_config", "fair_config"},
 };
 
 const char *sluice_fn_name(sluice_fn fn) {

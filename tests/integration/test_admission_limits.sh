@@ -26,7 +26,7 @@ rcli HDEL "sluice:{$q}:meta" capacity >/dev/null
 # configuration: validated before it is stored, listed, counted in meta `limits`
 run 0 "limit per-tenant on $q: tenant gcra 3/10s" A limit "$q" set per-tenant tenant 3/10s
 run 0 "limit global on $q: queue log 5/10s" A limit "$q" set global queue 5/10s --algorithm log
-run 2 "scope 'planet' is not queue, tenant, client, drain or inflight" A limit "$q" set x planet 1/s
+run 2 "scope 'planet' is not queue, tenant, client, drain, drain-tenant, inflight or inflight-tenant" A limit "$q" set x planet 1/s
 run 2 "needs a unit" A limit "$q" set x queue 1/3x
 run 2 'not 1..64 of' A limit "$q" set 'bad name' queue 1/s
 run 0 'per-tenant +tenant +gcra +3/10000ms' A limit "$q" list

@@ -147,7 +147,9 @@ static void test_figures(void) {
     CHECK_EQ(sluice_keys_init(&k, "fig", NULL, 0), 0);
 
     size_t n = sluice_figures_commands(&k, SLUICE_BACKEND_STREAM, cmds);
-    CHECK_EQ(n, 5);
+    CHECK_EQ(n, 6);
+    CHECK_STREQ(cmds[5].argv[0], "HMGET");
+    CHECK_STREQ(cmds[5].argv[2], "lane_depth");
     CHECK_STREQ(cmds[0].argv[0], "XLEN");
     CHECK_STREQ(cmds[0].argv[1], "sluice:{fig}:stream");
     CHECK_STREQ(cmds[2].argv[0], "XINFO");
@@ -178,6 +180,22 @@ static void test_figures(void) {
     CHECK_EQ(f.consumers, 3);
     CHECK_EQ(f.waiting, 2);
     CHECK_EQ(f.capacity, SLUICE_FIGURE_UNSET);
+    /* a fair queue: its tenant lanes hold 30 entries, 4 of them delivered */
+    CHECK_EQ(parse_all(&f, SLUICE_BACKEND_STREAM, "workers", 6, ":10\r\n", "$3\r\n100\r\n", groups,
+                       ":1\r\n", stats, "*2\r\n$2\r\n30\r\n$2\r\n26\r\n"),
+             0);
+    CHECK_EQ(f.depth, 40);
+    CHECK_EQ(f.in_flight, 7);
+    CHECK_EQ(f.waiting, 33);
+    /* not fair: both fields absent */
+    CHECK_EQ(parse_all(&f, SLUICE_BACKEND_STREAM, "workers", 6, ":10\r\n", "$3\r\n100\r\n", groups,
+                       ":1\r\n", stats, "*2\r\n$-1\r\n$-1\r\n"),
+             0);
+    CHECK_EQ(f.depth, 10);
+    CHECK_EQ(f.waiting, 7);
+    CHECK_EQ(parse_all(&f, SLUICE_BACKEND_STREAM, NULL, 6, ":10\r\n", "$-1\r\n", groups, ":1\r\n",
+                       stats, ":3\r\n"),
+             SLUICE_EPROTO);
 
     /* nothing admitted yet: no stream, an empty queue, not an error */
     CHECK_EQ(parse_all(&f, SLUICE_BACKEND_STREAM, "workers", 3, ":0\r\n", "$3\r\n2.5\r\n",

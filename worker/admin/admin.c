@@ -61,6 +61,13 @@ static const char usage[] =
     "  limit QUEUE del NAME         remove a limit\n"
     "  limit QUEUE show NAME [VALUE]\n"
     "                               one limit's state in Redis (VALUE: the tenant or client)\n"
+    "                               drain-tenant RATE and inflight-tenant N: the same per\n"
+    "                               tenant, on fair queues\n"
+    "  fair QUEUE [on|off|show] [--weight TENANT=W ...]\n"
+    "                               a fair queue keeps a lane per tenant and the workers\n"
+    "                               serve the lanes in turn (W entries per turn, default 1),\n"
+    "                               so a tenant with a backlog cannot starve the others;\n"
+    "                               show: the lanes (the busiest first, --limit N)\n"
     "\n"
     "Options:\n"
     "  -r, --redis URL              redis://[user:pass@]host:port[/db] or unix:///path\n"
@@ -73,7 +80,9 @@ static const char usage[] =
     "      --count N                watch: stop after N refreshes (default: until Ctrl-C)\n"
     "      --algorithm A            limit set: gcra (default), window, log, fixed or gate\n"
     "      --per-tenant M           capacity: a tenant's share of the bucket\n"
-    "      --limit N                dead list: entries shown (default 50);\n"
+    "      --weight TENANT=W        fair: TENANT's lane gets W turns to another's 1 (1..1000)\n"
+    "      --limit N                dead list: entries shown (default 50); fair: lanes shown\n"
+    "                               (default 50);\n"
     "                               dead replay: entries replayed at most (default all)\n"
     "      --default-capacity N     dead replay: capacity when the queue has none set\n"
     "                               (default 1000, the producers' default)\n"
@@ -85,6 +94,7 @@ static const char usage[] =
     "  sluice-admin capacity jobs 5000          producers honour it on their next call\n"
     "  sluice-admin dead list jobs              then: sluice-admin dead replay jobs\n"
     "  sluice-admin consumers jobs --prune 3600000\n"
+    "  sluice-admin fair jobs on --weight gold=3\n"
     "\n"
     "Exit codes: 0 ok, 1 nothing to do or some did not fit, 2 usage or bad input,\n"
     "3 redis unavailable or refusing.\n";
@@ -101,6 +111,7 @@ enum {
     OPT_YES,
     OPT_ALGORITHM,
     OPT_PER_TENANT,
+    OPT_WEIGHT,
 };
 
 /* Bits naming the options a subcommand accepts (--redis, --json and --help: all of them). */
@@ -115,6 +126,7 @@ enum {
     A_YES = 1 << 7,
     A_ALGORITHM = 1 << 8,
     A_PER_TENANT = 1 << 9,
+    A_WEIGHT = 1 << 10,
 };
 
 static const struct option longopts[] = {
@@ -131,6 +143,7 @@ static const struct option longopts[] = {
     {"yes", no_argument, NULL, OPT_YES},
     {"algorithm", required_argument, NULL, OPT_ALGORITHM},
     {"per-tenant", required_argument, NULL, OPT_PER_TENANT},
+    {"weight", required_argument, NULL, OPT_WEIGHT},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -148,6 +161,7 @@ static const struct command {
     {"consumers", admin_consumers, A_BACKEND | A_GROUP | A_PRUNE},
     {"purge", admin_purge, A_YES},
     {"limit", admin_limit, A_ALGORITHM},
+    {"fair", admin_fair, A_GROUP | A_WEIGHT | A_LIMIT},
 };
 
 static int fail_usage(const char *cmd, const char *msg) {
@@ -180,6 +194,8 @@ static unsigned option_bit(int ch) {
         return A_ALGORITHM;
     case OPT_PER_TENANT:
         return A_PER_TENANT;
+    case OPT_WEIGHT:
+        return A_WEIGHT;
     default:
         return 0;
     }
@@ -230,6 +246,13 @@ static int parse_one(admin *a, int ch, const char *v, char *err, size_t n) {
         return 0;
     case OPT_YES:
         a->yes = 1;
+        return 0;
+    case OPT_WEIGHT:
+        if (a->nweights == ADMIN_WEIGHTS_MAX) {
+            snprintf(err, n, "--weight: at most %d in one run", ADMIN_WEIGHTS_MAX);
+            return -1;
+        }
+        a->weights[a->nweights++] = v;
         return 0;
     case OPT_ALGORITHM: {
         sluice_limit_alg alg;

@@ -25,6 +25,11 @@
 #include "sluice/redis.h"
 #include "sluice/url.h"
 
+/* fair: --weight options accepted in one run */
+#define ADMIN_WEIGHTS_MAX 64
+/* fair: the largest weight (sluice.lua FAIR_MAX_WEIGHT) */
+#define SLUICE_FAIR_WEIGHT_MAX 1000
+
 /* The parsed command line and the connection of one run. */
 typedef struct admin {
     const char *cmd;   /* "stats", "dead", ... */
@@ -43,7 +48,9 @@ typedef struct admin {
     long long default_cap; /* dead replay: capacity when the queue has none, default 1000 */
     int algorithm;         /* limit set: --algorithm, a sluice_limit_alg (default gcra) */
     long long per_tenant;  /* capacity --per-tenant M; -1 = not given, 0 = off */
-    char **args;           /* positional arguments after QUEUE (subcommand-specific) */
+    const char *weights[ADMIN_WEIGHTS_MAX]; /* fair: --weight TENANT=W, as given */
+    int nweights;
+    char **args; /* positional arguments after QUEUE (subcommand-specific) */
     int nargs;
     sluice_url url;
     char where[300]; /* redacted URL for messages */
@@ -103,5 +110,6 @@ int admin_dead(admin *a);
 int admin_consumers(admin *a);
 int admin_purge(admin *a);
 int admin_limit(admin *a); /* admin_limit.c */
+int admin_fair(admin *a);  /* admin_fair.c */
 
 #endif

@@ -2,8 +2,10 @@
 /*
  * admin_limit.c - `sluice-admin limit`: the rate limits a queue's admission checks.
  *
- *   limit QUEUE set NAME SCOPE RATE [--algorithm A]   SCOPE queue | tenant | client | drain
- *   limit QUEUE set NAME inflight N                   entries in flight across the workers
+ *   limit QUEUE set NAME SCOPE RATE [--algorithm A]   SCOPE queue | tenant | client | drain |
+ *                                                     drain-tenant
+ *   limit QUEUE set NAME inflight|inflight-tenant N   entries in flight across the workers
+ *                                                     (in all, or per tenant)
  *   limit QUEUE list                                  the limits and how often each refused
  *   limit QUEUE del NAME
  *   limit QUEUE show NAME [VALUE]                     the state of one limit key (VALUE: the
@@ -40,23 +42,28 @@ static int config_call(admin *a, int nargs, const char **args) {
 static int limit_set(admin *a) {
     char spec[96], rate[300], err[300];
     if (a->nargs != 5) {
-        admin_err(a, "usage: limit QUEUE set NAME queue|tenant|client RATE [--algorithm A]");
+        admin_err(a, "usage: limit QUEUE set NAME SCOPE RATE|COUNT [--algorithm A]");
         return SLUICE_EXIT_USAGE;
     }
     const char *name = a->args[2], *scope = a->args[3];
-    static const char *const scopes[] = {"queue", "tenant", "client", "drain", "inflight"};
+    static const char *const scopes[] = {"queue",    "tenant",       "client",         "drain",
+                                         "inflight", "drain-tenant", "inflight-tenant"};
     size_t si = 0;
     while (si < sizeof(scopes) / sizeof(scopes[0]) && strcmp(scope, scopes[si]) != 0) {
         si++;
     }
     if (si == sizeof(scopes) / sizeof(scopes[0])) {
-        admin_err(a, "scope '%s' is not queue, tenant, client, drain or inflight", scope);
+        admin_err(a,
+                  "scope '%s' is not queue, tenant, client, drain, drain-tenant, inflight or "
+                  "inflight-tenant",
+                  scope);
         return SLUICE_EXIT_USAGE;
     }
-    if (strcmp(scope, "inflight") == 0) { /* a count of entries in flight, not a rate */
+    int count = strncmp(scope, "inflight", 8) == 0; /* entries in flight, not a rate */
+    if (count) {
         long long n;
-        if (sluice_parse_ll("inflight", a->args[4], 1, SLUICE_LIMIT_COUNT_MAX, &n, err,
-                            sizeof(err)) != 0) {
+        if (sluice_parse_ll(scope, a->args[4], 1, SLUICE_LIMIT_COUNT_MAX, &n, err, sizeof(err)) !=
+            0) {
             admin_err(a, "%s", err);
             return SLUICE_EXIT_USAGE;
         }
@@ -74,10 +81,13 @@ static int limit_set(admin *a) {
     const char *args[] = {"set", name, scope, spec};
     if (rc == 0 && (rc = config_call(a, 4, args)) == 0) {
         printf("limit %s on %s: %s %s %s\n", name, a->queue, scope,
-               strcmp(scope, "inflight") == 0
-                   ? "leases"
-                   : sluice_limit_alg_name((sluice_limit_alg)a->algorithm),
+               count ? "leases" : sluice_limit_alg_name((sluice_limit_alg)a->algorithm),
                a->args[4]);
+        if (strstr(scope, "-tenant") != NULL) {
+            printf("note: %s applies to fair queues (sluice-admin fair %s on): a plain queue "
+                   "is one line, where holding one tenant back would hold back all behind it\n",
+                   scope, a->queue);
+        }
     }
     return rc;
 }
@@ -125,19 +135,19 @@ static int limit_list(admin *a) {
     } else if (r->elements == 0) {
         printf("queue %s has no limits\n", a->queue);
     } else {
-        printf("%-24s %-8s %-32s %12s\n", "NAME", "SCOPE", "ALG     RATE", "REFUSED");
+        printf("%-24s %-15s %-32s %12s\n", "NAME", "SCOPE", "ALG     RATE", "REFUSED");
     }
     for (size_t i = 0; i + 1 < r->elements; i += 2) {
-        char field[128], scope[16] = "?", spec[96] = "?";
+        char field[128], scope[24] = "?", spec[96] = "?";
         snprintf(field, sizeof(field), "limited:%s", r->element[i]->str);
         long long refused = sluice_reply_ll(sluice_reply_field(st, field), 0);
-        sscanf(r->element[i + 1]->str, "%15s %95s", scope, spec);
+        sscanf(r->element[i + 1]->str, "%23s %95s", scope, spec);
         if (a->json) {
             printf("%s{\"name\":\"%s\",\"scope\":\"%s\",\"spec\":\"%s\",\"refused\":%lld}",
                    i ? "," : "", r->element[i]->str, scope, spec, refused);
         } else {
             char rate[80];
-            printf("%-24s %-8s %-32s %12lld\n", r->element[i]->str, scope,
+            printf("%-24s %-15s %-32s %12lld\n", r->element[i]->str, scope,
                    fmt_rate(spec, rate, sizeof(rate)), refused);
         }
     }

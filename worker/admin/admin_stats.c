@@ -51,6 +51,8 @@ typedef struct snapshot {
     limit_row limits[MAX_LIMITS];
     long long per_tenant; /* the tenant share, 0 = none */
     long long tenants;    /* tenants holding entries under it */
+    int fair;             /* meta `fair` */
+    long long lanes;      /* tenant lanes holding entries (a fair queue, or one switched back) */
 } snapshot;
 
 static int cmp_limit_row(const void *a, const void *b) {
@@ -142,19 +144,23 @@ static int snap_list_procs(admin *a, snapshot *s, const redisReply *procs) {
 static int snapshot_take(admin *a, snapshot *s) {
     memset(s, 0, sizeof(*s));
     sluice_figures_init(&s->f);
-    sluice_figures_cmd cmds[SLUICE_FIGURES_MAX_CMDS + 5];
+    sluice_figures_cmd cmds[SLUICE_FIGURES_MAX_CMDS + 7];
     size_t n = sluice_figures_commands(&a->keys, a->backend, cmds);
     int list = a->backend == SLUICE_BACKEND_LIST;
     char tdepth[SLUICE_KEY_MAX + 8];
     snprintf(tdepth, sizeof(tdepth), "%stdepth", a->keys.prefix);
+    char lanes[SLUICE_KEY_MAX + 8];
+    snprintf(lanes, sizeof(lanes), "%slanes", a->keys.prefix);
     cmds[n] = list ? (sluice_figures_cmd){2, {"SMEMBERS", a->keys.procs}}
                    : (sluice_figures_cmd){4, {"XINFO", "CONSUMERS", a->keys.stream, a->group}};
     cmds[n + 1] = (sluice_figures_cmd){2, {"HGETALL", a->keys.limits}};
     cmds[n + 2] = (sluice_figures_cmd){2, {"HGETALL", a->keys.stats}};
     cmds[n + 3] = (sluice_figures_cmd){3, {"HGET", a->keys.meta, "per_tenant"}};
     cmds[n + 4] = (sluice_figures_cmd){2, {"HLEN", tdepth}};
+    cmds[n + 5] = (sluice_figures_cmd){3, {"HGET", a->keys.meta, "fair"}};
+    cmds[n + 6] = (sluice_figures_cmd){2, {"HLEN", lanes}};
     redisReply *r;
-    int rc = transaction(a, &r, cmds, n + 5);
+    int rc = transaction(a, &r, cmds, n + 7);
     if (rc != 0) {
         return rc;
     }
@@ -172,6 +178,8 @@ static int snapshot_take(admin *a, snapshot *s) {
         read_limits(s, r->element[n + 1], r->element[n + 2]);
         s->per_tenant = sluice_reply_ll(r->element[n + 3], 0);
         s->tenants = sluice_reply_ll(r->element[n + 4], 0);
+        s->fair = sluice_reply_ll(r->element[n + 5], 0) == 1;
+        s->lanes = sluice_reply_ll(r->element[n + 6], 0);
         rc = list ? snap_list_procs(a, s, r->element[n]) : (read_consumers(s, r->element[n]), 0);
     }
     freeReplyObject(r);
@@ -237,7 +245,8 @@ static void print_json(const admin *a, const snapshot *s, const snapshot *prev) 
     }
     printf("],\"limits_total\":%zu,\"per_tenant\":", s->nlimits);
     s->per_tenant > 0 ? printf("%lld", s->per_tenant) : printf("null");
-    printf(",\"tenants_holding\":%lld", s->tenants);
+    printf(",\"tenants_holding\":%lld,\"fair\":%s,\"lanes_holding\":%lld", s->tenants,
+           s->fair ? "true" : "false", s->lanes);
     printf(",\"sample_ms\":%lld}\n", have ? (long long)((s->at_ns - prev->at_ns) / 1000000u) : 0LL);
     fflush(stdout);
 }
@@ -286,8 +295,13 @@ static void print_counters(const snapshot *s, const snapshot *prev) {
     }
 }
 
-static void print_limits(const snapshot *s) {
+static void print_limits(const admin *ad, const snapshot *s) {
     char a[32];
+    if (s->fair || s->lanes > 0) {
+        printf("  fair       %s, %lld tenant lane%s holding entries (sluice-admin fair %s: the "
+               "lanes)\n",
+               s->fair ? "on" : "off", s->lanes, s->lanes == 1 ? "" : "s", ad->queue);
+    }
     if (s->per_tenant > 0) {
         printf("  per-tenant share %s (tenants holding entries: %lld)\n",
                sluice_fmt_count(a, sizeof(a), (unsigned long long)s->per_tenant), s->tenants);
@@ -327,7 +341,7 @@ static void print_human(const admin *a, const snapshot *s, const snapshot *prev)
            sluice_fmt_count(f, sizeof(f), (unsigned long long)s->f.in_flight));
     printf("\n  dead       %s\n", sluice_fmt_count(x, sizeof(x), (unsigned long long)s->f.dead));
     print_consumers(s);
-    print_limits(s);
+    print_limits(a, s);
     print_counters(s, prev);
     fflush(stdout);
 }

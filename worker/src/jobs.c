@@ -61,12 +61,40 @@ job *sluice__job_new(sluice_worker *w, const char *id, size_t idlen, const char 
     return j;
 }
 
+int sluice__job_set_lane(job *j, const char *tenant, size_t len) {
+    if ((j->lane = malloc(len + 1)) == NULL) {
+        return SLUICE_ENOMEM;
+    }
+    memcpy(j->lane, tenant, len);
+    j->lane[len] = '\0';
+    return 0;
+}
+
+const char *sluice__job_stream(const job *j, int *owned) {
+    *owned = 0;
+    if (j->lane == NULL || j->lane[0] == '\0') {
+        return j->w->keys.stream;
+    }
+    size_t plen = strlen(j->w->keys.prefix), tlen = strlen(j->lane);
+    char *k = malloc(plen + 5 + tlen + 1);
+    if (k == NULL) {
+        return NULL;
+    }
+    memcpy(k, j->w->keys.prefix, plen);
+    memcpy(k + plen, "lane:", 5);
+    memcpy(k + plen + 5, j->lane, tlen + 1);
+    *owned = 1;
+    return k;
+}
+
 void sluice__job_release(job *j) {
     sluice_worker *w = j->w;
     list_unlink(j);
     w->n_in_flight--;
     free(j->raw);
     j->raw = NULL;
+    free(j->lane);
+    j->lane = NULL;
     j->next = w->free_jobs;
     w->free_jobs = j;
 }
@@ -142,10 +170,16 @@ void sluice__job_dead(job *j, const char *reason) {
     j->state = JOB_SETTLING;
     int st;
     if (w->o.backend == SLUICE_BACKEND_STREAM) {
-        const char *keys[] = {w->keys.stream, w->keys.dead, w->keys.stats};
+        int owned;
+        const char *stream = sluice__job_stream(j, &owned);
+        const char *keys[] = {stream, w->keys.dead, w->keys.stats};
         const char *args[] = {w->group, j->id, w->consumer, deliveries, j->reason};
-        st = sluice_aconn_fcall(w->cmd, SLUICE_FN_DEAD, 3, keys, NULL, 5, args, NULL, 0, on_settled,
-                                j);
+        st = stream == NULL ? SLUICE_ENOMEM
+                            : sluice_aconn_fcall(w->cmd, SLUICE_FN_DEAD, 3, keys, NULL, 5, args,
+                                                 NULL, 0, on_settled, j);
+        if (owned) {
+            free((void *)stream);
+        }
     } else {
         const char *keys[] = {w->proc_key, w->keys.dead, w->keys.meta, w->keys.stats};
         const char *args[] = {(const char *)j->raw, w->consumer, deliveries, j->reason};
@@ -180,13 +214,18 @@ static void job_retry(job *j) {
     }
     char idle_s[24];
     snprintf(idle_s, sizeof(idle_s), "%lld", idle);
-    const char *keys[] = {w->keys.stream, w->keys.stats};
+    int owned;
+    const char *stream = sluice__job_stream(j, &owned);
+    const char *keys[] = {stream, w->keys.stats};
     const char *args[] = {w->group, w->consumer, j->id, idle_s};
     j->state = JOB_SETTLING;
     w->st.retried++;
-    if (sluice_aconn_fcall(w->cmd, SLUICE_FN_RETRY, 2, keys, NULL, 4, args, NULL, 0, on_settled,
-                           j) != 0) {
-        on_settled(w->cmd, SLUICE_ECONN, 0, NULL, j);
+    if (stream == NULL || sluice_aconn_fcall(w->cmd, SLUICE_FN_RETRY, 2, keys, NULL, 4, args, NULL,
+                                             0, on_settled, j) != 0) {
+        on_settled(w->cmd, stream == NULL ? SLUICE_ENOMEM : SLUICE_ECONN, 0, NULL, j);
+    }
+    if (owned) {
+        free((void *)stream);
     }
 }
 
@@ -334,8 +373,36 @@ static void on_acked(sluice_aconn *c, int status, int sent, redisReply *r, void 
     sluice__worker_kick(w);
 }
 
+/* A batch with entries of a fair queue's lanes: one sluice_lane_ack with pairs (lane, id). */
+static int send_lane_acks(sluice_worker *w, ack_batch *b) {
+    sluice_argv a;
+    if (sluice_argv_init(&a, (int)(2 * b->n + 1)) != 0) {
+        return SLUICE_ENOMEM;
+    }
+    size_t k = 0;
+    a.v[k] = w->group;
+    a.lens[k++] = strlen(w->group);
+    for (size_t i = 0; i < b->n; i++) {
+        const char *lane = b->jobs[i]->lane ? b->jobs[i]->lane : "";
+        a.v[k] = lane;
+        a.lens[k++] = strlen(lane);
+        a.v[k] = b->jobs[i]->id;
+        a.lens[k++] = strlen(b->jobs[i]->id);
+    }
+    const char *keys[] = {w->keys.stream, w->keys.stats};
+    int st = sluice_aconn_fcall(w->cmd, SLUICE_FN_LANE_ACK, 2, keys, NULL, (int)k, a.v, a.lens, 0,
+                                on_acked, b);
+    sluice_argv_free(&a);
+    return st;
+}
+
 static int send_acks(sluice_worker *w, ack_batch *b) {
     size_t n = b->n;
+    for (size_t i = 0; i < n; i++) {
+        if (b->jobs[i]->lane != NULL) {
+            return send_lane_acks(w, b);
+        }
+    }
     sluice_argv a;
     if (sluice_argv_init(&a, (int)n + 1) != 0) {
         return SLUICE_ENOMEM;

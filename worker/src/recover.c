@@ -30,7 +30,7 @@ static uint64_t reclaim_interval(const sluice_worker *w) {
     return t > 5000 ? 5000 : t;
 }
 
-static void claimed_entry(sluice_worker *w, redisReply *e) {
+static void claimed_entry(sluice_worker *w, redisReply *e, const redisReply *lane) {
     /* {id, body or nil, deliveries} */
     if (e->type != REDIS_REPLY_ARRAY || e->elements != 3 ||
         e->element[0]->type != REDIS_REPLY_STRING) {
@@ -41,6 +41,10 @@ static void claimed_entry(sluice_worker *w, redisReply *e) {
     long long deliveries = e->element[2]->type == REDIS_REPLY_INTEGER ? e->element[2]->integer : 1;
     job *j = sluice__job_new(w, e->element[0]->str, e->element[0]->len, has_body ? body->str : NULL,
                              has_body ? body->len : 0, deliveries);
+    if (j != NULL && lane != NULL && sluice__job_set_lane(j, lane->str, lane->len) != 0) {
+        sluice__job_release(j); /* stays pending: the next pass takes it */
+        j = NULL;
+    }
     if (j == NULL) {
         return;
     }
@@ -49,7 +53,55 @@ static void claimed_entry(sluice_worker *w, redisReply *e) {
     sluice__job_dispatch(j);
 }
 
+/* sluice_reclaim: {cursor, {entry, ...}, deleted}. Returns the delay of the next pass. */
+static uint64_t stream_pass(sluice_worker *w, redisReply *r) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+        r->element[0]->type != REDIS_REPLY_STRING) {
+        return reclaim_interval(w);
+    }
+    redisReply *entries = r->element[1];
+    for (size_t i = 0; entries->type == REDIS_REPLY_ARRAY && i < entries->elements; i++) {
+        claimed_entry(w, entries->element[i], NULL);
+    }
+    snprintf(w->cursor, sizeof(w->cursor), "%.*s", (int)r->element[0]->len, r->element[0]->str);
+    if (strcmp(w->cursor, "0-0") != 0 && entries->elements > 0) {
+        return 0; /* more to look at: go on at once */
+    }
+    if (w->fair && strcmp(w->cursor, "0-0") == 0) {
+        w->lane_pass = 1; /* the stream is done: the lanes next, at once */
+        snprintf(w->lane_cursor, sizeof(w->lane_cursor), "0");
+        return 0;
+    }
+    return reclaim_interval(w);
+}
+
+/* sluice_lane_reclaim: {cursor, {lane, entries, ...}}. Returns the delay of the next pass. */
+static uint64_t lane_pass(sluice_worker *w, redisReply *r) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_ARRAY) {
+        w->lane_pass = 0;
+        return reclaim_interval(w);
+    }
+    redisReply *lanes = r->element[1];
+    for (size_t i = 0; i + 1 < lanes->elements; i += 2) {
+        redisReply *lane = lanes->element[i], *entries = lanes->element[i + 1];
+        for (size_t k = 0; lane->type == REDIS_REPLY_STRING && entries->type == REDIS_REPLY_ARRAY &&
+                           k < entries->elements;
+             k++) {
+            claimed_entry(w, entries->element[k], lane->len > 0 ? lane : NULL);
+        }
+    }
+    snprintf(w->lane_cursor, sizeof(w->lane_cursor), "%.*s", (int)r->element[0]->len,
+             r->element[0]->str);
+    if (strcmp(w->lane_cursor, "0") != 0) {
+        return 0;
+    }
+    w->lane_pass = 0; /* the walk is complete */
+    return reclaim_interval(w);
+}
+
 static void on_reclaim(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
+    (void)sent;
     sluice_worker *w = arg;
     w->reclaiming = 0;
     if (status == SLUICE_ECANCELED || w->stopping) {
@@ -61,19 +113,9 @@ static void on_reclaim(sluice_aconn *c, int status, int sent, redisReply *r, voi
         if (status != SLUICE_ENOTFOUND) {
             sluice__worker_error(w, "reclaim_failed", status, sluice_aconn_errstr(c));
         }
-    } else if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
-               r->element[0]->type == REDIS_REPLY_STRING) {
-        redisReply *entries = r->element[1];
-        for (size_t i = 0; entries->type == REDIS_REPLY_ARRAY && i < entries->elements; i++) {
-            claimed_entry(w, entries->element[i]);
-        }
-        size_t len =
-            r->element[0]->len < sizeof(w->cursor) - 1 ? r->element[0]->len : sizeof(w->cursor) - 1;
-        memcpy(w->cursor, r->element[0]->str, len);
-        w->cursor[len] = '\0';
-        if (strcmp(w->cursor, "0-0") != 0 && entries->elements > 0) {
-            next = 0; /* more to look at: go on at once */
-        }
+        w->lane_pass = 0;
+    } else {
+        next = w->lane_pass ? lane_pass(w, r) : stream_pass(w, r);
     }
     uv_timer_start(&w->reclaim_timer, sluice__reclaim_tick, next, 0);
     sluice__worker_kick(w); /* reads were held back while the pass ran */
@@ -98,9 +140,11 @@ void sluice__reclaim_tick(uv_timer_t *t) {
     snprintf(idle, sizeof(idle), "%d", w->o.visibility_timeout_ms);
     snprintf(count, sizeof(count), "%d", free_slots < 100 ? free_slots : 100);
     const char *keys[] = {w->keys.stream, w->keys.stats};
-    const char *args[] = {w->group, w->consumer, idle, w->cursor, count};
-    if (sluice_aconn_fcall(w->cmd, SLUICE_FN_RECLAIM, 2, keys, NULL, 5, args, NULL, 0, on_reclaim,
-                           w) == 0) {
+    w->lane_pass = w->lane_pass && w->fair;
+    int lanes = w->lane_pass;
+    const char *args[] = {w->group, w->consumer, idle, lanes ? w->lane_cursor : w->cursor, count};
+    if (sluice_aconn_fcall(w->cmd, lanes ? SLUICE_FN_LANE_RECLAIM : SLUICE_FN_RECLAIM, 2, keys,
+                           NULL, 5, args, NULL, 0, on_reclaim, w) == 0) {
         w->reclaiming = 1;
     } else {
         uv_timer_start(&w->reclaim_timer, sluice__reclaim_tick, reclaim_interval(w), 0);
@@ -138,6 +182,20 @@ static void on_touched(sluice_aconn *c, int status, int sent, redisReply *r, voi
     (void)w;
 }
 
+static void touch_lane_job(sluice_worker *w, job *j) {
+    int owned;
+    const char *stream = sluice__job_stream(j, &owned);
+    if (stream == NULL) {
+        return;
+    }
+    const char *keys[] = {stream};
+    const char *args[] = {w->group, w->consumer, j->id};
+    sluice_aconn_fcall(w->cmd, SLUICE_FN_TOUCH, 1, keys, NULL, 3, args, NULL, 0, on_touched, w);
+    if (owned) {
+        free((void *)stream);
+    }
+}
+
 void sluice__touch_tick(uv_timer_t *t) {
     sluice_worker *w = t->data;
     if (w->o.backend != SLUICE_BACKEND_STREAM || !sluice_aconn_ready(w->cmd)) {
@@ -147,7 +205,11 @@ void sluice__touch_tick(uv_timer_t *t) {
     uint64_t old = sluice_now_ns() - (uint64_t)w->o.visibility_timeout_ms * 1000000u / 3;
     size_t n = 0;
     for (job *j = w->in_flight.next; j != &w->in_flight; j = j->next) {
-        n += j->state == JOB_HANDLING && j->start_ns <= old;
+        if (j->state == JOB_HANDLING && j->start_ns <= old && j->lane != NULL) {
+            touch_lane_job(w, j); /* a fair queue's lane: its own stream, its own call */
+        } else {
+            n += j->state == JOB_HANDLING && j->start_ns <= old;
+        }
     }
     if (n == 0) {
         return;
@@ -160,7 +222,7 @@ void sluice__touch_tick(uv_timer_t *t) {
     args[1] = w->consumer;
     size_t k = 2;
     for (job *j = w->in_flight.next; j != &w->in_flight && k < n + 2; j = j->next) {
-        if (j->state == JOB_HANDLING && j->start_ns <= old) {
+        if (j->state == JOB_HANDLING && j->start_ns <= old && j->lane == NULL) {
             args[k++] = j->id;
         }
     }

@@ -255,13 +255,9 @@ static void read_retry_cb(uv_timer_t *t) {
     sluice__worker_kick(t->data);
 }
 
-static void stream_entries(sluice_worker *w, redisReply *r) {
-    /* [[stream, [[id, [field, value, ...]], ...]]] */
-    if (r->type != REDIS_REPLY_ARRAY || r->elements == 0 ||
-        r->element[0]->type != REDIS_REPLY_ARRAY || r->element[0]->elements != 2) {
-        return;
-    }
-    redisReply *list = r->element[0]->element[1];
+/* Dispatches entries [[id, [field, value, ...]], ...] read from the queue's stream (lane NULL)
+ * or from a fair queue's lane. */
+static void entry_list(sluice_worker *w, redisReply *list, const redisReply *lane) {
     for (size_t i = 0; list->type == REDIS_REPLY_ARRAY && i < list->elements; i++) {
         redisReply *e = list->element[i];
         if (e->type != REDIS_REPLY_ARRAY || e->elements != 2) {
@@ -278,11 +274,24 @@ static void stream_entries(sluice_worker *w, redisReply *r) {
         }
         job *j =
             sluice__job_new(w, e->element[0]->str, e->element[0]->len, body ? body : "", blen, 1);
+        if (j != NULL && lane != NULL && sluice__job_set_lane(j, lane->str, lane->len) != 0) {
+            sluice__job_release(j); /* stays pending: reclaimed after the visibility timeout */
+            j = NULL;
+        }
         if (j != NULL) {
             w->st.read++;
             sluice__job_dispatch(j);
         }
     }
+}
+
+static void stream_entries(sluice_worker *w, redisReply *r) {
+    /* [[stream, [[id, [field, value, ...]], ...]]] */
+    if (r->type != REDIS_REPLY_ARRAY || r->elements == 0 ||
+        r->element[0]->type != REDIS_REPLY_ARRAY || r->element[0]->elements != 2) {
+        return;
+    }
+    entry_list(w, r->element[0]->element[1], NULL);
 }
 
 static void list_entries(sluice_worker *w, redisReply *r) {
@@ -314,26 +323,48 @@ static void on_pace_check(sluice_aconn *c, int status, int sent, redisReply *r, 
     if (status == SLUICE_ECANCELED) {
         return;
     }
-    int paced = status == 0 && sluice_reply_ll(r, 0) > 0;
+    if (status == SLUICE_ENOPERM && !w->meta_hget_only) {
+        /* an ACL from before fair queues (+hget, no +hmget): pacing still works, fairness
+         * needs the rights README lists */
+        SLUICE_LOG(SLUICE_LOG_WARN,
+                   "event=fair_unavailable queue=%s note=\"the worker's ACL "
+                   "lacks HMGET: reading meta drain only\"",
+                   w->queue);
+        w->meta_hget_only = 1;
+        return; /* the next kick asks again, with HGET */
+    }
+    /* {drain, fair, lane_depth} (or drain alone); an error: read as before rather than not at all
+     */
+    int arr = status == 0 && r->type == REDIS_REPLY_ARRAY && r->elements == 3;
+    int paced = status == 0 && sluice_reply_ll(arr ? r->element[0] : r, 0) > 0;
+    int fair =
+        arr && (sluice_reply_ll(r->element[1], 0) == 1 || sluice_reply_ll(r->element[2], 0) > 0);
     if (paced != w->paced || !w->paced_known) {
         SLUICE_LOG(SLUICE_LOG_INFO, "event=%s queue=%s", paced ? "paced" : "unpaced", w->queue);
     }
-    w->paced = paced; /* an error: read as before rather than not at all */
+    if (fair != w->fair || (!w->paced_known && fair)) {
+        SLUICE_LOG(SLUICE_LOG_INFO, "event=%s queue=%s", fair ? "fair" : "unfair", w->queue);
+    }
+    w->paced = paced;
+    w->fair = fair;
     w->paced_known = 1;
     w->pace_block = 0;
     w->pace_check_ms = sluice_now_ms();
     sluice__worker_kick(w);
 }
 
-/* Asks (at most once per PACE_CHECK_MS) whether the queue has drain limits: a change made
- * with sluice-admin limit reaches every worker within about a second. */
+/* Asks (at most once per PACE_CHECK_MS) whether the queue has drain limits and whether it is
+ * fair: a change made with sluice-admin limit or fair reaches every worker within about a
+ * second. */
 static void pace_check(sluice_worker *w) {
     if (w->o.backend != SLUICE_BACKEND_STREAM || w->pace_checking ||
         (w->paced_known && sluice_now_ms() - w->pace_check_ms < PACE_CHECK_MS)) {
         return;
     }
-    const char *argv[] = {"HGET", w->keys.meta, "drain"};
-    if (sluice_aconn_command(w->cmd, 3, argv, NULL, 0, on_pace_check, w) == 0) {
+    const char *argv[] = {w->meta_hget_only ? "HGET" : "HMGET", w->keys.meta, "drain", "fair",
+                          "lane_depth"};
+    if (sluice_aconn_command(w->cmd, w->meta_hget_only ? 3 : 5, argv, NULL, 0, on_pace_check, w) ==
+        0) {
         w->pace_checking = 1;
     }
 }
@@ -342,6 +373,13 @@ static void pace_timer_cb(uv_timer_t *t) {
     sluice_worker *w = t->data;
     w->pace_waiting = 0;
     sluice__worker_kick(w);
+}
+
+/* No read for `wait` ms: the next allowance of a rate (or lease) comes then. */
+static void pace_hold(sluice_worker *w, long long wait) {
+    w->pace_waiting = 1;
+    w->st.paced_wait_ms += (unsigned long long)wait;
+    uv_timer_start(&w->pace_timer, pace_timer_cb, (uint64_t)wait, 0);
 }
 
 /* sluice_take: {entries, wait_ms, last_delivered_id} */
@@ -354,9 +392,7 @@ static void on_take(sluice_aconn *c, int status, int sent, redisReply *r, void *
     w->reading = 0;
     long long wait = sluice_reply_ll(r->element[1], 0);
     if (wait > 0) { /* a drain limit holds the reads back until its next allowance */
-        w->pace_waiting = 1;
-        w->st.paced_wait_ms += (unsigned long long)wait;
-        uv_timer_start(&w->pace_timer, pace_timer_cb, (uint64_t)wait, 0);
+        pace_hold(w, wait);
     } else if (wait < 0 && r->element[2]->type == REDIS_REPLY_STRING) {
         w->pace_block = 1; /* nothing to read: wait for an entry without reading it */
         snprintf(w->pace_last_id, sizeof(w->pace_last_id), "%s", r->element[2]->str);
@@ -370,11 +406,13 @@ static void on_take(sluice_aconn *c, int status, int sent, redisReply *r, void *
     sluice__worker_kick(w);
 }
 
-/* XREAD BLOCK on the stream past the group's last delivered id: wakes when new work arrives,
- * reads nothing for the group (sluice_take does). */
-static void on_pace_wake(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
+/* The wait of an idle paced or fair worker ended: XREAD BLOCK on the stream past the group's
+ * last delivered id (reads nothing for the group: sluice_take does), or BLPOP on the wake-up
+ * list of a fair queue. New work, or backlog another worker left, may be there. */
+static void on_wake(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
     sluice_worker *w = arg;
     w->pace_block = 0;
+    w->fair_block = 0;
     if (status != 0 && status != SLUICE_ECANCELED) {
         on_read(c, status, sent, r, arg);
         return;
@@ -387,6 +425,52 @@ static void on_pace_wake(sluice_aconn *c, int status, int sent, redisReply *r, v
     sluice__worker_kick(w);
 }
 
+/* sluice_fair_take: {{lane, entries, ...}, wait_ms} */
+static void on_fair_take(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
+    sluice_worker *w = arg;
+    if (status != 0 || r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_ARRAY) {
+        on_read(c, status == 0 ? SLUICE_EPROTO : status, sent, r, arg);
+        return;
+    }
+    w->reading = 0;
+    long long wait = sluice_reply_ll(r->element[1], 0);
+    redisReply *lanes = r->element[0];
+    if (wait > 0) { /* every lane with backlog is held back by a rate or a lease */
+        pace_hold(w, wait);
+    } else if (wait < 0) {
+        w->fair_block = 1; /* nothing undelivered: wait for the wake-up token */
+    }
+    for (size_t i = 0; i + 1 < lanes->elements; i += 2) {
+        redisReply *lane = lanes->element[i], *list = lanes->element[i + 1];
+        if (lane->type == REDIS_REPLY_STRING && list->type == REDIS_REPLY_ARRAY) {
+            entry_list(w, list, lane->len > 0 ? lane : NULL);
+        }
+    }
+    if (w->stopping) {
+        check_done(w);
+        return;
+    }
+    sluice__worker_kick(w);
+}
+
+static int send_fair_read(sluice_worker *w, int n) {
+    if (w->fair_block) {
+        char key[SLUICE_KEY_MAX + 8], block[24];
+        snprintf(key, sizeof(key), "%swake", w->keys.prefix);
+        snprintf(block, sizeof(block), "%.3f", w->o.block_ms / 1000.0);
+        const char *argv[] = {"BLPOP", key, block};
+        return sluice_aconn_command(w->rd, 3, argv, NULL, w->o.block_ms + w->o.command_timeout_ms,
+                                    on_wake, w);
+    }
+    char count[24];
+    snprintf(count, sizeof(count), "%d", n);
+    const char *keys[] = {w->keys.stream, w->keys.meta};
+    const char *args[] = {w->group, w->consumer, count};
+    return sluice_aconn_fcall(w->rd, SLUICE_FN_FAIR_TAKE, 2, keys, NULL, 3, args, NULL, 0,
+                              on_fair_take, w);
+}
+
 static int send_paced_read(sluice_worker *w, int n) {
     int timeout = w->o.block_ms + w->o.command_timeout_ms;
     if (w->pace_block) {
@@ -394,7 +478,7 @@ static int send_paced_read(sluice_worker *w, int n) {
         snprintf(block, sizeof(block), "%d", w->o.block_ms);
         const char *argv[] = {"XREAD",        "COUNT",        "1", "BLOCK", block, "STREAMS",
                               w->keys.stream, w->pace_last_id};
-        return sluice_aconn_command(w->rd, 8, argv, NULL, timeout, on_pace_wake, w);
+        return sluice_aconn_command(w->rd, 8, argv, NULL, timeout, on_wake, w);
     }
     char count[24];
     snprintf(count, sizeof(count), "%d", n);
@@ -408,6 +492,9 @@ static int send_read(sluice_worker *w, int free_slots, int blocking) {
     int n = free_slots < w->o.read_batch ? free_slots : w->o.read_batch;
     snprintf(count, sizeof(count), "%d", n);
     int timeout = w->o.block_ms + w->o.command_timeout_ms;
+    if (w->o.backend == SLUICE_BACKEND_STREAM && w->fair) {
+        return send_fair_read(w, n);
+    }
     if (w->o.backend == SLUICE_BACKEND_STREAM && w->paced) {
         return send_paced_read(w, n);
     }

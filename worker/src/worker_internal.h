@@ -38,6 +38,7 @@ struct job {
     char id[SLUICE_STREAM_ID_MAX];
     unsigned char *raw; /* stream: the envelope; list: the whole element "<seq>:<envelope>" */
     size_t raw_len;
+    char *lane; /* fair queue: the tenant whose lane holds the entry; NULL: the queue's stream */
     char reason[200]; /* why it goes to the dead stream */
     sluice_header hdrs[SLUICE_ENVELOPE_MAX_HEADERS];
 };
@@ -94,6 +95,13 @@ struct sluice_worker {
     int pace_waiting;       /* pace_timer runs: a rate holds the reads back */
     int pace_block;         /* sluice_take found nothing: XREAD BLOCK on pace_last_id next */
     char pace_last_id[SLUICE_STREAM_ID_MAX];
+    /* fair queues (meta `fair`, or tenant lanes still holding entries): reads go through
+     * sluice_fair_take; an idle worker waits with BLPOP on sluice:{Q}:wake */
+    int fair;
+    int fair_block;       /* sluice_fair_take found nothing: BLPOP next */
+    int meta_hget_only;   /* the ACL refuses HMGET: pacing read with HGET, no fairness */
+    int lane_pass;        /* the reclaim pass walks the lanes (sluice_lane_reclaim) */
+    char lane_cursor[32]; /* its HSCAN cursor */
     sluice_worker_stats st;
     int fatal;
     char err[512];
@@ -102,6 +110,11 @@ struct sluice_worker {
 /* jobs.c */
 job *sluice__job_new(sluice_worker *w, const char *id, size_t idlen, const char *raw, size_t rawlen,
                      long long deliveries);
+/* Records the lane (tenant) of a fair queue's entry; 0 or SLUICE_ENOMEM. */
+int sluice__job_set_lane(job *j, const char *tenant, size_t len);
+/* The key of the stream holding the job's entry: the queue's stream or its lane (a key the
+ * caller frees with free() when *owned). NULL when out of memory. */
+const char *sluice__job_stream(const job *j, int *owned);
 void sluice__job_dispatch(job *j);
 void sluice__job_dead(job *j, const char *reason);
 void sluice__jobs_flush(sluice_worker *w);

@@ -9,9 +9,11 @@
  *
  * Meanings, both backends (depth = waiting + in_flight always holds):
  *   depth      entries in the bucket, waiting + in flight: what capacity bounds.
- *              stream: XLEN of the stream; list: meta `list_depth` (kept by the functions).
+ *              stream: XLEN of the stream + meta `lane_depth` (the entries in the tenant lanes
+ *              of a fair queue); list: meta `list_depth` (kept by the functions).
  *   in_flight  delivered to a worker and not yet acknowledged, dead-lettered or retried.
- *              stream: the consumer group's pending count (XINFO GROUPS); list: depth - waiting.
+ *              stream: the consumer group's pending count (XINFO GROUPS) + meta `lane_depth`
+ *              - `lane_wait` (the lanes' delivered entries); list: depth - waiting.
  *   waiting    admitted and not yet delivered to any worker.
  *              stream: depth - in_flight (Redis's own `lag` is unknown after deletions, and
  *              sluice deletes every acknowledged entry); list: LLEN of the list.
@@ -54,7 +56,8 @@ const char *sluice_counter_name(sluice_counter c);
 
 typedef struct sluice_figures {
     long long depth, in_flight, waiting, consumers, dead, capacity;
-    int group_exists; /* stream: the group exists (list: 1) */
+    int group_exists;                       /* stream: the group exists (list: 1) */
+    long long lanes_depth, lanes_in_flight; /* stream: the tenant lanes of a fair queue */
     long long counters[SLUICE_COUNTER_COUNT_];
 } sluice_figures;
 

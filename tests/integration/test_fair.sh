@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Fair queues (sluice-admin fair Q on): a lane per tenant, served in deficit round robin, so a
+# tenant with a backlog cannot starve the others; weights share the reads; drain-tenant and
+# inflight-tenant hold one tenant back without holding back the others; switching on or off
+# with entries waiting loses nothing; dead letters go back to their lane; a worker killed with -9
+# gives its lane entries (and its leases) back after the visibility timeout.
+. "$(dirname "$0")/lib.sh"
+q="fair-$$"
+A() { "$bin/sluice-admin" --redis "$url" "$@"; }
+E() { "$bin/sluice-enqueue" --redis "$url" --capacity 100000 "$@"; }
+worker=("$bin/sluice-worker" --redis "$url" --log-level error) # started directly: $! is its PID
+purge() { A purge "$1" --yes >/dev/null 2>&1 || true; }
+trap 'purge "$q"; purge "$q-w"; purge "$q-s"; purge "$q-l"; purge "$q-k"; lib_cleanup' EXIT
+lane_in_flight() { # Q TENANT: entries of the lane delivered and not yet settled (its PEL)
+    local n
+    n=$(rcli XPENDING "sluice:{$1}:lane:$2" workers 2>/dev/null | head -n 1)
+    case "$n" in '' | *[!0-9]*) echo 0 ;; *) echo "$n" ;; esac
+}
+
+# ---- bad input: named, nothing changed ----
+run 2 'weight: 0 is out of range 1..1000' A fair "$q" on --weight a=0
+run 2 'expected TENANT=W' A fair "$q" on --weight =3
+run 2 'usage: fair QUEUE' A fair "$q" sideways
+run 0 'fair off' A fair "$q"
+[ "$(rcli HGET "sluice:{$q}:meta" fair)" = "" ] || fail "a refused call switched the queue"
+
+# ---- starvation: A queues 2,000, then B 20; one worker, concurrency 1, 2 ms each ----
+run 0 'fair .*: on' A fair "$q" on
+seq 1 2000 | sed 's/^/a/' | E --queue "$q" --tenant A >/dev/null
+seq 1 20 | sed 's/^/b/' | E --queue "$q" --tenant B >/dev/null
+run 0 'depth=2021' E --queue "$q" nobody # no tenant: the stream is a lane of its own
+run 0 '^A +2000 +0 +0 +1' A fair "$q"
+grep -qE '^B +20 ' "$tmp/out" || fail "lane B: $(cat "$tmp/out")"
+timeout 30 "${worker[@]}" --queue "$q" --handler sleep:2 --concurrency 1 --record "$tmp/r1" \
+    --max-messages 300 >/dev/null
+# the place of B's last entry among the first 300 processed
+last_b=$(awk '$2 ~ /^b/ { n = NR } END { print n + 0 }' "$tmp/r1")
+nb=$(awk '$2 ~ /^b/' "$tmp/r1" | wc -l)
+[ "$nb" = 20 ] && [ "$last_b" -le 100 ] || fail "B: $nb of 20 done, the last at place $last_b"
+# depth = waiting + in flight, the lanes included
+run 0 'depth +1,721 ' A stats "$q" --sample 0
+
+# ---- weights: A=3, B=1, both backlogged: shares within 5 % of 3:1 ----
+qw="$q-w"
+run 0 'weight of A on .*: 3' A fair "$qw" on --weight A=3
+seq 1 1000 | sed 's/^/a/' | E --queue "$qw" --tenant A >/dev/null
+seq 1 1000 | sed 's/^/b/' | E --queue "$qw" --tenant B >/dev/null
+timeout 30 "${worker[@]}" --queue "$qw" --handler noop --concurrency 4 --record "$tmp/rw" \
+    --max-messages 800 >/dev/null
+na=$(awk '$2 ~ /^a/' "$tmp/rw" | wc -l)
+nb=$(awk '$2 ~ /^b/' "$tmp/rw" | wc -l)
+# 800 served: 600 A and 200 B at 3:1 (5 %: A 570..630)
+[ "$na" -ge 570 ] && [ "$na" -le 630 ] || fail "weights 3:1: A=$na B=$nb of 800"
+
+# ---- switching with entries waiting loses nothing; everything drains; counts come back ----
+qs="$q-s"
+seq 1 50 | sed 's/^/old/' | E --queue "$qs" --tenant T >/dev/null # before: one stream
+run 0 'fair .*: on' A fair "$qs" on
+seq 1 30 | sed 's/^/x/' | E --queue "$qs" --tenant X >/dev/null
+seq 1 30 | sed 's/^/y/' | E --queue "$qs" --tenant Y >/dev/null
+run 0 'fair .*: off \(2 tenant lanes still holding entries' A fair "$qs" off
+seq 1 10 | sed 's/^/late/' | E --queue "$qs" --tenant X >/dev/null # off: into the stream
+run 0 'depth +120 ' A stats "$qs" --sample 0
+timeout 30 "${worker[@]}" --queue "$qs" --handler noop --concurrency 8 --record "$tmp/rs" \
+    --max-messages 120 >/dev/null
+[ "$(awk '{ print $2 }' "$tmp/rs" | sort -u | wc -l)" = 120 ] || fail "switching lost or doubled"
+for k in lanes lwait ring lane:X lane:Y; do
+    [ "$(rcli EXISTS "sluice:{$qs}:$k")" = 0 ] || fail "$k left after the drain"
+done
+[ "$(rcli HGET "sluice:{$qs}:meta" lane_depth)" = 0 ] || fail "lane_depth drifted"
+run 0 'depth +0 ' A stats "$qs" --sample 0
+
+# ---- a dead letter of a lane goes back to its lane; retries stay in their lane ----
+run 0 'fair .*: on' A fair "$qs" on
+run 0 'admitted=1' E --queue "$qs" --tenant P poison
+timeout 20 "${worker[@]}" --queue "$qs" --handler exec:false --max-deliveries 1 \
+    --max-messages 1 >/dev/null || true
+[ "$(rcli XLEN "sluice:{$qs}:dead")" = 1 ] || fail "no dead letter"
+[ "$(rcli HEXISTS "sluice:{$qs}:lanes" P)" = 0 ] || fail "the dead entry still counted in its lane"
+run 0 'replayed' A dead replay "$qs"
+[ "$(rcli XLEN "sluice:{$qs}:lane:P")" = 1 ] || fail "the replay did not go back to lane P"
+timeout 20 "${worker[@]}" --queue "$qs" --handler noop --max-messages 1 >/dev/null
+run 0 'depth +0 ' A stats "$qs" --sample 0
+
+# ---- drain-tenant holds one tenant back, the others keep flowing ----
+ql="$q-l"
+run 0 'fair .*: on' A fair "$ql" on
+run 0 'drain-tenant' A limit "$ql" set slow drain-tenant 5/1s
+seq 1 200 | sed 's/^/s/' | E --queue "$ql" --tenant S >/dev/null
+seq 1 100 | sed 's/^/f/' | E --queue "$ql" --tenant F >/dev/null
+run 0 'inflight-tenant' A limit "$ql" set one inflight-tenant 100000
+run 0 'limit one on .* deleted' A limit "$ql" del one
+timeout 30 "${worker[@]}" --queue "$ql" --handler noop --concurrency 8 --record "$tmp/rl" \
+    --max-messages 400 >/dev/null &
+wpid=$!
+pids+=("$wpid")
+sleep 2.5
+kill -TERM "$wpid" 2>/dev/null || true
+wait "$wpid" 2>/dev/null || true
+ns=$(awk '$2 ~ /^s/' "$tmp/rl" | wc -l)
+nf=$(awk '$2 ~ /^f/' "$tmp/rl" | wc -l)
+# every lane's rate is its own: F (5/1s too) and S each about 5 + 5 per second, neither waits
+# for the other, and nothing was read early and put back (no delivery above 1)
+[ "$ns" -ge 8 ] && [ "$ns" -le 20 ] && [ "$nf" -ge 8 ] && [ "$nf" -le 20 ] ||
+    fail "drain-tenant 5/1s over ~2.5 s: S=$ns F=$nf"
+[ "$(rcli XLEN "sluice:{$ql}:dead")" = 0 ] || fail "dead letters under drain-tenant"
+
+# ---- inflight-tenant 2 across 3 workers; a worker killed with -9 gives its leases back ----
+qk="$q-k"
+run 0 'fair .*: on' A fair "$qk" on
+run 0 'inflight-tenant leases 2' A limit "$qk" set lease inflight-tenant 2
+seq 1 30 | sed 's/^/k/' | E --queue "$qk" --tenant K >/dev/null
+seq 1 30 | sed 's/^/j/' | E --queue "$qk" --tenant J >/dev/null
+wk=()
+for i in 1 2 3; do
+    "${worker[@]}" --queue "$qk" --handler sleep:150 --concurrency 4 --visibility-timeout 1500 \
+        --record "$tmp/rk$i" >/dev/null &
+    pids+=("$!")
+    wk+=("$!")
+done
+max=0
+for i in $(seq 1 40); do # 2 s of samples
+    for t in K J; do
+        n=$(lane_in_flight "$qk" "$t")
+        [ "$n" -gt "$max" ] && max=$n
+    done
+    sleep 0.05
+done
+[ "$max" -le 2 ] && [ "$max" -ge 1 ] || fail "a tenant had $max in flight (inflight-tenant 2)"
+kill -KILL "${wk[0]}" # holds leases (sleep:150: mid-handler nearly always)
+for i in $(seq 1 200); do # everything done within the visibility timeout and the drain time
+    [ "$(cat "$tmp"/rk* 2>/dev/null | awk '{ print $2 }' | sort -u | wc -l)" -ge 60 ] && break
+    sleep 0.1
+done
+done_n=$(cat "$tmp"/rk* | awk '{ print $2 }' | sort -u | wc -l)
+[ "$done_n" = 60 ] || fail "after kill -9: $done_n of 60 done"
+for i in $(seq 1 50); do # the killed worker's last acks may be in flight: settle
+    [ "$(rcli HGET "sluice:{$qk}:meta" lane_depth)" = 0 ] && break
+    sleep 0.1
+done
+[ "$(rcli HGET "sluice:{$qk}:meta" lane_depth)" = 0 ] || fail "leases or entries left"
+echo "test_fair: ok (B's last at place $last_b of 300; weights 3:1 gave A=$na B=$nb of 800;" \
+    "drain-tenant 5/1s: S=$ns F=$nf; max in flight per tenant $max of 2)"

@@ -1,0 +1,229 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * admin_fair.c - `sluice-admin fair`: a queue whose tenants cannot starve each other.
+ *
+ *   fair QUEUE [show]                 on or off, and the lanes: waiting, in flight, served,
+ *                                     weight (the busiest first, --limit N of them)
+ *   fair QUEUE on|off [--weight TENANT=W ...]
+ *
+ * Everything is written by the function sluice_fair_config (the switch counts what waits in the
+ * stream as its first lane in the same step); this file parses and prints.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sluice/cli.h"
+#include "sluice/status.h"
+
+#include "admin.h"
+
+static int fair_call(admin *a, int nargs, const char **args, redisReply **out) {
+    const char *keys[] = {a->keys.stream, a->keys.meta};
+    redisReply *r = NULL;
+    int st = sluice_conn_fcall(a->conn, SLUICE_FN_FAIR_CONFIG, 2, keys, NULL, nargs, args, NULL, &r,
+                               NULL);
+    if (st != 0) {
+        admin_err(a, "%s",
+                  r != NULL && r->type == REDIS_REPLY_ERROR ? r->str : sluice_conn_errstr(a->conn));
+        freeReplyObject(r);
+        return st == SLUICE_ECONFIG ? SLUICE_EXIT_USAGE : SLUICE_EXIT_REDIS;
+    }
+    if (out != NULL) {
+        *out = r;
+    } else {
+        freeReplyObject(r);
+    }
+    return 0;
+}
+
+/* "TENANT=W" checked before anything is sent: W 1..1000, TENANT not empty. */
+static int check_weights(admin *a) {
+    char err[300];
+    for (int i = 0; i < a->nweights; i++) {
+        const char *eq = strrchr(a->weights[i], '=');
+        long long w;
+        if (eq == NULL || eq == a->weights[i]) {
+            admin_err(a, "--weight \"%s\": expected TENANT=W", a->weights[i]);
+            return SLUICE_EXIT_USAGE;
+        }
+        if (sluice_parse_ll("--weight", eq + 1, 1, SLUICE_FAIR_WEIGHT_MAX, &w, err, sizeof(err)) !=
+            0) {
+            admin_err(a, "%s (in \"%s\")", err, a->weights[i]);
+            return SLUICE_EXIT_USAGE;
+        }
+    }
+    return 0;
+}
+
+static int set_weights(admin *a) {
+    for (int i = 0; i < a->nweights; i++) {
+        char tenant[512];
+        const char *eq = strrchr(a->weights[i], '=');
+        snprintf(tenant, sizeof(tenant), "%.*s", (int)(eq - a->weights[i]), a->weights[i]);
+        const char *args[] = {"weight", tenant, eq + 1};
+        int rc = fair_call(a, 3, args, NULL);
+        if (rc != 0) {
+            return rc;
+        }
+        printf("weight of %s on %s: %s\n", tenant, a->queue, eq + 1);
+    }
+    return 0;
+}
+
+typedef struct lane_row {
+    const char *tenant;
+    size_t len;
+    long long depth, waiting, served, weight;
+} lane_row;
+
+static int cmp_row(const void *x, const void *y) {
+    const lane_row *a = x, *b = y;
+    if (a->depth != b->depth) {
+        return a->depth < b->depth ? 1 : -1;
+    }
+    size_t n = a->len < b->len ? a->len : b->len;
+    int c = memcmp(a->tenant, b->tenant, n);
+    return c != 0 ? c : (a->len > b->len) - (a->len < b->len);
+}
+
+static long long field_ll(const redisReply *h, const char *name, size_t len) {
+    for (size_t i = 0; h->type == REDIS_REPLY_ARRAY && i + 1 < h->elements; i += 2) {
+        if (h->element[i]->len == len && memcmp(h->element[i]->str, name, len) == 0) {
+            return sluice_reply_ll(h->element[i + 1], 0);
+        }
+    }
+    return -1;
+}
+
+static int fair_show(admin *a) {
+    char key[5][SLUICE_KEY_MAX + 16];
+    const char *parts[] = {"lanes", "lwait", "served", "weights"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(key[i], sizeof(key[i]), "%s%s", a->keys.prefix, parts[i]);
+    }
+    redisReply *h[4] = {NULL}, *meta = NULL, *xlen = NULL, *pend = NULL;
+    int rc = admin_connect(a);
+    for (int i = 0; rc == 0 && i < 4; i++) {
+        rc = admin_call(a, &h[i], "reading the lanes", "HGETALL", key[i], NULL);
+    }
+    if (rc == 0) {
+        rc = admin_call(a, &meta, "reading meta", "HMGET", a->keys.meta, "fair", "lane_depth",
+                        "lane_wait", NULL);
+    }
+    if (rc == 0) {
+        rc = admin_call(a, &xlen, "XLEN", "XLEN", a->keys.stream, NULL);
+    }
+    if (rc == 0 &&
+        admin_call(a, &pend, "XPENDING", "XPENDING", a->keys.stream, a->group, NULL) != 0) {
+        pend = NULL; /* no group yet: nothing in flight */
+    }
+    size_t n = 1 + h[0]->elements / 2;
+    lane_row *rows = rc == 0 ? calloc(n, sizeof(*rows)) : NULL;
+    if (rc == 0 && rows == NULL) {
+        admin_err(a, "out of memory");
+        rc = SLUICE_EXIT_REDIS;
+    }
+    if (rc == 0) {
+        long long pending = pend != NULL && pend->type == REDIS_REPLY_ARRAY && pend->elements > 0
+                                ? sluice_reply_ll(pend->element[0], 0)
+                                : 0;
+        int fair = sluice_reply_ll(meta->element[0], 0) == 1;
+        /* lane '' is the queue's stream */
+        rows[0] = (lane_row){"", 0, xlen->integer, 0, field_ll(h[2], "", 0), 1};
+        rows[0].waiting = xlen->integer - pending;
+        for (size_t i = 0; i + 1 < h[0]->elements; i += 2) {
+            lane_row *r = &rows[1 + i / 2];
+            r->tenant = h[0]->element[i]->str;
+            r->len = h[0]->element[i]->len;
+            r->depth = sluice_reply_ll(h[0]->element[i + 1], 0);
+            r->waiting = field_ll(h[1], r->tenant, r->len);
+            r->served = field_ll(h[2], r->tenant, r->len);
+            r->weight = field_ll(h[3], r->tenant, r->len);
+        }
+        qsort(rows + 1, n - 1, sizeof(*rows), cmp_row);
+        long long shown = (long long)n < a->limit ? (long long)n : a->limit;
+        if (a->json) {
+            printf("{\"queue\":\"%s\",\"fair\":%s,\"lanes_holding\":%zu,\"lanes\":[", a->queue,
+                   fair ? "true" : "false", n - 1);
+        } else {
+            printf("queue %s: fair %s, %zu tenant lane%s holding entries\n", a->queue,
+                   fair ? "on" : "off", n - 1, n - 1 == 1 ? "" : "s");
+            printf("%-32s %10s %10s %12s %7s\n", "LANE", "WAITING", "IN FLIGHT", "SERVED",
+                   "WEIGHT");
+        }
+        for (long long i = 0; i < shown; i++) {
+            lane_row *r = &rows[i];
+            long long waiting = r->waiting < 0 ? 0 : r->waiting;
+            long long weight = r->weight < 1 ? 1 : r->weight;
+            long long served = r->served < 0 ? 0 : r->served;
+            if (a->json) {
+                printf("%s{\"tenant\":", i ? "," : "");
+                admin_json_str(stdout, r->tenant, r->len);
+                printf(",\"depth\":%lld,\"waiting\":%lld,\"in_flight\":%lld,\"served\":%lld,"
+                       "\"weight\":%lld}",
+                       r->depth, waiting, r->depth - waiting, served, weight);
+            } else {
+                char name[40];
+                if (r->len == 0 && i == 0) {
+                    snprintf(name, sizeof(name), "(no tenant: the stream)");
+                } else {
+                    admin_safe(r->tenant, name, sizeof(name));
+                }
+                printf("%-32s %10lld %10lld %12lld %7lld\n", name, waiting, r->depth - waiting,
+                       served, weight);
+            }
+        }
+        if (a->json) {
+            printf("]}\n");
+        } else if (shown < (long long)n) {
+            printf("(%lld more; --limit N shows more)\n", (long long)n - shown);
+        }
+    }
+    free(rows);
+    for (int i = 0; i < 4; i++) {
+        freeReplyObject(h[i]);
+    }
+    freeReplyObject(meta);
+    freeReplyObject(xlen);
+    freeReplyObject(pend);
+    return rc;
+}
+
+int admin_fair(admin *a) {
+    const char *act = a->nargs >= 2 ? a->args[1] : "show";
+    int rc = check_weights(a);
+    if (rc != 0) {
+        return rc;
+    }
+    if (a->nargs > 2 ||
+        (strcmp(act, "on") != 0 && strcmp(act, "off") != 0 && strcmp(act, "show") != 0)) {
+        admin_err(a, "usage: fair QUEUE [on|off|show] [--weight TENANT=W ...]");
+        return SLUICE_EXIT_USAGE;
+    }
+    if (a->limit == 0) {
+        a->limit = 50;
+    }
+    if (strcmp(act, "show") == 0 && a->nweights == 0) {
+        return fair_show(a);
+    }
+    if ((rc = admin_connect(a)) != 0 || (rc = set_weights(a)) != 0 || strcmp(act, "show") == 0) {
+        return rc;
+    }
+    redisReply *r = NULL;
+    const char *args[] = {act};
+    if ((rc = fair_call(a, 1, args, &r)) != 0) {
+        return rc;
+    }
+    long long holding =
+        r->type == REDIS_REPLY_ARRAY && r->elements == 3 ? sluice_reply_ll(r->element[1], 0) : 0;
+    if (strcmp(act, "on") == 0) {
+        printf("fair %s: on (workers serve the tenants' lanes in turn within about a second)\n",
+               a->queue);
+    } else {
+        printf("fair %s: off (%lld tenant lane%s still holding entries drain first-come)\n",
+               a->queue, holding, holding == 1 ? "" : "s");
+    }
+    freeReplyObject(r);
+    return 0;
+}
