@@ -1679,18 +1679,22 @@ its weight (sluice:{Q}:weights, default 1) added to its deficit and gives up to 
 entries, so over time each lane with backlog gets its weight's share of the reads whatever its
 backlog. Before it reads, as sluice_take: the pool's `drain` rates and `inflight` count cap n;
 per lane, `drain-tenant` rates and `inflight-tenant` counts cap what the lane may give now - a
-lane over them is passed over (its turn moves to the back, its deficit kept) without holding
-back the lanes behind it. Only what was read is counted in the rates. Lanes are created with the
+lane over them is passed over (its turn moves to the back) without holding back the lanes
+behind it. Each call makes one round over the head of the ring (at most FAIR_MAX_VISITS lanes);
+a lane's turn gives weight x ceil(n / lanes visited) entries, so a big read is filled by a few
+lanes at once and a read of 1 takes 1 from each lane in turn. Only what was read is counted in the rates. Lanes are created with the
 group (at id 0) the first time they are read.
 KEYS[1] stream, KEYS[2] meta
 ARGV[1] group, ARGV[2] consumer, ARGV[3] n (the worker's free slots)
 reply: {{lane_1, entries_1, lane_2, entries_2, ...}, wait_ms}: lane = the tenant ('' the queue's
-  stream), entries as XREADGROUP gives them. wait_ms: 0 something was read; > 0 everything with
-  backlog is held back by a rate or a lease until about then; -1 nothing undelivered (an idle
-  worker then waits with BLPOP on sluice:{Q}:wake).
-Cost: O(1) calls per lane visited; at most FAIR_MAX_VISITS lanes a call.
+  stream), entries as XREADGROUP gives them. wait_ms: 0 something was read (or lanes this round
+  did not reach wait: ask again); > 0 everything with backlog is held back by a rate or a lease
+  until about then; -1 nothing undelivered (an idle worker then waits with BLPOP on
+  sluice:{Q}:wake).
+Cost: one XREADGROUP (and one HINCRBY) per lane visited, plus a fixed dozen calls.
 Errors: SLUICECONFIG (a bad limit), NOGROUP (the queue's group is missing), WRONGTYPE. ]]
-local FAIR_MAX_VISITS = 256
+local FAIR_MAX_VISITS = 64
+local FAIR_SPARE_VISITS = 32 -- lanes a read may look at beyond n, to pass over held ones
 
 local function fair_take(keys, args)
     local n, prefix, lims, now = read_start(keys, args, DRAIN_SCOPES)
@@ -1717,13 +1721,36 @@ local function fair_take(keys, args)
         return {{}, math.ceil(wait / 1000)}
     end
     local ring, lwait, deficit = prefix .. 'ring', prefix .. 'lwait', prefix .. 'deficit'
-    local weighted = redis.call('EXISTS', prefix .. 'weights') == 1
-    local out, total, wait_dec = {}, 0, 0
     local len = redis.call('LLEN', ring)
-    local idle, visits, held = 0, 0, -1
-    while n > 0 and len > 0 and idle < len and visits < FAIR_MAX_VISITS do
-        visits = visits + 1
-        local tn = redis.call('LINDEX', ring, 0)
+    -- one round over the head of the ring: at most FAIR_MAX_VISITS lanes, and no more than n
+    -- can use (plus a few to pass over held lanes); the state of those lanes in one call each
+    local v = math.min(len, FAIR_MAX_VISITS, n + FAIR_SPARE_VISITS)
+    local lanes = v > 0 and redis.call('LRANGE', ring, 0, v - 1) or {}
+    local waits, credits, weights, depths = {}, {}, {}, nil
+    if v > 0 then
+        waits = redis.call('HMGET', lwait, unpack(lanes))
+        credits = redis.call('HMGET', deficit, unpack(lanes))
+        if redis.call('EXISTS', prefix .. 'weights') == 1 then
+            weights = redis.call('HMGET', prefix .. 'weights', unpack(lanes))
+        end
+        for _, lim in ipairs(per) do
+            if lim.scope == 'inflight-tenant' then
+                depths = redis.call('HMGET', prefix .. 'lanes', unpack(lanes))
+            end
+        end
+    end
+    -- a turn gives weight x scale entries: n free slots spread over the lanes this round can
+    -- reach (so a few lanes fill a big read at once, and 1,000 lanes give a read of 2,000 32
+    -- each from the next 64; with n = 1 it is 1: one entry a lane, in turn)
+    local scale = math.max(1, math.ceil(n / math.max(v, 1)))
+    local out, total, wait_dec, held = {}, 0, 0, -1
+    local set_wait, set_credit, gone, back = {}, {}, {}, {}
+    local head, visited = nil, 0
+    for i, tn in ipairs(lanes) do
+        if n <= 0 then
+            break
+        end
+        visited = i
         local allow, lane_hold, checked = n, 0, {}
         for _, lim in ipairs(per) do
             if lim.scope == 'inflight-tenant' then
@@ -1731,8 +1758,7 @@ local function fair_take(keys, args)
                 if tn == '' then
                     inflight = pending_of_stream()
                 else
-                    inflight = (tonumber(redis.call('HGET', prefix .. 'lanes', tn)) or 0) -
-                        (tonumber(redis.call('HGET', lwait, tn)) or 0)
+                    inflight = (tonumber(depths[i]) or 0) - (tonumber(waits[i]) or 0)
                 end
                 allow, lane_hold = lease_cap(lim.spec.n, inflight, allow, lane_hold)
             else
@@ -1744,16 +1770,15 @@ local function fair_take(keys, args)
                 checked[#checked + 1] = {lim, key}
             end
         end
-        if allow <= 0 then -- passed over: its turn goes to the back, its deficit stays
-            redis.call('LMOVE', ring, ring, 'LEFT', 'RIGHT')
-            idle = idle + 1
+        if allow <= 0 then -- passed over: its turn goes to the back
+            back[#back + 1] = tn
             if held < 0 or lane_hold < held then
                 held = lane_hold
             end
         else
-            local d = tonumber(redis.call('HGET', deficit, tn)) or 0
+            local d = tonumber(credits[i]) or 0
             if d < 1 then
-                d = d + (weighted and tonumber(redis.call('HGET', prefix .. 'weights', tn)) or 1)
+                d = d + (weights[i] and tonumber(weights[i]) or 1) * scale
             end
             local k = math.min(allow, d, n)
             local lk = lane_key(prefix, tn)
@@ -1771,32 +1796,63 @@ local function fair_take(keys, args)
             if got > 0 then
                 out[#out + 1] = tn
                 out[#out + 1] = r[1][2]
-                total, n, d, idle = total + got, n - got, d - got, 0
+                total, n, d = total + got, n - got, d - got
                 redis.call('HINCRBY', prefix .. 'served', tn, got)
                 rates_count(checked, now, got)
-            else
-                idle = idle + 1
             end
-            local left = redis.call('HINCRBY', lwait, tn, -got)
+            local left = (tonumber(waits[i]) or 0) - got
             if tn ~= '' then
                 wait_dec = wait_dec + got
             end
-            if got < k or left <= 0 then -- the lane has nothing undelivered: out of the ring
-                redis.call('LPOP', ring)
-                redis.call('HDEL', lwait, tn)
-                redis.call('HDEL', deficit, tn)
+            if got < k or left <= 0 then -- nothing undelivered left: out of the ring
+                gone[#gone + 1] = tn
                 if tn ~= '' and left > 0 then
                     wait_dec = wait_dec + left -- its count was more than its entries
                 end
-                len = len - 1
-            elseif d < 1 then
-                redis.call('LMOVE', ring, ring, 'LEFT', 'RIGHT')
-                redis.call('HDEL', deficit, tn)
             else
-                redis.call('HSET', deficit, tn, d)
+                set_wait[#set_wait + 1], set_wait[#set_wait + 2] = tn, left
+                if d >= 1 and n <= 0 then -- the read is full: its turn goes on next time
+                    head = tn
+                    set_credit[#set_credit + 1], set_credit[#set_credit + 2] = tn, d
+                else
+                    back[#back + 1] = tn
+                end
             end
         end
     end
+    -- the ring after the round: the lane whose turn goes on, the lanes not visited, then the
+    -- lanes visited (in the order they went), each with its count and credit
+    if visited > 0 then
+        redis.call('LPOP', ring, visited)
+        if head then
+            redis.call('LPUSH', ring, head)
+        end
+        if #back > 0 then
+            redis.call('RPUSH', ring, unpack(back))
+        end
+        if #gone > 0 then
+            redis.call('HDEL', lwait, unpack(gone))
+        end
+        if #set_wait > 0 then
+            redis.call('HSET', lwait, unpack(set_wait))
+        end
+        local reset = {} -- a lane whose turn ended (or that left the ring) starts the next afresh
+        for _, tn in ipairs(gone) do
+            reset[#reset + 1] = tn
+        end
+        for _, tn in ipairs(back) do
+            if tn ~= head then
+                reset[#reset + 1] = tn
+            end
+        end
+        if #reset > 0 then
+            redis.call('HDEL', deficit, unpack(reset))
+        end
+        if #set_credit > 0 then
+            redis.call('HSET', deficit, unpack(set_credit))
+        end
+    end
+    len = len - #gone
     if wait_dec > 0 then
         redis.call('HINCRBY', keys[2], 'lane_wait', -wait_dec)
     end
@@ -1811,8 +1867,10 @@ local function fair_take(keys, args)
         end
     end
     if total == 0 then
-        if held >= 0 or visits >= FAIR_MAX_VISITS then
-            return {{}, math.max(1, math.ceil(math.max(held, 0) / 1000))}
+        if len > #back then -- lanes this round did not reach: ask again at once
+            return {{}, 0}
+        elseif held >= 0 then
+            return {{}, math.max(1, math.ceil(held / 1000))}
         end
         return {{}, -1}
     end
