@@ -1694,6 +1694,13 @@ reply: {{lane_1, entries_1, lane_2, entries_2, ...}, wait_ms}: lane = the tenant
 Cost: one XREADGROUP (and one HINCRBY) per lane visited, plus a fixed dozen calls.
 Errors: SLUICECONFIG (a bad limit), NOGROUP (the queue's group is missing), WRONGTYPE. ]]
 local FAIR_MAX_VISITS = 64
+
+-- CMD KEY followed by the values of `list`, unless it is empty.
+local function call_list(cmd, key, list)
+    if #list > 0 then
+        redis.call(cmd, key, unpack(list))
+    end
+end
 local FAIR_SPARE_VISITS = 32 -- lanes a read may look at beyond n, to pass over held ones
 
 local function fair_take(keys, args)
@@ -1827,15 +1834,6 @@ local function fair_take(keys, args)
         if head then
             redis.call('LPUSH', ring, head)
         end
-        if #back > 0 then
-            redis.call('RPUSH', ring, unpack(back))
-        end
-        if #gone > 0 then
-            redis.call('HDEL', lwait, unpack(gone))
-        end
-        if #set_wait > 0 then
-            redis.call('HSET', lwait, unpack(set_wait))
-        end
         local reset = {} -- a lane whose turn ended (or that left the ring) starts the next afresh
         for _, tn in ipairs(gone) do
             reset[#reset + 1] = tn
@@ -1845,12 +1843,11 @@ local function fair_take(keys, args)
                 reset[#reset + 1] = tn
             end
         end
-        if #reset > 0 then
-            redis.call('HDEL', deficit, unpack(reset))
-        end
-        if #set_credit > 0 then
-            redis.call('HSET', deficit, unpack(set_credit))
-        end
+        call_list('RPUSH', ring, back)
+        call_list('HDEL', lwait, gone)
+        call_list('HSET', lwait, set_wait)
+        call_list('HDEL', deficit, reset)
+        call_list('HSET', deficit, set_credit)
     end
     len = len - #gone
     if wait_dec > 0 then
