@@ -15,6 +15,10 @@ Inputs:
                     entries a worker held when it was killed); a duplicate outside this set is
                     reported as unexplained and fails the check
   --max-duplicates N  fail when more ids than N were processed more than once
+  --by-payload      match by payload only (a fair queue: entry ids are unique per lane, not
+                    across lanes); duplicates are payloads processed more than once; dead
+                    letters are not matched (their envelopes are not decoded here), so a run
+                    that dead-letters reports those as lost
 
 Asserts admitted <= processed | dead, matching by entry id (ids are unique per admission), or
 by payload when the id is not found (payloads are unique in the tests; a worker record may
@@ -147,12 +151,16 @@ def main():
     ap.add_argument("--queue")
     ap.add_argument("--explained")
     ap.add_argument("--max-duplicates", type=int)
+    ap.add_argument("--by-payload", action="store_true")
     a = ap.parse_args()
     if not a.admitted or (a.redis is None) != (a.queue is None):
         ap.error("--admitted is required; --redis and --queue go together")
 
     admitted = read_records(a.admitted, "admitted")
     processed = read_records(a.processed, "processed")
+    if a.by_payload:  # the payload is the identity: one made-up id per payload
+        admitted = [(p, p) for _, p in admitted]
+        processed = [(p, p) for _, p in processed]
     dead = read_dead(a.redis, a.queue) if a.redis else {}
 
     done_ids = collections.Counter(i for i, _ in processed)

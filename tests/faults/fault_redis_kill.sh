@@ -8,6 +8,9 @@
 #       reconnected by themselves. The idempotent producer retries its unknown outcomes under
 #       the same key: each of its payloads is admitted exactly once. Duplicates may only be
 #       entries pending at a kill.
+#   F8 on a fair, paced queue: the same kills while 10 tenants' lanes are admitted to and
+#       drained under drain / drain-tenant limits: 0 lost (matched by payload: ids are unique
+#       per lane), the lane bookkeeping back to 0 once drained
 #   F14 the function library survives a restart, and FUNCTION FLUSH under load is healed by a
 #       reload: a long-lived producer and a worker keep going without an error
 #   F15 restart without persistence: keys, group and library are gone. The worker says so
@@ -84,6 +87,52 @@ f8_kill_redis_always() {
     F8_LINE+=" idempotent_retries_after_unknown=${retries:-0}"
     fl_log "F8 ok: $F8_LINE"
     "$SRC/scripts/test-redis" stop "$FL_DIR/f8"
+}
+
+f8_fair_paced() {
+    local q=rk-fair kills=0 deadline p1 w1 w2 lanes
+    redis_start f8f --fsync always
+    url=$(redis_url f8f)
+    rm -f "$FL_DIR/processed.rec"
+    "$BIN/sluice-admin" --redis "$url" fair $q on >/dev/null
+    "$BIN/sluice-admin" --redis "$url" limit $q set pace drain 500/1s >/dev/null
+    "$BIN/sluice-admin" --redis "$url" limit $q set per-tenant drain-tenant 60/1s >/dev/null
+    worker_start f8f-w1 f8f $q --handler sleep:1 --concurrency 16 --visibility-timeout 1000
+    w1=$FL_PID
+    worker_start f8f-w2 f8f $q --handler sleep:1 --concurrency 16 --visibility-timeout 1000
+    w2=$FL_PID
+    fl_spawn f8f-batch "$BIN/sluice-faultload" --redis "$url" --queue $q --count 2000 \
+        --prefix f8f --batch 20 --rate 400 --timeout 1000 --deadline 60000 --tenants 10 \
+        --out "$FL_DIR/f8f.adm" --unknown "$FL_DIR/f8f.unknown"
+    p1=$FL_PID
+    deadline=$(($(fl_now_ms) + 60000))
+    while fl_is_child "$p1" || [ "$kills" -lt 3 ]; do
+        [ "$(fl_now_ms)" -lt "$deadline" ] || fl_fail "F8 fair: not done in 60 s"
+        sleep "1.$((RANDOM % 6))"
+        redis_kill f8f
+        kills=$((kills + 1))
+        sleep 0.3
+        redis_restart f8f
+    done
+    fl_wait_pid "$p1" 10
+    fl_eq "F8 fair producer exit ($(cat "$FL_DIR/f8f-batch.out"))" 0 "$FL_RC"
+    fl_wait_until 30 "F8 fair: queue drained after the last restart" \
+        'drained f8f $q && [ "$(rcli f8f HGET "sluice:{$q}:meta" lane_depth)" = 0 ]'
+    for w in $w1 $w2; do
+        fl_is_child "$w" || fl_fail "F8 fair: a worker died: $(tail -n 3 "$FL_DIR/f8f-w1.err" "$FL_DIR/f8f-w2.err")"
+        fl_kill "$w" TERM
+        fl_wait_pid "$w" 15
+        fl_eq "F8 fair worker exit code after SIGTERM" 0 "$FL_RC"
+    done
+    check_e2e --admitted "$FL_DIR/f8f.adm" --processed "$FL_DIR/processed.rec" --by-payload
+    lanes=$(rcli f8f EXISTS "sluice:{$q}:lanes" "sluice:{$q}:ring")
+    fl_eq "F8 fair: lane counts and ring left after the drain" 0 "$lanes"
+    F8F_LINE="fair + paced queue (10 tenants, drain 500/1s, drain-tenant 60/1s), redis kill -9"
+    F8F_LINE+=" x$kills: checked=$(field checked "$CHECK_LINE") lost=0"
+    F8F_LINE+=" duplicates=$(field duplicates "$CHECK_LINE")"
+    F8F_LINE+=" unknown_outcomes=$(field unknown "$(cat "$FL_DIR/f8f-batch.out")")"
+    fl_log "F8 fair ok: $F8F_LINE"
+    "$SRC/scripts/test-redis" stop "$FL_DIR/f8f"
 }
 
 f14_library() {
@@ -170,6 +219,7 @@ f15_no_persistence() {
 }
 
 f8_kill_redis_always
+f8_fair_paced
 f14_library
 f15_no_persistence
-fl_figures "$F8_LINE; F14 library reload ok; F15 $F15_LINE"
+fl_figures "$F8_LINE; $F8F_LINE; F14 library reload ok; F15 $F15_LINE"

@@ -18,6 +18,8 @@
 #          worker held at its death (XPENDING of its consumer right after the kill)
 #   paced  the same on a paced queue (a drain limit of 800/s under 1,000/s offered: the workers
 #          read through sluice_take and wait for allowances): 0 lost, the same bound
+#   fair   the same on a fair and paced queue (20 tenants' lanes, drain 800/s, drain-tenant
+#          60/s, inflight-tenant 4): entries matched by payload (ids are unique per lane)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 fl_init fault_worker_kill
@@ -29,6 +31,22 @@ VIS=1000
 # pending_of QUEUE CONSUMER: the ids a consumer holds, one per line
 pending_of() {
     rcli r XPENDING "sluice:{$1}:stream" workers - + 100000 "$2" | awk 'NR % 4 == 1'
+}
+
+# held_in_lanes QUEUE CONSUMER: how many entries a consumer holds in the lanes of a fair queue
+held_in_lanes() {
+    local lane n=0
+    for lane in $(rcli r --scan --pattern "sluice:{$1}:lane:*"); do
+        n=$((n + $(rcli r XPENDING "$lane" workers - + 100000 "$2" | awk 'NR % 4 == 1' | grep -c . || true)))
+    done
+    echo "$n"
+}
+
+# fair_drained QUEUE: nothing waiting or in flight, in the stream or in the lanes
+fair_drained() {
+    local lanes
+    lanes=$(rcli r HGET "sluice:{$1}:meta" lane_depth)
+    drained r "$1" && [ "${lanes:-0}" = 0 ]
 }
 
 f1_f2_killed_in_handler() {
@@ -204,14 +222,21 @@ f6_control_owner_stopped() {
     fl_log "F6 control ok: owner stopped > visibility timeout: jobs taken over (2 duplicates)"
 }
 
-# kill_loop [QUEUE COUNT RATE [DRAIN_RATE]]: sets LOOP_LINE
+# kill_loop [QUEUE COUNT RATE [DRAIN_RATE [fair]]]: sets LOOP_LINE
 kill_loop() {
-    local q=${1:-wk-loop} count=${2:-20000} rate=${3:-1500} pace=${4:-}
+    local q=${1:-wk-loop} count=${2:-20000} rate=${3:-1500} pace=${4:-} fair=${5:-}
     local slots=3 conc=16 kills=0 held=0 s gen=0 prod deadline
-    local -a wpid wname
+    local -a wpid wname load_opts=() check_opts=(--explained "$FL_DIR/$q.explained")
     rm -f "$FL_DIR/processed.rec" "$FL_DIR/$q.explained"
     if [ -n "$pace" ]; then
         "$BIN/sluice-admin" --redis "$url" limit $q set pace drain "$pace" >/dev/null
+    fi
+    if [ -n "$fair" ]; then
+        "$BIN/sluice-admin" --redis "$url" fair $q on >/dev/null
+        "$BIN/sluice-admin" --redis "$url" limit $q set per-tenant drain-tenant 60/1s >/dev/null
+        "$BIN/sluice-admin" --redis "$url" limit $q set lease inflight-tenant 4 >/dev/null
+        load_opts=(--tenants 20)
+        check_opts=(--by-payload) # ids are unique per lane: the duplicates bound below holds
     fi
     start_slot() {
         gen=$((gen + 1))
@@ -223,7 +248,7 @@ kill_loop() {
     for s in $(seq 1 $slots); do start_slot "$s"; done
     fl_spawn "$q-producer" "$BIN/sluice-faultload" --redis "$url" --queue $q --count $count \
         --prefix "$q" --batch 50 --rate "$rate" --capacity 5000 --deadline 90000 \
-        --out "$FL_DIR/$q.adm" --unknown "$FL_DIR/$q.unknown"
+        --out "$FL_DIR/$q.adm" --unknown "$FL_DIR/$q.unknown" "${load_opts[@]}"
     prod=$FL_PID
     deadline=$(($(fl_now_ms) + 100000))
     while fl_is_child "$prod" || [ "$kills" -lt 24 ]; do
@@ -237,18 +262,21 @@ kill_loop() {
         pending_of $q "${wname[$s]}" >"$FL_DIR/kill.ids"
         held=$((held + $(grep -c . "$FL_DIR/kill.ids" || true)))
         cat "$FL_DIR/kill.ids" >>"$FL_DIR/$q.explained"
+        if [ -n "$fair" ]; then
+            held=$((held + $(held_in_lanes $q "${wname[$s]}")))
+        fi
         start_slot "$s"
     done
     fl_wait_pid "$prod" 10
     fl_eq "kill loop: producer exit code ($(cat "$FL_DIR/$q-producer.out"))" 0 "$FL_RC"
-    fl_wait_until 30 "kill loop: queue drained after the last kill" 'drained r $q'
+    fl_wait_until 30 "kill loop: queue drained after the last kill" 'fair_drained $q'
     for s in $(seq 1 $slots); do
         fl_kill "${wpid[$s]}" TERM
         fl_wait_pid "${wpid[$s]}" 15
         fl_eq "kill loop: exit code of ${wname[$s]} after SIGTERM" 0 "$FL_RC"
     done
     check_e2e --admitted "$FL_DIR/$q.adm" --processed "$FL_DIR/processed.rec" \
-        --redis "$url" --queue $q --explained "$FL_DIR/$q.explained" --max-duplicates "$held"
+        --redis "$url" --queue $q "${check_opts[@]}" --max-duplicates "$held"
     fl_ge "kill loop: kills" 20 "$kills"
     fl_eq "kill loop: admitted and checked" $count "$(field checked "$CHECK_LINE")"
     fl_eq "kill loop: lost" 0 "$(field lost "$CHECK_LINE")"
@@ -273,6 +301,10 @@ f6_control_owner_stopped
 kill_loop
 PLAIN_LINE=$LOOP_LINE
 kill_loop wk-paced 5000 1000 800/1s
+PACED_LINE=$LOOP_LINE
+kill_loop wk-fair 5000 1000 800/1s fair
 fl_figures "worker kill -9 loop: $PLAIN_LINE; every duplicate was held by a killed worker" \
     "(processed, killed before its ack); F3: 10/10 redelivered; F5 poison: $F5_LINE;" \
-    "paced queue (drain 800/1s, 1,000/s offered): ${LOOP_LINE%% producer=*}"
+    "paced queue (drain 800/1s, 1,000/s offered): ${PACED_LINE%% producer=*};" \
+    "fair + paced queue (20 tenants, drain 800/1s, drain-tenant 60/1s, inflight-tenant 4):" \
+    "${LOOP_LINE%% producer=*}"

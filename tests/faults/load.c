@@ -37,7 +37,7 @@ enum { MAX_BATCH = 1000, PAYLOAD_MAX = 64 };
 typedef struct load {
     sluice_producer_options o;
     const char *prefix;
-    long long count, batch, rate, deadline_ms;
+    long long count, batch, rate, deadline_ms, tenants;
     int idempotent, fail_open;
     int out_fd, unknown_fd;
     /* counters */
@@ -49,6 +49,8 @@ typedef struct load {
 static const char usage[] =
     "usage: sluice-faultload --redis URL --queue Q --count N --out FILE [options]\n"
     "  --prefix P         payload prefix (default m)\n"
+    "  --tenants N        spread the payloads over tenants t0..t(N-1), round robin (default\n"
+    "                     none: no tenant)\n"
     "  --batch N          payloads per call, 1..1000 (default 50; 1 with --idempotent)\n"
     "  --capacity N       default capacity (default 1000000)\n"
     "  --timeout MS       per-call deadline (default 1000)\n"
@@ -100,6 +102,8 @@ static int parse(load *l, int argc, char **argv, const char **out, const char **
             *out = v;
         } else if (strcmp(a, "--unknown") == 0) {
             *unknown = v;
+        } else if (strcmp(a, "--tenants") == 0) {
+            rc = sluice_parse_ll(a, v, 1, 100000, &l->tenants, err, sizeof(err));
         } else if (strcmp(a, "--count") == 0) {
             rc = sluice_parse_ll(a, v, 1, 100000000, &l->count, err, sizeof(err));
         } else if (strcmp(a, "--batch") == 0) {
@@ -157,12 +161,17 @@ static void record(int fd, char (*payloads)[PAYLOAD_MAX], const sluice_admit_res
 static int offer(load *l, sluice_producer *p, long long next, size_t n, uint64_t t0) {
     static char payloads[MAX_BATCH][PAYLOAD_MAX];
     static sluice_message msgs[MAX_BATCH];
+    static char tenants[MAX_BATCH][24];
     static sluice_admit_result res[MAX_BATCH];
     for (size_t i = 0; i < n; i++) {
         snprintf(payloads[i], PAYLOAD_MAX, "%s-%07lld", l->prefix, next + (long long)i);
         msgs[i] = (sluice_message){
             payloads[i], strlen(payloads[i]), NULL, 0, NULL, l->idempotent ? payloads[i] : NULL,
             NULL};
+        if (l->tenants > 0) {
+            snprintf(tenants[i], sizeof(tenants[i]), "t%lld", (next + (long long)i) % l->tenants);
+            msgs[i].tenant = tenants[i];
+        }
     }
     size_t from = 0;
     while (from < n) {
