@@ -11,7 +11,7 @@ A() { "$bin/sluice-admin" --redis "$url" "$@"; }
 E() { "$bin/sluice-enqueue" --redis "$url" --capacity 100000 "$@"; }
 worker=("$bin/sluice-worker" --redis "$url" --log-level error) # started directly: $! is its PID
 purge() { A purge "$1" --yes >/dev/null 2>&1 || true; }
-trap 'purge "$q"; purge "$q-w"; purge "$q-s"; purge "$q-l"; purge "$q-k"; lib_cleanup' EXIT
+trap 'for x in "" -w -s -l -k -n; do purge "$q$x"; done; lib_cleanup' EXIT
 lane_in_flight() { # Q TENANT: entries of the lane delivered and not yet settled (its PEL)
     local n
     n=$(rcli XPENDING "sluice:{$1}:lane:$2" workers 2>/dev/null | head -n 1)
@@ -107,6 +107,32 @@ for t in s f; do
 done
 [ "$(rcli XLEN "sluice:{$ql}:dead")" = 0 ] || fail "dead letters under drain-tenant"
 
+# ---- the notification sender: drain 10/2s in all, drain-tenant 3/2s per event type, 5 types ----
+qn="$q-n"
+run 0 'fair .*: on' A fair "$qn" on
+run 0 'drain log 10/2s' A limit "$qn" set all drain 10/2s --algorithm log
+run 0 'drain-tenant log 3/2s' A limit "$qn" set per-type drain-tenant 3/2s --algorithm log
+for t in 1 2 3 4 5; do
+    seq 1 8 | sed "s/^/e$t-/" | E --queue "$qn" --tenant "type$t" >/dev/null
+done
+timeout 30 "${worker[@]}" --queue "$qn" --handler noop --concurrency 8 --record "$tmp/rn" \
+    --max-messages 20 >/dev/null
+# in any window a little shorter than the period (what a read is recorded after varies by a few
+# ms) at most 10 in all and at most 3 of a type; in the first window the 10 come from at least 4
+# types (each type with room goes while the others wait)
+worst() { # PATTERN: the most records matching it in one 1,900 ms window
+    awk -v p="$1" '$2 ~ p { t[++n] = $3 } END { j = 1; m = 0; for (i = 1; i <= n; i++) {
+        while (t[i] - t[j] >= 1900) j++; if (i - j + 1 > m) m = i - j + 1 } print m }' "$tmp/rn"
+}
+all=$(worst '^e')
+[ "$all" -le 10 ] || fail "drain 10/2s: $all in one window"
+for t in 1 2 3 4 5; do
+    n=$(worst "^e$t-")
+    [ "$n" -le 3 ] || fail "drain-tenant 3/2s: type$t had $n in one window"
+done
+types=$(head -n 10 "$tmp/rn" | awk '{ split($2, a, "-"); print a[1] }' | sort -u | wc -l)
+[ "$types" -ge 4 ] || fail "the first 10 came from $types types"
+
 # ---- inflight-tenant 2 across 3 workers; a worker killed with -9 gives its leases back ----
 qk="$q-k"
 run 0 'fair .*: on' A fair "$qk" on
@@ -142,4 +168,5 @@ for i in $(seq 1 50); do # the killed worker's last acks may be in flight: settl
 done
 [ "$(rcli HGET "sluice:{$qk}:meta" lane_depth)" = 0 ] || fail "leases or entries left"
 echo "test_fair: ok (B's last at place $last_b of 300; weights 3:1 gave A=$na B=$nb of 800;" \
-    "drain-tenant 5/1s: S=$ns F=$nf; max in flight per tenant $max of 2)"
+    "drain-tenant 5/1s: S=$ns F=$nf; 10/2s over 3/2s per type: at most $all in a window," \
+    "first 10 from $types types; max in flight per tenant $max of 2)"
