@@ -41,6 +41,26 @@ nb=$(awk '$2 ~ /^b/' "$tmp/r1" | wc -l)
 # depth = waiting + in flight, the lanes included
 run 0 'depth +1,721 ' A stats "$q" --sample 0
 
+# /metrics: the lanes are in depth and pending, and shown apart
+"${worker[@]}" --queue "$q" --handler sleep:60000 --concurrency 5 --metrics 127.0.0.1:0 \
+    --log-level info 2>"$tmp/mlog" >/dev/null &
+mpid=$!
+pids+=("$mpid")
+mport=""
+for i in $(seq 1 100); do
+    mport=$(sed -n 's/.*event=metrics_listening.* port=\([0-9]*\).*/\1/p' "$tmp/mlog" | head -1)
+    [ -n "$mport" ] && grep -q 'sluice_queue_pending{[^}]*} 5$' "$tmp/m" 2>/dev/null && break
+    [ -n "$mport" ] && curl -s --max-time 5 "http://127.0.0.1:$mport/metrics" >"$tmp/m" || true
+    sleep 0.1
+done
+kill -KILL "$mpid" # it held 5 (left pending: this queue is not read again)
+lanes=$(rcli HGET "sluice:{$q}:meta" lane_depth)
+in_stream=$(rcli XPENDING "sluice:{$q}:stream" workers | head -n 1)
+for want in 'sluice_queue_depth{[^}]*} 1721$' "sluice_queue_lane_depth{[^}]*} $lanes\$" \
+    'sluice_queue_pending{[^}]*} 5$' "sluice_queue_lane_pending{[^}]*} $((5 - in_stream))\$"; do
+    grep -q "$want" "$tmp/m" || fail "/metrics lacks /$want/: $(grep sluice_queue "$tmp/m")"
+done
+
 # ---- weights: A=3, B=1, both backlogged: shares within 5 % of 3:1 ----
 qw="$q-w"
 run 0 'weight of A on .*: 3' A fair "$qw" on --weight A=3

@@ -134,6 +134,12 @@ static void queue_metrics(sluice_text *b, const sluice_metrics *m) {
     queue_gauge(b, m, "pending", "Entries in flight: delivered, not yet acknowledged.",
                 m->q.in_flight);
     queue_gauge(b, m, "dead", "Dead letters held.", m->q.dead);
+    queue_gauge(b, m, "lane_depth",
+                "Of depth, entries in the tenant lanes of a fair queue (per tenant: sluice-admin "
+                "fair QUEUE).",
+                m->q.lanes_depth);
+    queue_gauge(b, m, "lane_pending", "Of pending, entries delivered from the tenant lanes.",
+                m->q.lanes_in_flight);
     sluice_text_printf(b,
                        "# HELP sluice_queue_limited_total Admissions refused by a rate limit (all "
                        "limits; by name: sluice-admin limit QUEUE list, the gateway's /metrics).\n"
