@@ -103,6 +103,20 @@ run 0 'replayed' A dead replay "$qs"
 timeout 20 "${worker[@]}" --queue "$qs" --handler noop --max-messages 1 >/dev/null
 run 0 'depth +0 ' A stats "$qs" --sample 0
 
+# a retry stays in its lane: reclaimed from it after its backoff, dead after 3 deliveries
+run 0 'admitted=1' E --queue "$qs" --tenant R again
+timeout 20 "${worker[@]}" --queue "$qs" --handler 'exec:exit 75' --max-deliveries 3 \
+    --retry-backoff 50 --visibility-timeout 400 --max-messages 3 >/dev/null
+rcli XRANGE "sluice:{$qs}:dead" - + | tr '\n' ' ' >"$tmp/dl"
+grep -q 'deliveries 3 .*lane R' "$tmp/dl" || fail "retried lane entry: $(cat "$tmp/dl")"
+
+# with a tenant share: the lanes' entries count in it and give their room back
+run 0 'per-tenant share' A capacity "$qs" 100 --per-tenant 2
+run 1 'admitted=2 rejected=1' E --queue "$qs" --tenant S s1 s2 s3
+[ "$(rcli HGET "sluice:{$qs}:tdepth" S)" = 2 ] || fail "share count in a lane"
+timeout 20 "${worker[@]}" --queue "$qs" --handler noop --max-messages 2 >/dev/null
+[ "$(rcli HEXISTS "sluice:{$qs}:tdepth" S)" = 0 ] || fail "share count left after the acks"
+
 # ---- drain-tenant holds one tenant back, the others keep flowing ----
 ql="$q-l"
 run 0 'fair .*: on' A fair "$ql" on
