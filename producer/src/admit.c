@@ -50,7 +50,51 @@ int sluice__admit_cfg_init(sluice__admit_cfg *cfg, const sluice_producer_options
     cfg->max_payload = o->max_payload ? o->max_payload : 1024 * 1024;
     cfg->max_batch = o->max_batch ? o->max_batch : 1000;
     cfg->idempotency_ttl_ms = o->idempotency_ttl_ms > 0 ? o->idempotency_ttl_ms : 86400000;
+    int timeout = o->command_timeout_ms > 0 ? o->command_timeout_ms : 5000;
+    cfg->wait_timeout_ms = o->wait_timeout_ms > 0 ? o->wait_timeout_ms : 1000;
+    if (o->wait_replicas < 0 || o->wait_replicas > SLUICE_WAIT_REPLICAS_MAX) {
+        snprintf(err, errlen, "wait replicas %d is out of range (0..%d)", o->wait_replicas,
+                 SLUICE_WAIT_REPLICAS_MAX);
+        return SLUICE_EINVAL;
+    }
+    if (o->wait_replicas > 0 && (o->wait_timeout_ms < 0 || cfg->wait_timeout_ms > timeout)) {
+        snprintf(err, errlen, "wait timeout %d ms is out of range (1..the command timeout, %d ms)",
+                 o->wait_timeout_ms, timeout);
+        return SLUICE_EINVAL;
+    }
+    cfg->wait_replicas = o->wait_replicas;
+    snprintf(cfg->wait_n, sizeof(cfg->wait_n), "%d", cfg->wait_replicas);
+    snprintf(cfg->wait_ms, sizeof(cfg->wait_ms), "%d", cfg->wait_timeout_ms);
     return 0;
+}
+
+int sluice__admit_confirm(const sluice__admit_cfg *cfg, long long replicas,
+                          sluice_admit_result *res, size_t n, char *err, size_t errlen) {
+    size_t admitted = 0;
+    for (size_t i = 0; i < n; i++) {
+        admitted += res[i].outcome == SLUICE_ADMITTED;
+    }
+    if (cfg->wait_replicas == 0 || admitted == 0 || replicas >= cfg->wait_replicas) {
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (res[i].outcome == SLUICE_ADMITTED) {
+            res[i].outcome = SLUICE_FAILED;
+            res[i].status = SLUICE_EUNKNOWN;
+        }
+    }
+    if (replicas < 0) {
+        snprintf(err, errlen,
+                 "appended on the primary, but the WAIT for %d replica(s) got no answer: not "
+                 "known to be replicated",
+                 cfg->wait_replicas);
+    } else {
+        snprintf(err, errlen,
+                 "appended on the primary, but %lld of %d replica(s) confirmed it within %d ms: "
+                 "a failover now may lose it",
+                 replicas, cfg->wait_replicas, cfg->wait_timeout_ms);
+    }
+    return SLUICE_EUNKNOWN;
 }
 
 int sluice__admit_check_msg(const sluice__admit_cfg *cfg, const sluice_message *m, char *err,

@@ -41,6 +41,8 @@ typedef struct sluice__admit_cfg {
     size_t max_payload;
     size_t max_batch;
     int idempotency_ttl_ms;
+    int wait_replicas, wait_timeout_ms; /* WAIT after each admission call (0: none) */
+    char wait_n[16], wait_ms[16];       /* their WAIT arguments */
 } sluice__admit_cfg;
 
 /* Checks the options' values; fills cfg. Returns 0 or EINVAL with a message. */
@@ -70,5 +72,14 @@ int sluice__admit_parse(const redisReply *r, size_t n, sluice_drain *drain, uint
 
 /* Sets res[0..n) to FAILED (or OPEN when fail_open and the call never ran) with `status`. */
 void sluice__admit_fail(sluice_admit_result *res, size_t n, int status, int sent, int fail_open);
+
+/*
+ * A WAIT after an admission call confirmed `replicas` of the cfg's wait_replicas (-1: the WAIT
+ * failed or its reply was lost). Short of them, every ADMITTED result of the call becomes FAILED
+ * with EUNKNOWN: appended on the primary, not known to be on the replicas, so a failover may
+ * lose it. Returns 0 (all confirmed, or nothing to confirm) or SLUICE_EUNKNOWN, with a message.
+ */
+int sluice__admit_confirm(const sluice__admit_cfg *cfg, long long replicas,
+                          sluice_admit_result *res, size_t n, char *err, size_t errlen);
 
 #endif

@@ -50,6 +50,9 @@ typedef struct acall {
     sluice_aproducer *ap;
     areq *first;
     size_t n;
+    int replies;        /* still to come: the admission's, and the WAIT's (--wait-replicas) */
+    long long replicas; /* the WAIT's answer; -1 none */
+    int filled;         /* res[] holds each message's outcome from the admission's reply */
     sluice_admit_result res[];
 } acall;
 
@@ -234,6 +237,28 @@ static void kick(sluice_aproducer *ap) {
     }
 }
 
+/* Both replies of a call are in: with --wait-replicas, what the replicas did not confirm
+ * becomes EUNKNOWN. */
+static void call_done(sluice_aproducer *ap, acall *k) {
+    if (--k->replies > 0) {
+        return;
+    }
+    if (k->filled) {
+        sluice__admit_confirm(&ap->cfg, k->replicas, k->res, k->n, ap->err, sizeof(ap->err));
+    }
+    finish_call(ap, k);
+    kick(ap);
+}
+
+static void on_wait_reply(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
+    (void)c, (void)sent;
+    acall *k = arg;
+    if (status == 0 && r->type == REDIS_REPLY_INTEGER) {
+        k->replicas = r->integer;
+    }
+    call_done(k->ap, k);
+}
+
 static void on_call_reply(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
     acall *k = arg;
     sluice_aproducer *ap = k->ap;
@@ -243,6 +268,8 @@ static void on_call_reply(sluice_aconn *c, int status, int sent, redisReply *r, 
         if (sluice__admit_parse(r, k->n, &ap->drain, sluice_now_ms(), k->res, &admitted) != 0) {
             snprintf(ap->err, sizeof(ap->err), "unexpected reply to the admission call");
             sluice__admit_fail(k->res, k->n, SLUICE_EPROTO, 1, 0);
+        } else {
+            k->filled = 1;
         }
     } else {
         if (r != NULL && r->type == REDIS_REPLY_ERROR) {
@@ -255,8 +282,7 @@ static void on_call_reply(sluice_aconn *c, int status, int sent, redisReply *r, 
         }
         sluice__admit_fail(k->res, k->n, status, sent, ap->fail_open);
     }
-    finish_call(ap, k);
-    kick(ap);
+    call_done(ap, k);
 }
 
 /* Bytes of one call's messages, at most (one message alone may be larger): coalescing many
@@ -303,6 +329,9 @@ static int send_call(sluice_aproducer *ap) {
     k->ap = ap;
     k->first = first;
     k->n = n;
+    k->replies = 1;
+    k->replicas = -1;
+    k->filled = 0;
     size_t i = 0;
     for (areq *q = first; q != NULL; q = q->next) {
         ap->scratch[i++] = q->m;
@@ -321,6 +350,13 @@ static int send_call(sluice_aproducer *ap) {
         }
         if (st != 0) {
             snprintf(ap->err, sizeof(ap->err), "%s", sluice_aconn_errstr(ap->conn));
+        } else if (ap->cfg.wait_replicas > 0) {
+            /* right behind it on the same connection: the replicas confirm it (or not) */
+            const char *argv[] = {"WAIT", ap->cfg.wait_n, ap->cfg.wait_ms};
+            if (sluice_aconn_command(ap->conn, 3, argv, NULL, left + ap->cfg.wait_timeout_ms,
+                                     on_wait_reply, k) == 0) {
+                k->replies++;
+            } /* else replicas stays -1: what is admitted is reported unknown */
         }
         sluice__admit_call_free(&call);
     }

@@ -39,6 +39,9 @@ static const char usage[] =
     "      --timeout MS            per-call deadline (default 5000)\n"
     "      --rate N                offer at most N payloads per second from stdin (default: as\n"
     "                              fast as Redis answers)\n"
+    "      --wait-replicas N       report admitted only once N replicas have it (WAIT N);\n"
+    "                              fewer within --wait-timeout: outcome unknown, exit 3\n"
+    "      --wait-timeout MS       how long WAIT may take (default 1000)\n"
     "      --ids                   print \"ID PAYLOAD\" for each admitted payload\n"
     "      --json                  print the summary as JSON\n"
     "  -h, --help                  this text\n"
@@ -62,7 +65,9 @@ enum {
     OPT_IDS,
     OPT_JSON,
     OPT_RATE,
-    OPT_CLIENT
+    OPT_CLIENT,
+    OPT_WAIT_REPLICAS,
+    OPT_WAIT_TIMEOUT
 };
 
 static const struct option longopts[] = {
@@ -80,6 +85,8 @@ static const struct option longopts[] = {
     {"ids", no_argument, NULL, OPT_IDS},
     {"json", no_argument, NULL, OPT_JSON},
     {"rate", required_argument, NULL, OPT_RATE},
+    {"wait-replicas", required_argument, NULL, OPT_WAIT_REPLICAS},
+    {"wait-timeout", required_argument, NULL, OPT_WAIT_TIMEOUT},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -176,6 +183,18 @@ static int parse_opt(run *r, int ch, const char *v, char *err, size_t n) {
         return 0;
     case OPT_RATE:
         return sluice_parse_ll("--rate", v, 1, 10000000, &r->rate, err, n);
+    case OPT_WAIT_REPLICAS:
+        if (sluice_parse_ll("--wait-replicas", v, 0, SLUICE_WAIT_REPLICAS_MAX, &x, err, n) != 0) {
+            return -1;
+        }
+        r->o.wait_replicas = (int)x;
+        return 0;
+    case OPT_WAIT_TIMEOUT:
+        if (sluice_parse_ll("--wait-timeout", v, 1, 3600000, &x, err, n) != 0) {
+            return -1;
+        }
+        r->o.wait_timeout_ms = (int)x;
+        return 0;
     default:
         snprintf(err, n, "unknown option");
         return -1;

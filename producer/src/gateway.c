@@ -42,6 +42,9 @@ static const char usage[] =
     "                                (default $SLUICE_REDIS_URL, else redis://127.0.0.1:6379)\n"
     "      --timeout MS              deadline of one admission in Redis (default 2000)\n"
     "      --connect-timeout MS      Redis connect timeout (default 2000)\n"
+    "      --wait-replicas N         answer 202 only once N replicas have the message (WAIT);\n"
+    "                                fewer within --wait-timeout: 503 outcome unknown\n"
+    "      --wait-timeout MS         how long WAIT may take (default 1000; at most --timeout)\n"
     "      --batch N                 most admissions per Redis call, 1..10000 (default 1000)\n"
     "      --max-pending N           admissions waiting per queue; beyond: 503 (default 65536)\n"
     "      --retry-after-max S       ceiling of Retry-After in seconds (default 60)\n"
@@ -84,6 +87,8 @@ enum {
     OPT_GRACE,
     OPT_LOG_LEVEL,
     OPT_CLIENT_HEADER,
+    OPT_WAIT_REPLICAS,
+    OPT_WAIT_TIMEOUT,
 };
 
 static const struct option longopts[] = {
@@ -92,6 +97,8 @@ static const struct option longopts[] = {
     {"redis", required_argument, NULL, 'r'},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT},
+    {"wait-replicas", required_argument, NULL, OPT_WAIT_REPLICAS},
+    {"wait-timeout", required_argument, NULL, OPT_WAIT_TIMEOUT},
     {"batch", required_argument, NULL, OPT_BATCH},
     {"max-pending", required_argument, NULL, OPT_MAX_PENDING},
     {"retry-after-max", required_argument, NULL, OPT_RETRY_MAX},
@@ -116,6 +123,7 @@ typedef struct config {
     struct sockaddr_storage addr;
     const char *redis_url;
     long long timeout_ms, connect_timeout_ms, batch, max_pending, retry_max, grace_ms;
+    long long wait_replicas, wait_timeout_ms;
     int log_level;
 } config;
 
@@ -232,6 +240,11 @@ static int parse_opt(config *cfg, gw_server *s, int ch, const char *v, char *err
     case OPT_CONNECT_TIMEOUT:
         return sluice_parse_ll("--connect-timeout", v, 1, 3600000, &cfg->connect_timeout_ms, err,
                                n);
+    case OPT_WAIT_REPLICAS:
+        return sluice_parse_ll("--wait-replicas", v, 0, SLUICE_WAIT_REPLICAS_MAX,
+                               &cfg->wait_replicas, err, n);
+    case OPT_WAIT_TIMEOUT:
+        return sluice_parse_ll("--wait-timeout", v, 1, 3600000, &cfg->wait_timeout_ms, err, n);
     case OPT_BATCH:
         return sluice_parse_ll("--batch", v, 1, 10000, &cfg->batch, err, n);
     case OPT_MAX_PENDING:
@@ -341,6 +354,8 @@ static int start_producers(gw_server *s, const config *cfg) {
         o.connect_timeout_ms = (int)cfg->connect_timeout_ms;
         o.command_timeout_ms = (int)cfg->timeout_ms;
         o.retry_after_max_s = (unsigned)cfg->retry_max;
+        o.wait_replicas = (int)cfg->wait_replicas;
+        o.wait_timeout_ms = (int)cfg->wait_timeout_ms;
         sluice_aproducer_options ao;
         sluice_aproducer_options_init(&ao);
         ao.max_queued = (size_t)cfg->max_pending;

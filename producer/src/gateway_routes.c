@@ -134,8 +134,9 @@ static void answer_failure(gw_conn *c, const sluice_admit_result *res, const cha
     snprintf(hdrs, sizeof(hdrs), "Retry-After: 1\r\n%s", extra);
     if (res->status == SLUICE_EUNKNOWN) {
         reply_json(c, 503, hdrs,
-                   "{\"error\":\"outcome unknown\",\"detail\":\"the reply from redis was lost: "
-                   "the message may or may not have been admitted; retry with the same "
+                   "{\"error\":\"outcome unknown\",\"detail\":\"the reply from redis was lost, "
+                   "or fewer replicas than --wait-replicas confirmed it: the message may or may "
+                   "not have been admitted (or kept after a failover); retry with the same "
                    "Idempotency-Key\"}\n");
     } else if (sluice_status_is_transient(res->status) || res->status == SLUICE_ECANCELED) {
         reply_json(c, 503, hdrs, "{\"error\":\"redis unavailable\",\"detail\":\"%s\"}\n",

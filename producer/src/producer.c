@@ -77,6 +77,24 @@ const char *sluice_producer_errstr(const sluice_producer *p) {
     return p->err;
 }
 
+/* WAIT after an admission that appended something: short of the replicas asked for, the
+ * admitted results become EUNKNOWN (returned; res already holds the outcomes). */
+static int wait_replicas(sluice_producer *p, sluice_admit_result *res, size_t n, size_t *admitted) {
+    const char *argv[] = {"WAIT", p->cfg.wait_n, p->cfg.wait_ms};
+    redisReply *r = NULL;
+    long long got = -1;
+    if (sluice_conn_command(p->conn, 3, argv, NULL, &r, NULL) == 0 &&
+        r->type == REDIS_REPLY_INTEGER) {
+        got = r->integer;
+    }
+    freeReplyObject(r);
+    int st = sluice__admit_confirm(&p->cfg, got, res, n, p->err, sizeof(p->err));
+    if (st != 0) {
+        *admitted = 0;
+    }
+    return st;
+}
+
 int sluice_producer_admit_batch(sluice_producer *p, const sluice_message *msgs, size_t n,
                                 sluice_admit_result *res, size_t *admitted) {
     sluice__admit_call call;
@@ -92,7 +110,7 @@ int sluice_producer_admit_batch(sluice_producer *p, const sluice_message *msgs, 
         return st;
     }
     redisReply *r = NULL;
-    int sent = 0;
+    int sent = 0, filled = 0; /* filled: res[] holds each message's outcome */
     st = sluice_conn_fcall(p->conn, call.fn, call.nkeys, call.keys, call.keylens, call.nargs,
                            call.args, call.arglens, &r, &sent);
     sluice__admit_call_free(&call);
@@ -100,6 +118,11 @@ int sluice_producer_admit_batch(sluice_producer *p, const sluice_message *msgs, 
         st = sluice__admit_parse(r, n, &p->drain, sluice_now_ms(), res, admitted);
         if (st != 0) {
             snprintf(p->err, sizeof(p->err), "unexpected reply to the admission call");
+        } else {
+            filled = 1;
+            if (p->cfg.wait_replicas > 0 && *admitted > 0) {
+                st = wait_replicas(p, res, n, admitted);
+            }
         }
     } else {
         if (sent && (st == SLUICE_ECONN || st == SLUICE_ETIMEDOUT)) {
@@ -111,7 +134,7 @@ int sluice_producer_admit_batch(sluice_producer *p, const sluice_message *msgs, 
         }
     }
     freeReplyObject(r);
-    if (st != 0) {
+    if (st != 0 && !filled) {
         sluice__admit_fail(res, n, st, sent, p->fail_open);
     }
     return st;

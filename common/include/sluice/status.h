@@ -23,7 +23,7 @@ extern "C" {
     XX(EDECODE, -4, "malformed envelope")                                                          \
     XX(ECONN, -5, "redis unavailable")                                                             \
     XX(ETIMEDOUT, -6, "timed out")                                                                 \
-    XX(EUNKNOWN, -7, "outcome unknown: the reply was lost")                                        \
+    XX(EUNKNOWN, -7, "outcome unknown: may or may not be done")                                    \
     XX(EAUTH, -8, "redis authentication failed")                                                   \
     XX(ENOPERM, -9, "not permitted by the redis ACL")                                              \
     XX(EOOM, -10, "redis is out of memory")                                                        \

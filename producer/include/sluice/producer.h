@@ -84,7 +84,14 @@ typedef struct sluice_producer_options {
     int fail_open;              /* 1: outcome OPEN instead of FAILED when redis is unreachable */
     unsigned retry_after_max_s; /* ceiling of retry_after_s, default 60 */
     int force_eval;             /* 1: EVALSHA instead of FCALL (tests, old servers) */
+    int wait_replicas;          /* 0..SLUICE_WAIT_REPLICAS_MAX: after an admission, WAIT for this
+                                   many replicas; fewer within wait_timeout_ms: the admitted
+                                   messages are reported FAILED with EUNKNOWN (appended on the
+                                   primary, may be lost if it fails over). 0 = do not wait */
+    int wait_timeout_ms;        /* ms for WAIT, default 1000, at most command_timeout_ms */
 } sluice_producer_options;
+
+#define SLUICE_WAIT_REPLICAS_MAX 16
 
 typedef struct sluice_producer sluice_producer;
 
