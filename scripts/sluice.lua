@@ -898,6 +898,45 @@ local function limit_spec(i, s)
     return l
 end
 
+local function copy_spec(spec)
+    local l = {}
+    for k, v in pairs(spec) do
+        l[k] = v
+    end
+    return l
+end
+
+--[[ Parsed specs by their text, so a call does not parse its limits again: a parse is a pure
+function of the text, so keeping it between calls changes no result (and nothing is kept but
+parses: the engines work on a copy). At most SPEC_CACHE_MAX texts; past that it starts over. ]]
+local SPEC_CACHE_MAX = 256
+local spec_cache, spec_cached = {}, 0
+
+-- Spec text s parsed, shared: read it, never write it (or the error reply naming limit i).
+local function limit_spec_parsed(i, s)
+    local c = spec_cache[s]
+    if not c then
+        c = limit_spec(i, s)
+        if c.err then
+            return c
+        end
+        if spec_cached >= SPEC_CACHE_MAX then
+            spec_cache, spec_cached = {}, 0
+        end
+        spec_cache[s], spec_cached = c, spec_cached + 1
+    end
+    return c
+end
+
+-- A fresh, mutable copy of spec text s parsed (or the error reply naming limit i).
+local function limit_spec_copy(i, s)
+    local c = limit_spec_parsed(i, s)
+    if c.err then
+        return c
+    end
+    return copy_spec(c)
+end
+
 -- Each check reads the state of limit l at time `now` (us) for weight w and sets l.ok (it
 -- passes), l.retry (us, when it does not), l.left / l.reset (units left, us until full: as
 -- things are now), l.left_after / l.reset_after (the same once w is counted, when it passes)
@@ -1125,19 +1164,22 @@ local function limit(keys, args)
     local ls = {}
     local seen = nl > 1 and {} or nil -- key -> 'window' or 'other'; key .. ' ' .. window tag
     for i = 1, nl do
-        local l = limit_spec(i, args[i + 1])
+        local l = limit_spec_copy(i, args[i + 1])
         if l.err then
             return l
         end
         if seen then
             local key = keys[i]
             local kind = l.alg == 'window' and 'window' or 'other'
-            local tag = key .. ' ' .. l.p_ms .. ':' .. (l.prec_ms or '')
-            if (seen[key] and (kind == 'other' or seen[key] == 'other')) or seen[tag] then
+            local tag = kind == 'window' and key .. ' ' .. l.p_ms .. ':' .. l.prec_ms
+            if (seen[key] and (kind == 'other' or seen[key] == 'other')) or (tag and seen[tag]) then
                 return redis.error_reply('SLUICECONFIG key ' .. key .. ' is given twice (limit ' ..
                     i .. '); only window limits of different PERIOD:PRECISION may share a key')
             end
-            seen[key], seen[tag] = kind, true
+            seen[key] = kind
+            if tag then
+                seen[tag] = true
+            end
         end
         ls[i] = l
     end
@@ -1228,7 +1270,7 @@ local function queue_limits(limits_key, scopes)
             if COUNT_SCOPES[scope] then
                 l = {n = tonumber(spec) or 0}
             else
-                l = limit_spec(raw[i], spec)
+                l = limit_spec_parsed(raw[i], spec) -- shared: every use copies it
                 if l.err then
                     return l
                 end
@@ -1238,14 +1280,6 @@ local function queue_limits(limits_key, scopes)
     end
     table.sort(out, function(a, b) return a.name < b.name end)
     return out
-end
-
-local function copy_spec(spec)
-    local l = {}
-    for k, v in pairs(spec) do
-        l[k] = v
-    end
-    return l
 end
 
 -- Counts w units in the checked limits ({{l, key}, ...}); a window's hash lives as long as
