@@ -1317,7 +1317,7 @@ local function batch_state(b, lim, value)
         if err then
             return nil, err
         end
-        st = {key = key, lim = lim, left = l.ok and l.left or 0, used = 0}
+        st = {key = key, lim = lim, left = l.ok and l.left or 0, used = 0, l = l}
         b.states[key] = st
         b.order[#b.order + 1] = st
     end
@@ -1353,8 +1353,11 @@ end
 local function batch_finish(b)
     for _, st in ipairs(b.order) do
         if st.used > 0 then
-            local l = copy_spec(st.lim.spec)
-            LIMIT_ENGINES[l.alg][1](l, st.key, st.used, b.now)
+            local l = st.l -- checked for one unit at the same time: what one unit records
+            if st.used > 1 then
+                l = copy_spec(st.lim.spec)
+                LIMIT_ENGINES[l.alg][1](l, st.key, st.used, b.now)
+            end
             limits_record({{l, st.key}}, b.now, st.used)
         end
     end
