@@ -1724,11 +1724,12 @@ group (at id 0) the first time they are read.
 KEYS[1] stream, KEYS[2] meta
 ARGV[1] group, ARGV[2] consumer, ARGV[3] n (the worker's free slots)
 reply: {{lane_1, entries_1, lane_2, entries_2, ...}, wait_ms}: lane = the tenant ('' the queue's
-  stream), entries as XREADGROUP gives them. wait_ms: 0 something was read (or lanes this round
-  did not reach wait: ask again); > 0 everything with backlog is held back by a rate or a lease
-  until about then; -1 nothing undelivered (an idle worker then waits with BLPOP on
-  sluice:{Q}:wake).
-Cost: one XREADGROUP (and one HINCRBY) per lane visited, plus a fixed dozen calls.
+  stream), entries as XREADGROUP gives them. wait_ms: 0 something was read; > 0 every lane it
+  looked at is held back by a rate or a lease until about then (at most FAIR_HELD_POLL_MS when
+  there were more lanes than FAIR_MAX_HELD_VISITS); -1 nothing undelivered (an idle worker then
+  waits with BLPOP on sluice:{Q}:wake).
+Cost: one XREADGROUP (and one HINCRBY) per lane visited, plus a fixed dozen calls (per 64 lanes
+looked at when they are all held).
 Errors: SLUICECONFIG (a bad limit), NOGROUP (the queue's group is missing), WRONGTYPE. ]]
 local FAIR_MAX_VISITS = 64
 
@@ -1739,6 +1740,8 @@ local function call_list(cmd, key, list)
     end
 end
 local FAIR_SPARE_VISITS = 32 -- lanes a read may look at beyond n, to pass over held ones
+local FAIR_MAX_HELD_VISITS = 1024 -- lanes a read that finds only held ones looks at, at most
+local FAIR_HELD_POLL_MS = 10 -- past those, it asks again this much later
 
 local function fair_take(keys, args)
     local n, prefix, lims, now = read_start(keys, args, DRAIN_SCOPES)
@@ -1769,20 +1772,7 @@ local function fair_take(keys, args)
     -- one round over the head of the ring: at most FAIR_MAX_VISITS lanes, and no more than n
     -- can use (plus a few to pass over held lanes); the state of those lanes in one call each
     local v = math.min(len, FAIR_MAX_VISITS, n + FAIR_SPARE_VISITS)
-    local lanes = v > 0 and redis.call('LRANGE', ring, 0, v - 1) or {}
-    local waits, credits, weights, depths = {}, {}, {}, nil
-    if v > 0 then
-        waits = redis.call('HMGET', lwait, unpack(lanes))
-        credits = redis.call('HMGET', deficit, unpack(lanes))
-        if redis.call('EXISTS', prefix .. 'weights') == 1 then
-            weights = redis.call('HMGET', prefix .. 'weights', unpack(lanes))
-        end
-        for _, lim in ipairs(per) do
-            if lim.scope == 'inflight-tenant' then
-                depths = redis.call('HMGET', prefix .. 'lanes', unpack(lanes))
-            end
-        end
-    end
+    local weighted = redis.call('EXISTS', prefix .. 'weights') == 1
     -- a turn gives weight x scale entries: n free slots spread over the lanes this round can
     -- reach (so a few lanes fill a big read at once, and 1,000 lanes give a read of 2,000 32
     -- each from the next 64; with n = 1 it is 1: one entry a lane, in turn)
@@ -1790,76 +1780,97 @@ local function fair_take(keys, args)
     local out, total, wait_dec, held = {}, 0, 0, -1
     local set_wait, set_credit, gone, back = {}, {}, {}, {}
     local head, visited = nil, 0
-    for i, tn in ipairs(lanes) do
-        if n <= 0 then
+    -- the round takes v lanes at a time; while it has read nothing (every lane it saw was held
+    -- or empty) it goes on with the next v, up to FAIR_MAX_HELD_VISITS: the reply then tells
+    -- when the first held lane may go, instead of a worker asking again at once, over and over
+    while n > 0 and total == 0 and visited < len and visited < FAIR_MAX_HELD_VISITS do
+        local lanes = redis.call('LRANGE', ring, visited, visited + v - 1)
+        if #lanes == 0 then
             break
         end
-        visited = i
-        local allow, lane_hold, checked = n, 0, {}
+        -- the state of these lanes, in one call each
+        local waits = redis.call('HMGET', lwait, unpack(lanes))
+        local credits = redis.call('HMGET', deficit, unpack(lanes))
+        local weights, depths = {}, nil
+        if weighted then
+            weights = redis.call('HMGET', prefix .. 'weights', unpack(lanes))
+        end
         for _, lim in ipairs(per) do
             if lim.scope == 'inflight-tenant' then
-                local inflight
-                if tn == '' then
-                    inflight = pending_of_stream()
-                else
-                    inflight = (tonumber(depths[i]) or 0) - (tonumber(waits[i]) or 0)
-                end
-                allow, lane_hold = lease_cap(lim.spec.n, inflight, allow, lane_hold)
-            else
-                local key = prefix .. 'lim:' .. lim.name .. ':' .. tn
-                allow, lane_hold = rate_cap(lim, key, allow, lane_hold, now)
-                if not allow then
-                    return lane_hold
-                end
-                checked[#checked + 1] = {lim, key}
+                depths = redis.call('HMGET', prefix .. 'lanes', unpack(lanes))
             end
         end
-        if allow <= 0 then -- passed over: its turn goes to the back
-            back[#back + 1] = tn
-            if held < 0 or lane_hold < held then
-                held = lane_hold
+        for i, tn in ipairs(lanes) do
+            if n <= 0 then
+                break
             end
-        else
-            local d = tonumber(credits[i]) or 0
-            if d < 1 then
-                d = d + (weights[i] and tonumber(weights[i]) or 1) * scale
-            end
-            local k = math.min(allow, d, n)
-            local lk = lane_key(prefix, tn)
-            local r = redis.pcall('XREADGROUP', 'GROUP', group, consumer, 'COUNT', k, 'STREAMS',
-                lk, '>')
-            if type(r) == 'table' and r.err then
-                if tn == '' or not string.find(r.err, 'NOGROUP', 1, true) then
-                    return r
+            visited = visited + 1
+            local allow, lane_hold, checked = n, 0, {}
+            for _, lim in ipairs(per) do
+                if lim.scope == 'inflight-tenant' then
+                    local inflight
+                    if tn == '' then
+                        inflight = pending_of_stream()
+                    else
+                        inflight = (tonumber(depths[i]) or 0) - (tonumber(waits[i]) or 0)
+                    end
+                    allow, lane_hold = lease_cap(lim.spec.n, inflight, allow, lane_hold)
+                else
+                    local key = prefix .. 'lim:' .. lim.name .. ':' .. tn
+                    allow, lane_hold = rate_cap(lim, key, allow, lane_hold, now)
+                    if not allow then
+                        return lane_hold
+                    end
+                    checked[#checked + 1] = {lim, key}
                 end
-                redis.call('XGROUP', 'CREATE', lk, group, '0', 'MKSTREAM')
-                r = redis.call('XREADGROUP', 'GROUP', group, consumer, 'COUNT', k, 'STREAMS', lk,
-                    '>')
             end
-            local got = r and r[1] and #r[1][2] or 0
-            if got > 0 then
-                out[#out + 1] = tn
-                out[#out + 1] = r[1][2]
-                total, n, d = total + got, n - got, d - got
-                redis.call('HINCRBY', prefix .. 'served', tn, got)
-                rates_count(checked, now, got)
-            end
-            local left = (tonumber(waits[i]) or 0) - got
-            if tn ~= '' then
-                wait_dec = wait_dec + got
-            end
-            if got < k or left <= 0 then -- nothing undelivered left: out of the ring
-                gone[#gone + 1] = tn
-                if tn ~= '' and left > 0 then
-                    wait_dec = wait_dec + left -- its count was more than its entries
+            if allow <= 0 then -- passed over: its turn goes to the back
+                back[#back + 1] = tn
+                if held < 0 or lane_hold < held then
+                    held = lane_hold
                 end
             else
-                set_wait[#set_wait + 1], set_wait[#set_wait + 2] = tn, left
-                if d >= 1 and n <= 0 then -- the read is full: its turn goes on next time
-                    head = tn
-                    set_credit[#set_credit + 1], set_credit[#set_credit + 2] = tn, d
+                local d = tonumber(credits[i]) or 0
+                if d < 1 then
+                    d = d + (weights[i] and tonumber(weights[i]) or 1) * scale
+                end
+                local k = math.min(allow, d, n)
+                local lk = lane_key(prefix, tn)
+                local r = redis.pcall('XREADGROUP', 'GROUP', group, consumer, 'COUNT', k, 'STREAMS',
+                    lk, '>')
+                if type(r) == 'table' and r.err then
+                    if tn == '' or not string.find(r.err, 'NOGROUP', 1, true) then
+                        return r
+                    end
+                    redis.call('XGROUP', 'CREATE', lk, group, '0', 'MKSTREAM')
+                    r = redis.call('XREADGROUP', 'GROUP', group, consumer, 'COUNT', k, 'STREAMS', lk,
+                        '>')
+                end
+                local got = r and r[1] and #r[1][2] or 0
+                if got > 0 then
+                    out[#out + 1] = tn
+                    out[#out + 1] = r[1][2]
+                    total, n, d = total + got, n - got, d - got
+                    redis.call('HINCRBY', prefix .. 'served', tn, got)
+                    rates_count(checked, now, got)
+                end
+                local left = (tonumber(waits[i]) or 0) - got
+                if tn ~= '' then
+                    wait_dec = wait_dec + got
+                end
+                if got < k or left <= 0 then -- nothing undelivered left: out of the ring
+                    gone[#gone + 1] = tn
+                    if tn ~= '' and left > 0 then
+                        wait_dec = wait_dec + left -- its count was more than its entries
+                    end
                 else
-                    back[#back + 1] = tn
+                    set_wait[#set_wait + 1], set_wait[#set_wait + 2] = tn, left
+                    if d >= 1 and n <= 0 then -- the read is full: its turn goes on next time
+                        head = tn
+                        set_credit[#set_credit + 1], set_credit[#set_credit + 2] = tn, d
+                    else
+                        back[#back + 1] = tn
+                    end
                 end
             end
         end
@@ -1901,9 +1912,10 @@ local function fair_take(keys, args)
         end
     end
     if total == 0 then
-        if len > #back then -- lanes this round did not reach: ask again at once
-            return {{}, 0}
-        elseif held >= 0 then
+        if len > #back then -- lanes past FAIR_MAX_HELD_VISITS: soon, they may go
+            held = math.min(held < 0 and FAIR_HELD_POLL_MS * 1000 or held, FAIR_HELD_POLL_MS * 1000)
+        end
+        if held >= 0 then
             return {{}, math.max(1, math.ceil(held / 1000))}
         end
         return {{}, -1}
