@@ -444,7 +444,13 @@ static int call(sluice_conn *c, const creq *q, int slot, redisReply **out, int *
         if (st == SLUICE_ECONN || st == SLUICE_ETIMEDOUT || st == SLUICE_EREADONLY) {
             /* the node is gone or a replica now (failover, restart): who serves the slot
              * now? Once. */
-            if (refreshed || ask != NULL || refresh(c, deadline) != 0) {
+            if (refreshed || ask != NULL || remaining_ms(deadline) == 0) {
+                return st;
+            }
+            char keep[sizeof(c->err)]; /* the node's failure says more than the refresh's */
+            memcpy(keep, c->err, sizeof(keep));
+            if (refresh(c, deadline) != 0) {
+                memcpy(c->err, keep, sizeof(keep));
                 return st;
             }
             refreshed = 1;

@@ -5,7 +5,8 @@
 # redis+cluster:// URL: three queues whose slots sit on the three primaries admit with
 # sluice-enqueue, exactly to their capacity, and their keys are on the primary that owns the
 # slot; sluice-admin reads and sets them; the library is on every primary (and replicated);
-# sluice-limit counts exactly, with and without scripts. Then a queue's slot migrates to another
+# sluice-limit counts exactly, with and without scripts; a lost reply is reported as unknown and
+# not sent again. Then a queue's slot migrates to another
 # primary while one producer admits into it: the producer follows ASK (the source's ASK errors,
 # the target's ASKING calls) and then MOVED (the source's MOVED errors once the slot is
 # reassigned), and nothing is lost: the counts are exact and the capacity holds.
@@ -92,6 +93,24 @@ run 1 '^allowed=0 limited_by=k ' L "$ns" k=3/10s
 run 0 '^allowed=1 remaining=1 ' L --no-scripts "$ns" n=2/10s m=5/10s
 run 0 '^allowed=1 remaining=0 ' L --no-scripts "$ns" n=2/10s m=5/10s
 run 1 '^allowed=0 limited_by=n ' L --no-scripts "$ns" n=2/10s m=5/10s
+
+# a reply lost on a cluster node (DEBUG SLEEP past the call's deadline, on a connection the
+# producer already used) is an unknown outcome, never sent again: exit 3 "may or may not have
+# run", and the entry is there exactly once
+slow=${primaries[2]}
+qs=${queue_of[$slow]}
+run 0 "capacity of $qs: 20" A capacity "$qs" 20
+{ echo first; sleep 0.6; echo late; } | E --queue "$qs" --batch 1 --timeout 500 >"$tmp/slow.out" 2>&1 &
+slowprod=$!
+pids+=("$slowprod")
+sleep 0.3
+rc "$slow" DEBUG SLEEP 1.5 >/dev/null
+rcode=0
+wait "$slowprod" || rcode=$?
+[ "$rcode" -eq 3 ] || fail "lost reply: exit $rcode: $(cat "$tmp/slow.out")"
+grep -q 'may or may not have run' "$tmp/slow.out" || fail "lost reply: $(cat "$tmp/slow.out")"
+[ "$(rc "$slow" XLEN "sluice:{$qs}:stream")" = 10 ] ||
+    fail "$qs: $(rc "$slow" XLEN "sluice:{$qs}:stream") entries, not 8 + first + late once"
 
 # ---- a slot migration under a running producer ----
 src_port=${primaries[0]}
