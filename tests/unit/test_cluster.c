@@ -17,21 +17,25 @@
 static char text[8192];
 static size_t text_len;
 
-static void put(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    text_len += (size_t)vsnprintf(text + text_len, sizeof(text) - text_len, fmt, ap);
-    va_end(ap);
-    CHECK(text_len < sizeof(text));
+static void put(const char *piece, size_t n) {
+    CHECK(text_len + n < sizeof(text));
+    memcpy(text + text_len, piece, n);
+    text_len += n;
+    text[text_len] = '\0';
 }
 static void B(const char *s) {
-    put("$%zu\r\n%s\r\n", strlen(s), s);
+    char head[32];
+    put(head, (size_t)snprintf(head, sizeof(head), "$%zu\r\n", strlen(s)));
+    put(s, strlen(s));
+    put("\r\n", 2);
 }
 static void I(long long v) {
-    put(":%lld\r\n", v);
+    char buf[32];
+    put(buf, (size_t)snprintf(buf, sizeof(buf), ":%lld\r\n", v));
 }
 static void A(int n) {
-    put("*%d\r\n", n);
+    char buf[32];
+    put(buf, (size_t)snprintf(buf, sizeof(buf), "*%d\r\n", n));
 }
 
 /* One node of a CLUSTER SHARDS shard, as Redis 7.0 writes it. */
