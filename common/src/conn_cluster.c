@@ -323,18 +323,32 @@ static int append_req(sluice_conn *c, sluice__node *n, const creq *q) {
     return 0;
 }
 
-/* Reads and drops `k` replies that only prepare the request (ASKING, MULTI). An error reply
- * among them is kept in *out and returned (the request's own reply is then still owed). */
-static int read_preamble(sluice_conn *c, sluice__node *n, int k, redisReply **out) {
-    for (int i = 0; i < k; i++) {
-        int st = sluice__node_read(c, n, out);
-        if (st != 0) {
+/* Reads the `k` replies that only prepare the request (ASKING, MULTI), then the request's into
+ * *out. When a preparing command was refused its error is the answer (*out) and the rest are
+ * read and dropped. */
+static int read_replies(sluice_conn *c, sluice__node *n, int k, redisReply **out) {
+    redisReply *refused = NULL;
+    int refused_st = 0, st = 0;
+    for (int i = 0; i <= k; i++) {
+        st = sluice__node_read(c, n, out);
+        if (*out == NULL) { /* I/O: the outcome is unknown */
+            freeReplyObject(refused);
             return st;
         }
-        freeReplyObject(*out);
-        *out = NULL;
+        if (i < k || refused != NULL) {
+            if (st != 0 && refused == NULL) {
+                refused = *out, refused_st = st;
+            } else {
+                freeReplyObject(*out);
+            }
+            *out = NULL;
+        }
     }
-    return 0;
+    if (refused != NULL) {
+        *out = refused;
+        return refused_st;
+    }
+    return st;
 }
 
 /* [ASKING] [MULTI] request on n, then their replies; *out is the request's. */
@@ -355,15 +369,7 @@ static int send_req(sluice_conn *c, sluice__node *n, const creq *q, int asking, 
         return st;
     }
     set_sent(sent, 1);
-    st = read_preamble(c, n, pre, out);
-    if (st != 0 && *out != NULL) {
-        /* ASKING or MULTI refused: the request was queued behind it, read and drop it */
-        redisReply *drop = NULL;
-        sluice__node_read(c, n, &drop);
-        freeReplyObject(drop);
-        return st;
-    }
-    return st != 0 ? st : sluice__node_read(c, n, out);
+    return read_replies(c, n, pre, out);
 }
 
 static const char *redirect_name(sluice_cluster_redirect_kind k) {

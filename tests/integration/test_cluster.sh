@@ -167,6 +167,10 @@ grep -qx 'admitted=1500 rejected=500 depth=1508 capacity=1508' "$tmp/prod.out" |
 [ "$(rc "$dst_port" HGET "sluice:{$qm}:stats" admitted)" = 1508 ] || fail "admitted counter"
 [ "$(rc "$dst_port" HGET "sluice:{$qm}:stats" rejected)" = 502 ] || fail "rejected counter"
 run 0 '"depth":1508,"capacity":1508' A stats "$qm" --json
+# purge finds a queue's keys with SCAN on the primary of its slot (the pattern fixes the tag)
+run 0 "deleted [0-9]+ keys of queue $qm" A purge "$qm" --yes
+[ "$(rc "$dst_port" EXISTS "sluice:{$qm}:stream" "sluice:{$qm}:meta" "sluice:{$qm}:stats")" = 0 ] ||
+    fail "purge left keys of $qm"
 echo "test_cluster: 3 primaries, admission/admin/limiter through $curl; slot $slot migrated" \
     "under load: ASK $ask0->$ask1 (ASKING $asking1), MOVED $moved1->$moved2, 1500 admitted," \
     "500 refused, none lost"
