@@ -459,8 +459,7 @@ static int call(sluice_conn *c, const creq *q, int slot, redisReply **out, int *
                 memcpy(c->err, keep, sizeof(keep));
                 return st;
             }
-            refreshed = 1;
-            n->next_attempt_ms = 0;
+            refreshed = 1; /* a node still in its backoff fails at once: no connect storm */
             st = 0;
             continue;
         }
