@@ -171,6 +171,51 @@ run 0 '"depth":1508,"capacity":1508' A stats "$qm" --json
 run 0 "deleted [0-9]+ keys of queue $qm" A purge "$qm" --yes
 [ "$(rc "$dst_port" EXISTS "sluice:{$qm}:stream" "sluice:{$qm}:meta" "sluice:{$qm}:stats")" = 0 ] ||
     fail "purge left keys of $qm"
+# ---- failover: a primary killed (-9) under a producer that already used it ----
+# The producer's connection to the dead primary fails, it rereads the map from another node
+# and sends to the promoted replica, which has the library (functions replicate) and the data.
+qf=$qs
+dead=$slow
+replica=$(rc "$p1" CLUSTER NODES | awk -v m="${id[$dead]}" '$4 == m { split($2, a, "[:@]"); print a[2] }')
+[ -n "$replica" ] || fail "no replica of $dead"
+before=$(rc "$dead" XLEN "sluice:{$qf}:stream")
+mkfifo "$tmp/feed"
+E --queue "$qf" --batch 1 --timeout 2000 <"$tmp/feed" >"$tmp/fail.out" 2>&1 &
+failprod=$!
+pids+=("$failprod")
+exec 3>"$tmp/feed"
+echo before-kill >&3
+for i in $(seq 1 100); do # admitted on the primary and replicated
+    [ "$(printf 'READONLY\nXLEN sluice:{%s}:stream\n' "$qf" | rc "$replica" | tail -n 1)" = $((before + 1)) ] && break
+    sleep 0.05
+done
+for nd in "$cdir"/node*; do # the dead primary's own PID
+    if [ "$(cat "$nd/port")" = "$dead" ]; then
+        kill -KILL "$(cat "$nd/pid")"
+    fi
+done
+promoted() { # every surviving primary sees the replica as a primary now
+    local p
+    for p in "${primaries[@]}"; do
+        [ "$p" = "$dead" ] && continue
+        rc "$p" CLUSTER NODES 2>/dev/null | grep -q ":$replica@.* master " || return 1
+    done
+}
+for i in $(seq 1 300); do # node timeout 2 s, then the election
+    promoted && break
+    sleep 0.05
+done
+promoted || fail "replica $replica was not promoted: $(rc "$p1" CLUSTER NODES)"
+echo after-failover >&3
+exec 3>&-
+rcode=0
+wait "$failprod" || rcode=$?
+[ "$rcode" -eq 0 ] || fail "producer across the failover exited $rcode: $(cat "$tmp/fail.out")"
+grep -q '^admitted=2 rejected=0' "$tmp/fail.out" || fail "failover: $(cat "$tmp/fail.out")"
+[ "$(rc "$replica" XLEN "sluice:{$qf}:stream")" = $((before + 2)) ] ||
+    fail "failover: $(rc "$replica" XLEN "sluice:{$qf}:stream") entries on the promoted replica"
+rc "$replica" FUNCTION LIST LIBRARYNAME sluice | grep -qx sluice || fail "no library on $replica"
+
 echo "test_cluster: 3 primaries, admission/admin/limiter through $curl; slot $slot migrated" \
     "under load: ASK $ask0->$ask1 (ASKING $asking1), MOVED $moved1->$moved2, 1500 admitted," \
-    "500 refused, none lost"
+    "500 refused, none lost; a producer followed the failover of $dead to $replica"
