@@ -171,6 +171,37 @@ run 0 '"depth":1508,"capacity":1508' A stats "$qm" --json
 run 0 "deleted [0-9]+ keys of queue $qm" A purge "$qm" --yes
 [ "$(rc "$dst_port" EXISTS "sluice:{$qm}:stream" "sluice:{$qm}:meta" "sluice:{$qm}:stats")" = 0 ] ||
     fail "purge left keys of $qm"
+# ---- TRYAGAIN: a queue's keys split between two nodes in the middle of a migration ----
+# The admission names three keys; while only one of them has moved the source answers
+# TRYAGAIN, and the producer backs off and sends again within its deadline until the rest has
+# moved too (then ASK, then done).
+qt=${queue_of[$dst_port]}
+tslot=$(rc "$p1" CLUSTER KEYSLOT "sluice:{$qt}:stream")
+run 0 "capacity of $qt: 20" A capacity "$qt" 20
+try0=$(stat "$dst_port" errorstats errorstat_TRYAGAIN)
+rc "$other_port" CLUSTER SETSLOT "$tslot" IMPORTING "${id[$dst_port]}" | grep -q OK || fail "IMPORTING"
+rc "$dst_port" CLUSTER SETSLOT "$tslot" MIGRATING "${id[$other_port]}" | grep -q OK || fail "MIGRATING"
+rc "$dst_port" MIGRATE 127.0.0.1 "$other_port" "sluice:{$qt}:stats" 0 5000 | grep -q OK ||
+    fail "MIGRATE of one key"
+E --queue "$qt" --timeout 4000 split >"$tmp/split.out" 2>&1 &
+splitprod=$!
+pids+=("$splitprod")
+sleep 0.5
+mapfile -t ks < <(rc "$dst_port" CLUSTER GETKEYSINSLOT "$tslot" 1000 | grep .)
+[ "${#ks[@]}" -gt 0 ] || fail "no keys left to migrate in slot $tslot"
+rc "$dst_port" MIGRATE 127.0.0.1 "$other_port" "" 0 5000 KEYS "${ks[@]}" | grep -q OK ||
+    fail "MIGRATE of the rest"
+rcode=0
+wait "$splitprod" || rcode=$?
+for p in "$other_port" "$dst_port" "$src_port"; do
+    rc "$p" CLUSTER SETSLOT "$tslot" NODE "${id[$other_port]}" | grep -q OK || fail "SETSLOT NODE"
+done
+[ "$rcode" -eq 0 ] || fail "split slot: exit $rcode: $(cat "$tmp/split.out")"
+grep -q '^admitted=1 rejected=0 depth=9 ' "$tmp/split.out" || fail "split: $(cat "$tmp/split.out")"
+try1=$(stat "$dst_port" errorstats errorstat_TRYAGAIN)
+[ "$try1" -gt "$try0" ] || fail "no TRYAGAIN while the keys were split"
+[ "$(rc "$other_port" XLEN "sluice:{$qt}:stream")" = 9 ] || fail "split: not 9 entries"
+
 # ---- failover: a primary killed (-9) under a producer that already used it ----
 # The producer's connection to the dead primary fails, it rereads the map from another node
 # and sends to the promoted replica, which has the library (functions replicate) and the data.
@@ -218,4 +249,5 @@ rc "$replica" FUNCTION LIST LIBRARYNAME sluice | grep -qx sluice || fail "no lib
 
 echo "test_cluster: 3 primaries, admission/admin/limiter through $curl; slot $slot migrated" \
     "under load: ASK $ask0->$ask1 (ASKING $asking1), MOVED $moved1->$moved2, 1500 admitted," \
-    "500 refused, none lost; a producer followed the failover of $dead to $replica"
+    "500 refused, none lost; TRYAGAIN $try0->$try1 while slot $tslot was split; a producer" \
+    "followed the failover of $dead to $replica"
