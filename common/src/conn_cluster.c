@@ -56,12 +56,14 @@ struct sluice__cluster {
     int npending; /* commands in `pending` */
     int owed;     /* replies to read from `pipe` */
     int txn;
+    int last_slot; /* of the last keyed call: WAIT goes where that write went (-1 none yet) */
 };
 
 sluice__cluster *sluice__cluster_new(void) {
     sluice__cluster *cl = calloc(1, sizeof(*cl));
     if (cl != NULL) {
         sluice__cluster_map_init(&cl->map);
+        cl->last_slot = -1;
     }
     return cl;
 }
@@ -440,6 +442,9 @@ static int call(sluice_conn *c, const creq *q, int slot, redisReply **out, int *
     int asked = 0, reloaded = 0, refreshed = 0;
     *out = NULL;
     set_sent(sent, 0);
+    if (slot >= 0) {
+        c->cl->last_slot = slot;
+    }
     int st = map_ready(c, deadline);
     for (int attempt = 0; st == 0 && attempt < CLUSTER_TRIES; attempt++) {
         sluice__node *n = ask != NULL ? ask : route(c, slot);
@@ -602,7 +607,11 @@ int sluice__cluster_command(sluice_conn *c, int argc, const char **argv, const s
     }
     creq q = {.argc = argc, .argv = argv, .lens = lens, .multi = cl->txn == TXN_DEFERRED};
     sluice__node *used = NULL;
-    int st = call(c, &q, sluice__cluster_command_slot(argc, argv, lens), out, sent, &used);
+    int slot = sluice__cluster_command_slot(argc, argv, lens);
+    if (slot < 0 && is_cmd(argc, argv, lens, "WAIT")) {
+        slot = cl->last_slot; /* the replicas of the node that took the last write */
+    }
+    int st = call(c, &q, slot, out, sent, &used);
     if (q.multi) {
         int over =
             *out == NULL || is_cmd(argc, argv, lens, "EXEC") || is_cmd(argc, argv, lens, "DISCARD");

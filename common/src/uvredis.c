@@ -29,6 +29,7 @@
 
 #include <uv.h>
 
+#include "sluice/cluster.h"
 #include "sluice/log.h"
 #include "sluice/lua.h"
 #include "sluice/redis.h"
@@ -92,6 +93,16 @@ struct sluice_aconn {
     void *closed_arg;
     char where[300]; /* the redacted URL */
     char err[512];
+    /* Redis Cluster (redis+cluster://): every command of a connection is for one queue, so one
+     * slot, so one node - the owner of the queue's slot, found by asking a seed and following
+     * its MOVED. A MOVED later (the slot moved, a replica was promoted) fails the call as not
+     * executed and reconnects to the node it names; ASK, TRYAGAIN and CLUSTERDOWN fail it as
+     * busy (transient). */
+    char node_host[256]; /* where to connect next ("" = the next seed) */
+    int node_port;
+    int next_seed;
+    int redirected; /* reconnect at once: a MOVED named the node */
+    int redirects;  /* MOVEDs followed since the last ready (nodes that disagree: back off) */
 };
 
 static void on_reply(redisAsyncContext *ac, void *r, void *privdata);
@@ -160,6 +171,14 @@ static void arm_deadline(sluice_aconn *c, uint64_t deadline) {
 /* Capped exponential backoff with jitter, from this connection's own generator (see
  * sluice__backoff_ms), so a crowd of clients reconnecting after a restart spreads out. */
 static void schedule_retry(sluice_aconn *c) {
+    if (c->redirected) { /* a MOVED named the node: go there now */
+        c->redirected = 0;
+        uv_timer_start(&c->retry_timer, on_retry, 0, 0);
+        return;
+    }
+    if (c->url.is_cluster) {
+        c->node_host[0] = '\0'; /* that node failed us: ask the seeds again */
+    }
     if (c->attempt < SLUICE_ATTEMPT_MAX) {
         c->attempt++;
     }
@@ -167,13 +186,14 @@ static void schedule_retry(sluice_aconn *c) {
     uv_timer_start(&c->retry_timer, on_retry, delay, 0);
 }
 
-static void report_down(sluice_aconn *c, int status) {
+static void report_down(sluice_aconn *c, int status, int moved) {
     char q[sizeof(c->err) + 64];
-    /* the one line of a failed attempt: the owner's state callback does not log it again */
-    SLUICE_LOG(SLUICE_LOG_WARN,
-               "event=redis_down conn=%s queue=%s status=%s attempt=%d retry_in_ms=%llu "
-               "detail=%s",
-               c->name, c->queue, sluice_err_name(status), c->attempt,
+    /* the one line of a failed attempt: the owner's state callback does not log it again (a
+     * cluster connection that follows a MOVED to its slot's owner is not a failure) */
+    SLUICE_LOG(moved ? SLUICE_LOG_INFO : SLUICE_LOG_WARN,
+               "event=%s conn=%s queue=%s status=%s attempt=%d retry_in_ms=%llu detail=%s",
+               moved ? "cluster_redirect" : "redis_down", c->name, c->queue,
+               sluice_err_name(status), c->attempt,
                (unsigned long long)uv_timer_get_due_in(&c->retry_timer),
                sluice_log_q(c->err, q, sizeof(q)));
     if (c->state_cb != NULL) {
@@ -201,8 +221,9 @@ static void link_lost(sluice_aconn *c, sluice__uvlink *l, int status, const char
     if (detail != NULL) {
         snprintf(c->err, sizeof(c->err), "%s: %s", c->where, detail);
     }
+    int moved = c->redirected;
     schedule_retry(c);
-    report_down(c, status);
+    report_down(c, status, moved);
 }
 
 /*
@@ -339,8 +360,14 @@ static void become_ready(sluice_aconn *c) {
     uv_timer_stop(&c->connect_timer);
     c->ready = 1;
     c->attempt = 0;
-    SLUICE_LOG(SLUICE_LOG_INFO, "event=redis_ready server=%s mode=%s", c->where,
-               c->mode == MODE_EVAL ? "evalsha" : "function");
+    c->redirects = 0;
+    if (c->url.is_cluster) {
+        SLUICE_LOG(SLUICE_LOG_INFO, "event=redis_ready server=%s node=%s:%d mode=%s", c->where,
+                   c->node_host, c->node_port, c->mode == MODE_EVAL ? "evalsha" : "function");
+    } else {
+        SLUICE_LOG(SLUICE_LOG_INFO, "event=redis_ready server=%s mode=%s", c->where,
+                   c->mode == MODE_EVAL ? "evalsha" : "function");
+    }
     if (c->state_cb != NULL) {
         c->state_cb(c, 1, 0, c->state_arg);
     }
@@ -431,6 +458,42 @@ static void load_scripts(sluice_aconn *c) {
     }
 }
 
+/* Redirects to the node a MOVED names (once the link is let go, reconnects there at once).
+ * Returns 1 when r was a MOVED. */
+static int follow_moved(sluice_aconn *c, const redisReply *r) {
+    sluice_cluster_redirect rd;
+    if (r->type != REDIS_REPLY_ERROR ||
+        sluice__cluster_redirect_parse(r->str, r->len, &rd) != SLUICE_REDIRECT_MOVED) {
+        return 0;
+    }
+    if (rd.addr.host[0] != '\0') {
+        snprintf(c->node_host, sizeof(c->node_host), "%s", rd.addr.host);
+    }
+    c->node_port = rd.addr.port;
+    c->redirected = ++c->redirects <= 5; /* more: the nodes disagree (a failover), back off */
+    SLUICE_LOG(SLUICE_LOG_INFO, "event=cluster_moved conn=%s queue=%s slot=%d node=%s:%d", c->name,
+               c->queue, rd.slot, c->node_host, c->node_port);
+    return 1;
+}
+
+/* Cluster: EXISTS on the queue's meta, the question "do you own the slot?". A MOVED names the
+ * owner: reconnect there. An ASK (the slot is migrating away) still lets this node serve it. */
+static void step_route(sluice_aconn *c, redisReply *r, int fn) {
+    (void)fn;
+    if (follow_moved(c, r)) {
+        fail_handshake(c, SLUICE_ECONN, "the queue's slot is served by another node", r);
+        return;
+    }
+    sluice_cluster_redirect rd;
+    int st = reply_status(r);
+    if (st != 0 && !(r->type == REDIS_REPLY_ERROR &&
+                     sluice__cluster_redirect_parse(r->str, r->len, &rd) == SLUICE_REDIRECT_ASK)) {
+        fail_handshake(c, st, "EXISTS (cluster routing)", r);
+        return;
+    }
+    step_done(c);
+}
+
 /* The reply to FCALL sluice_version (or PING in forced EVALSHA mode) decides what to load,
  * by the rule the blocking connection follows too (sluice_lua_probe). */
 static void step_probe(sluice_aconn *c, redisReply *r, int fn) {
@@ -477,6 +540,12 @@ static void handshake_start(sluice_aconn *c) {
         snprintf(db, sizeof(db), "%d", c->url.db);
         const char *argv[] = {"SELECT", db};
         st |= send_step(c, 2, argv, NULL, step_select, -1);
+    }
+    if (c->url.is_cluster) { /* is this node the owner of the queue's slot? */
+        char key[sizeof(c->queue) + 16];
+        snprintf(key, sizeof(key), "sluice:{%s}:meta", c->o.queue);
+        const char *argv[] = {"EXISTS", key};
+        st |= send_step(c, 2, argv, NULL, step_route, -1);
     }
     if (c->o.force_eval) {
         const char *argv[] = {"PING"};
@@ -531,18 +600,27 @@ static void on_connect_timeout(uv_timer_t *t) {
  * name with a blocking getaddrinfo here; use IP literals or unix sockets on busy loops. */
 static void on_retry(uv_timer_t *t) {
     sluice_aconn *c = t->data;
-    if (c->url.is_cluster) {
-        /* not routed yet: talking to one seed as if it were the server would answer MOVED */
+    if (c->url.is_cluster && c->o.queue == NULL) {
         snprintf(c->err, sizeof(c->err),
-                 "%s: the async connection (worker, gateway, async producer) does not support "
-                 "Redis Cluster yet",
+                 "%s: an async connection to a Redis Cluster serves one queue, and none was given",
                  c->where);
         schedule_retry(c);
-        report_down(c, SLUICE_EINVAL);
+        report_down(c, SLUICE_EINVAL, 0);
         return;
     }
-    redisAsyncContext *ac = c->url.is_unix ? redisAsyncConnectUnix(c->url.path)
-                                           : redisAsyncConnect(c->url.host, c->url.port);
+    const char *host = c->url.host;
+    int port = c->url.port;
+    if (c->url.is_cluster) {
+        if (c->node_host[0] == '\0') { /* no node known: the seeds in turn */
+            const sluice_url_seed *sd = &c->url.seeds[c->next_seed++ % c->url.nseeds];
+            snprintf(c->node_host, sizeof(c->node_host), "%s", sd->host);
+            c->node_port = sd->port;
+        }
+        host = c->node_host;
+        port = c->node_port;
+    }
+    redisAsyncContext *ac =
+        c->url.is_unix ? redisAsyncConnectUnix(c->url.path) : redisAsyncConnect(host, port);
     sluice__uvlink *l = NULL;
     if (ac != NULL) {
         sluice__fd_cloexec(ac->c.fd);
@@ -559,7 +637,7 @@ static void on_retry(uv_timer_t *t) {
             redisAsyncFree(ac);
         }
         schedule_retry(c);
-        report_down(c, SLUICE_ECONN);
+        report_down(c, SLUICE_ECONN, 0);
         return;
     }
     if (!c->url.is_unix) {
@@ -643,6 +721,21 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
     int st = reply_status(reply);
     if (st == SLUICE_ENOSCRIPT && resend(c, l, q) == 0) {
         return;
+    }
+    if (c->url.is_cluster && reply->type == REDIS_REPLY_ERROR) {
+        sluice_cluster_redirect rd;
+        sluice_cluster_redirect_kind k =
+            sluice__cluster_redirect_parse(reply->str, reply->len, &rd);
+        if (k != SLUICE_REDIRECT_NONE) {
+            /* the command did not run: fail it as not sent (the caller may send it again) */
+            snprintf(c->err, sizeof(c->err), "%s: %.*s", c->where, (int)reply->len, reply->str);
+            int moved = follow_moved(c, reply);
+            complete(c, q, moved ? SLUICE_ECONN : SLUICE_EBUSY, 0, reply);
+            if (moved && !c->closing && c->link == l && l->ac != NULL) {
+                drop(c, SLUICE_ECONN, "the queue's slot moved");
+            }
+            return;
+        }
     }
     if (reply->type == REDIS_REPLY_ERROR) { /* the errstr tells the caller what Redis said */
         snprintf(c->err, sizeof(c->err), "%s: %.*s", c->where, (int)reply->len, reply->str);

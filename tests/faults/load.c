@@ -49,6 +49,7 @@ typedef struct load {
 static const char usage[] =
     "usage: sluice-faultload --redis URL --queue Q --count N --out FILE [options]\n"
     "  --prefix P         payload prefix (default m)\n"
+    "  --wait-replicas N  WAIT for N replicas after each call (unconfirmed: unknown)\n"
     "  --tenants N        spread the payloads over tenants t0..t(N-1), round robin (default\n"
     "                     none: no tenant)\n"
     "  --batch N          payloads per call, 1..1000 (default 50; 1 with --idempotent)\n"
@@ -102,6 +103,9 @@ static int parse(load *l, int argc, char **argv, const char **out, const char **
             *out = v;
         } else if (strcmp(a, "--unknown") == 0) {
             *unknown = v;
+        } else if (strcmp(a, "--wait-replicas") == 0) {
+            rc = sluice_parse_ll(a, v, 0, SLUICE_WAIT_REPLICAS_MAX, &x, err, sizeof(err));
+            l->o.wait_replicas = (int)x;
         } else if (strcmp(a, "--tenants") == 0) {
             rc = sluice_parse_ll(a, v, 1, 100000, &l->tenants, err, sizeof(err));
         } else if (strcmp(a, "--count") == 0) {

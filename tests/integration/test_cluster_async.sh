@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# The async clients on a Redis Cluster (3 primaries, 3 replicas, started here and stopped by
+# their PIDs): workers, the gateway and a fair queue, each on queues whose slots sit on the
+# three primaries, through one redis+cluster:// URL (each connection finds the owner of its
+# queue's slot by the seeds' MOVED). Then a primary is killed with -9 while a producer with
+# --wait-replicas 1 admits into its queue and a worker drains it: the worker and the producer
+# follow the promoted replica by themselves, and every admission reported admitted is processed.
+. "$(dirname "$0")/lib.sh"
+src=${SLUICE_SOURCE_DIR:?run through ctest}
+cdir=$tmp/cluster
+trap '"$src/scripts/test-redis" cluster-stop "$cdir" >/dev/null 2>&1 || true; lib_cleanup' EXIT
+curl=$("$src/scripts/test-redis" cluster-start "$cdir") || fail "cluster-start: $curl"
+mapfile -t ports <"$cdir/ports"
+p1=${ports[0]}
+rc() { redis-cli -p "$@"; }
+alive() { # a node that answers (the first one may be the one killed below)
+    local p
+    for p in "${ports[@]}"; do
+        rc "$p" PING 2>/dev/null | grep -q PONG && { echo "$p"; return; }
+    done
+}
+owner() { # queue -> port of the primary of its slot
+    local s a
+    a=$(alive)
+    s=$(rc "$a" CLUSTER KEYSLOT "sluice:{$1}:stream")
+    rc "$a" CLUSTER NODES | awk -v s="$s" '$3 ~ /master/ && $3 !~ /fail/ {
+        for (i = 9; i <= NF; i++) { split($i, r, "-"); if (r[2] == "") r[2] = r[1]
+            if (s >= r[1] && s <= r[2]) { split($2, a, "[:@]"); print a[2] } } }'
+}
+declare -A queue_of
+for i in $(seq 1 300); do
+    q="ca$$-$i"
+    p=$(owner "$q")
+    [ -n "$p" ] && [ -z "${queue_of[$p]:-}" ] && queue_of[$p]=$q
+    [ "${#queue_of[@]}" -eq 3 ] && break
+done
+[ "${#queue_of[@]}" -eq 3 ] || fail "no queue name found for each primary"
+queues=("${queue_of[@]}")
+E() { "$bin/sluice-enqueue" --redis "$curl" --capacity 100000 "$@"; }
+
+# ---- workers on each primary's queue ----
+for q in "${queues[@]}"; do
+    seq 1 300 | sed "s/^/$q-/" | E --queue "$q" >/dev/null
+done
+for q in "${queues[@]}"; do
+    timeout 30 "$bin/sluice-worker" --redis "$curl" --queue "$q" --handler noop \
+        --record "$tmp/w-$q" --max-messages 300 >/dev/null 2>"$tmp/w-$q.log" ||
+        fail "worker on $q: $(tail -n 3 "$tmp/w-$q.log")"
+    [ "$(awk '{ print $2 }' "$tmp/w-$q" | sort -u | wc -l)" = 300 ] || fail "worker on $q"
+    [ "$(rc "$(owner "$q")" XLEN "sluice:{$q}:stream")" = 0 ] || fail "$q not drained"
+done
+
+# ---- the gateway: one process, queues on three primaries ----
+args=()
+for q in "${queues[@]}"; do args+=(--queue "$q"); done
+"$bin/sluice-gateway" --listen 127.0.0.1:0 --redis "$curl" "${args[@]}" 2>"$tmp/gw.log" &
+pids+=("$!")
+port=""
+for i in $(seq 1 100); do
+    port=$(grep -oE 'addr=127\.0\.0\.1:[0-9]+' "$tmp/gw.log" | head -n 1 | cut -d: -f2) || true
+    [ -n "$port" ] && break
+    sleep 0.05
+done
+[ -n "$port" ] || fail "gateway did not start: $(cat "$tmp/gw.log")"
+for q in "${queues[@]}"; do
+    code=$(curl -s --max-time 10 -o "$tmp/b" -w '%{http_code}' -d "via-gw" \
+        "http://127.0.0.1:$port/v1/queues/$q/messages")
+    [ "$code" = 202 ] || fail "gateway POST to $q: $code $(cat "$tmp/b")"
+    curl -s --max-time 10 "http://127.0.0.1:$port/v1/queues/$q" >"$tmp/b"
+    grep -q '"depth":1,' "$tmp/b" || fail "gateway info of $q: $(cat "$tmp/b")"
+done
+! grep -q 'level=warn' "$tmp/gw.log" || fail "gateway warnings: $(grep level=warn "$tmp/gw.log")"
+
+# ---- a fair queue on the cluster: its lanes share the queue's slot ----
+fq=${queues[0]}
+"$bin/sluice-admin" --redis "$curl" fair "$fq" on >/dev/null
+seq 1 50 | sed 's/^/fa/' | E --queue "$fq" --tenant A >/dev/null
+seq 1 5 | sed 's/^/fb/' | E --queue "$fq" --tenant B >/dev/null
+timeout 30 "$bin/sluice-worker" --redis "$curl" --queue "$fq" --handler noop --concurrency 1 \
+    --record "$tmp/fair" --max-messages 56 >/dev/null 2>&1
+last_b=$(awk '$2 ~ /^fb/ { n = NR } END { print n + 0 }' "$tmp/fair")
+[ "$last_b" -gt 0 ] && [ "$last_b" -le 12 ] || fail "fair on a cluster: B's last at $last_b"
+
+# ---- failover: kill -9 the primary of a queue under a producer and a worker ----
+vq=${queues[1]}
+victim=$(owner "$vq")
+vpid="" vdir=""
+for d in "$cdir"/node*; do
+    [ "$(cat "$d/port")" = "$victim" ] && vpid=$(cat "$d/pid") && vdir=$d
+done
+[ -n "$vpid" ] || fail "no pid for the primary on $victim"
+"$bin/sluice-worker" --redis "$curl" --queue "$vq" --handler noop --record "$tmp/fo" \
+    --log-level info 2>"$tmp/fo.log" >/dev/null &
+wpid=$!
+pids+=("$wpid")
+"$bin/sluice-faultload" --redis "$curl" --queue "$vq" --count 2000 --rate 400 --batch 10 \
+    --prefix fo --wait-replicas 1 --timeout 2000 --deadline 90000 --out "$tmp/fo.adm" \
+    --unknown "$tmp/fo.unk" >"$tmp/fo.out" 2>&1 &
+ppid=$!
+pids+=("$ppid")
+sleep 1.5
+kill -KILL "$vpid"
+# the killed node comes back (its nodes.conf kept) as the replica of the promoted one: until it
+# has synced, WAIT 1 has no replica to count, and those admissions are reported unknown
+for i in $(seq 1 100); do
+    [ -n "$(owner "$vq")" ] && [ "$(owner "$vq")" != "$victim" ] && break
+    sleep 0.1
+done
+redis-server --port "$victim" --bind 127.0.0.1 --dir "$vdir" --save "" --daemonize no \
+    --logfile "$vdir/redis.log" --cluster-enabled yes --cluster-config-file nodes.conf \
+    --cluster-node-timeout 2000 --appendonly no --protected-mode yes </dev/null >/dev/null 2>&1 &
+echo $! >"$vdir/pid"
+wait "$ppid" || fail "producer: $(cat "$tmp/fo.out")"
+for i in $(seq 1 300); do # the worker follows the promoted replica by itself
+    python3 "$src/tests/faults/check.py" --admitted "$tmp/fo.adm" --processed "$tmp/fo" \
+        >"$tmp/chk" 2>/dev/null && break
+    sleep 0.1
+done
+python3 "$src/tests/faults/check.py" --admitted "$tmp/fo.adm" --processed "$tmp/fo" >"$tmp/chk" ||
+    fail "after the failover: $(cat "$tmp/chk") $(tail -n 5 "$tmp/fo.log")"
+new=$(owner "$vq")
+[ -n "$new" ] && [ "$new" != "$victim" ] || fail "no promoted replica for $vq (victim $victim, owner \"$new\"): $(rc "$(alive)" CLUSTER NODES)"
+grep -q "event=redis_ready.*node=127.0.0.1:$new" "$tmp/fo.log" ||
+    fail "the worker never reached the promoted replica $new: $(tail -n 5 "$tmp/fo.log")"
+echo "test_cluster_async: ok ($(cat "$tmp/chk"); producer: $(cat "$tmp/fo.out"))"
