@@ -267,14 +267,15 @@ static int check_queue(const args *a, sluice_conn *c, const sluice_keys *k,
     return 0;
 }
 
-static void report(const args *a, double secs, const pace_result *p) {
+/* redis_us: Redis's CPU time per message during the drain (-1 unknown) */
+static void report(const args *a, double secs, double redis_us, const pace_result *p) {
     char n1[32], n2[48];
     double rate = p != NULL ? (double)p->acked / p->secs : (double)a->count / secs;
     double ratio = p != NULL ? rate / a->pace_per_s : 0;
     if (a->json) {
         printf("{\"bench\":\"drain\",\"per_s\":%.0f,\"count\":%lld,\"concurrency\":%lld,"
-               "\"tenants\":%lld",
-               rate, a->count, a->conc, a->tenants);
+               "\"tenants\":%lld,\"redis_us_per_msg\":%.2f",
+               rate, a->count, a->conc, a->tenants, redis_us);
         if (p != NULL) {
             printf(",\"pace_per_s\":%.3f,\"pace_ratio\":%.4f,\"seconds\":%.2f,\"processed\":%lld",
                    a->pace_per_s, ratio, p->secs, p->acked);
@@ -295,8 +296,9 @@ static void report(const args *a, double secs, const pace_result *p) {
         return;
     }
     printf("drain, %sone worker, no-op handler: %s msg/s (%lld messages in %.2f s, "
-           "concurrency %lld)\n",
-           n2, sluice_fmt_count(n1, sizeof(n1), (unsigned long long)rate), a->count, secs, a->conc);
+           "concurrency %lld; Redis CPU %.2f us per message)\n",
+           n2, sluice_fmt_count(n1, sizeof(n1), (unsigned long long)rate), a->count, secs, a->conc,
+           redis_us);
 }
 
 /* Purges, then configures (fair, pace) and fills the queue. Returns 0 or an exit code. */
@@ -346,6 +348,7 @@ int bench_drain(int argc, char **argv) {
     }
     sluice_conn *c = sluice_conn_new(&u, NULL);
     pace_result p = {0, 0};
+    double cpu0 = c != NULL ? bench_redis_cpu_s(c) : -1;
     uint64_t t0 = sluice_now_ns();
     if (c == NULL) {
         rc = SLUICE_EXIT_REDIS;
@@ -355,8 +358,12 @@ int bench_drain(int argc, char **argv) {
         rc = sluice_worker_run(w, NULL);
     }
     double secs = (double)(sluice_now_ns() - t0) / 1e9;
+    double cpu1 = c != NULL ? bench_redis_cpu_s(c) : -1;
     sluice_worker_stats st;
     sluice_worker_get_stats(w, &st);
+    double redis_us = cpu0 >= 0 && cpu1 >= 0 && st.processed > 0
+                          ? (cpu1 - cpu0) * 1e6 / (double)st.processed
+                          : -1;
     if (a.pace == NULL && (rc != 0 || st.processed != (unsigned long long)a.count)) {
         fprintf(stderr, "sluice-bench drain: processed %llu of %lld (status %s)\n", st.processed,
                 a.count, sluice_err_name(rc));
@@ -377,7 +384,7 @@ int bench_drain(int argc, char **argv) {
     sluice_conn_free(c);
     bench_purge(a.url, a.queue);
     if (rc == 0) {
-        report(&a, secs, a.pace != NULL ? &p : NULL);
+        report(&a, secs, redis_us, a.pace != NULL ? &p : NULL);
     }
     return rc;
 }

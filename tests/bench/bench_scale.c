@@ -153,21 +153,6 @@ static int read_counters(sluice_conn *c, const sluice_keys *k, long long v[3]) {
     return st;
 }
 
-/* redis-server's CPU seconds (user + sys) from INFO cpu; -1 when unknown. */
-static double redis_cpu_s(sluice_conn *c) {
-    const char *argv[] = {"INFO", "cpu"};
-    redisReply *r = NULL;
-    double total = -1;
-    if (sluice_conn_command(c, 2, argv, NULL, &r, NULL) == 0 && r->type == REDIS_REPLY_STRING) {
-        const char *u = strstr(r->str, "used_cpu_user:"), *s = strstr(r->str, "used_cpu_sys:");
-        if (u != NULL && s != NULL) {
-            total = atof(u + 14) + atof(s + 13);
-        }
-    }
-    freeReplyObject(r);
-    return total;
-}
-
 /* busy and total jiffies of the whole machine from /proc/stat. */
 static void machine_cpu(unsigned long long *busy, unsigned long long *total) {
     unsigned long long v[8] = {0};
@@ -297,7 +282,7 @@ typedef struct sample {
 } sample;
 
 static int take_sample(sluice_conn *c, const sluice_keys *k, sample *s) {
-    s->redis_s = redis_cpu_s(c);
+    s->redis_s = bench_redis_cpu_s(c);
     machine_cpu(&s->busy, &s->total);
     s->mono_ns = sluice_now_ns();
     s->wall_ms = sluice_wall_ms();

@@ -227,3 +227,17 @@ int bench_figures(sluice_conn *c, const sluice_keys *k, sluice_figures *f) {
     sluice_figures_finish(f, SLUICE_BACKEND_STREAM);
     return st;
 }
+
+double bench_redis_cpu_s(sluice_conn *c) {
+    const char *argv[] = {"INFO", "cpu"};
+    redisReply *r = NULL;
+    double total = -1;
+    if (sluice_conn_command(c, 2, argv, NULL, &r, NULL) == 0 && r->type == REDIS_REPLY_STRING) {
+        const char *u = strstr(r->str, "used_cpu_user:"), *s = strstr(r->str, "used_cpu_sys:");
+        if (u != NULL && s != NULL) {
+            total = atof(u + 14) + atof(s + 13);
+        }
+    }
+    freeReplyObject(r);
+    return total;
+}

@@ -23,6 +23,9 @@ int bench_purge_data(const char *url, const char *queue);
  * Returns 0 or a status. */
 int bench_figures(sluice_conn *c, const sluice_keys *k, sluice_figures *f);
 
+/* redis-server's CPU seconds (user + sys) from INFO cpu; -1 when unknown. */
+double bench_redis_cpu_s(sluice_conn *c);
+
 /* Admits `count` payloads of `size` bytes in batches of 1000 (capacity count + 1); with
  * tenants > 0, message i has tenant "t<i mod tenants>" (bench_tenant_names), else none.
  * Returns 0 or an exit code. */
