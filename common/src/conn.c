@@ -7,6 +7,9 @@
  * off exponentially with jitter, so a caller that retries in a loop does not storm the server.
  * Before each command the socket is checked for a peer close (idle timeout, CLIENT KILL), so
  * a command is not written into a dead connection and its outcome reported as unknown.
+ *
+ * With a redis+cluster:// URL the same calls go through the router of conn_cluster.c, which
+ * keeps one such connection (a node) per primary; what happens on one server is the same.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -28,19 +31,6 @@
 #include "conn_internal.h"
 
 enum { MODE_UNKNOWN = 0, MODE_FUNCTION = 1, MODE_EVAL = 2 };
-
-struct sluice_conn {
-    sluice_url url;
-    sluice_conn_options o;
-    redisContext *ctx;
-    int mode;
-    char sha[SLUICE_FN_COUNT_][41];
-    uint64_t next_attempt_ms; /* no connect before this (monotonic ms) */
-    int attempt;              /* failed connects since the last success */
-    unsigned seed;            /* jitter generator state */
-    char where[300];          /* redacted URL, for messages */
-    char err[512];
-};
 
 void sluice_conn_options_init(sluice_conn_options *o) {
     memset(o, 0, sizeof(*o));
@@ -91,7 +81,12 @@ sluice_conn *sluice_conn_new(const sluice_url *url, const sluice_conn_options *o
     c->url = *url;
     sluice__conn_options_fill(&c->o, o);
     sluice_url_redact(url, c->where, sizeof(c->where));
+    memcpy(c->one.where, c->where, sizeof(c->one.where));
     c->seed = (unsigned)getpid() ^ (unsigned)sluice_now_ns() ^ (unsigned)(uintptr_t)c;
+    if (url->is_cluster && (c->cl = sluice__cluster_new()) == NULL) {
+        free(c);
+        return NULL;
+    }
     return c;
 }
 
@@ -99,9 +94,8 @@ void sluice_conn_free(sluice_conn *c) {
     if (c == NULL) {
         return;
     }
-    if (c->ctx != NULL) {
-        redisFree(c->ctx);
-    }
+    sluice__node_drop(&c->one);
+    sluice__cluster_free(c->cl);
     memset(c->url.password, 0, sizeof(c->url.password));
     free(c);
 }
@@ -119,10 +113,10 @@ void sluice__fd_cloexec(int fd) {
     }
 }
 
-static void drop(sluice_conn *c) {
-    if (c->ctx != NULL) {
-        redisFree(c->ctx);
-        c->ctx = NULL;
+void sluice__node_drop(sluice__node *n) {
+    if (n->ctx != NULL) {
+        redisFree(n->ctx);
+        n->ctx = NULL;
     }
 }
 
@@ -140,27 +134,31 @@ static int io_status(redisContext *ctx) {
 }
 
 /* Records a failed command/connect: drops the connection and arms the backoff. */
-static int fail(sluice_conn *c, int status, const char *what) {
-    snprintf(c->err, sizeof(c->err), "%s: %s", c->where, what);
-    drop(c);
-    if (c->attempt < SLUICE_ATTEMPT_MAX) {
-        c->attempt++;
+static int fail(sluice_conn *c, sluice__node *n, int status, const char *what) {
+    snprintf(c->err, sizeof(c->err), "%s: %s", n->where, what);
+    sluice__node_drop(n);
+    if (n->attempt < SLUICE_ATTEMPT_MAX) {
+        n->attempt++;
     }
-    c->next_attempt_ms =
-        sluice_now_ms() + (uint64_t)sluice__backoff_ms(&c->o, c->attempt, &c->seed);
+    n->next_attempt_ms =
+        sluice_now_ms() + (uint64_t)sluice__backoff_ms(&c->o, n->attempt, &c->seed);
+    if (c->cl != NULL) {
+        sluice__cluster_node_failed(c, n);
+    }
     return status;
 }
 
 /* A command run while connecting; error replies become statuses with the reply text. */
-static int setup_cmd(sluice_conn *c, redisReply **out, int argc, const char **argv) {
-    redisReply *r = redisCommandArgv(c->ctx, argc, argv, NULL);
+static int setup_cmd(sluice_conn *c, sluice__node *n, redisReply **out, int argc,
+                     const char **argv) {
+    redisReply *r = redisCommandArgv(n->ctx, argc, argv, NULL);
     *out = NULL;
     if (r == NULL) {
-        return fail(c, io_status(c->ctx), c->ctx->errstr);
+        return fail(c, n, io_status(n->ctx), n->ctx->errstr);
     }
     if (r->type == REDIS_REPLY_ERROR) {
         int st = sluice_reply_error_status(r->str, r->len);
-        snprintf(c->err, sizeof(c->err), "%s: %s", c->where, r->str);
+        snprintf(c->err, sizeof(c->err), "%s: %s", n->where, r->str);
         *out = r;
         return st;
     }
@@ -168,64 +166,64 @@ static int setup_cmd(sluice_conn *c, redisReply **out, int argc, const char **ar
     return 0;
 }
 
-static int load_library(sluice_conn *c) {
+static int load_library(sluice_conn *c, sluice__node *n) {
     size_t len;
     const char *lib = sluice_lua_library(&len);
     const char *argv[] = {"FUNCTION", "LOAD", "REPLACE", lib};
     size_t lens[] = {8, 4, 7, len};
-    redisReply *r = redisCommandArgv(c->ctx, 4, argv, lens);
+    redisReply *r = redisCommandArgv(n->ctx, 4, argv, lens);
     if (r == NULL) {
-        return fail(c, io_status(c->ctx), c->ctx->errstr);
+        return fail(c, n, io_status(n->ctx), n->ctx->errstr);
     }
     int st = 0;
     if (r->type == REDIS_REPLY_ERROR) {
         st = sluice_reply_error_status(r->str, r->len);
-        snprintf(c->err, sizeof(c->err), "%s: FUNCTION LOAD: %s", c->where, r->str);
+        snprintf(c->err, sizeof(c->err), "%s: FUNCTION LOAD: %s", n->where, r->str);
         if (strstr(r->str, "unknown command") != NULL) {
-            c->mode = MODE_EVAL; /* a server without functions (Redis < 7) */
+            n->mode = MODE_EVAL; /* a server without functions (Redis < 7) */
             st = 0;
         }
     } else {
-        SLUICE_LOG(SLUICE_LOG_INFO, "event=library_loaded server=%s", c->where);
-        c->mode = MODE_FUNCTION;
+        SLUICE_LOG(SLUICE_LOG_INFO, "event=library_loaded server=%s", n->where);
+        n->mode = MODE_FUNCTION;
     }
     freeReplyObject(r);
     return st;
 }
 
 /* Makes sure the sluice library is on the server (functions), or selects EVALSHA mode. */
-static int ensure_library(sluice_conn *c) {
-    memset(c->sha, 0, sizeof(c->sha));
+static int ensure_library(sluice_conn *c, sluice__node *n) {
+    memset(n->sha, 0, sizeof(n->sha));
     if (c->o.force_eval) {
-        c->mode = MODE_EVAL;
+        n->mode = MODE_EVAL;
         return 0;
     }
     const char *argv[] = {"FCALL", "sluice_version", "0"};
     redisReply *r;
-    int st = setup_cmd(c, &r, 3, argv);
+    int st = setup_cmd(c, n, &r, 3, argv);
     if (r == NULL) {
         return st;
     }
     sluice_lua_action act = sluice_lua_probe(st, r, c->o.no_load);
     freeReplyObject(r);
-    c->mode = act == SLUICE_LUA_EVAL ? MODE_EVAL : MODE_FUNCTION;
+    n->mode = act == SLUICE_LUA_EVAL ? MODE_EVAL : MODE_FUNCTION;
     if (act == SLUICE_LUA_FAIL) {
         return st;
     }
     if (act != SLUICE_LUA_LOAD) {
         return 0;
     }
-    st = load_library(c);
+    st = load_library(c, n);
     return st == SLUICE_ENOPERM ? 0 : st; /* a restricted user may only call functions */
 }
 
-static int handshake(sluice_conn *c) {
+static int handshake(sluice_conn *c, sluice__node *n) {
     redisReply *r = NULL;
     int st = 0;
     if (c->url.password[0] != '\0') {
         const char *argv[] = {"AUTH", c->url.user, c->url.password};
-        st = c->url.user[0] ? setup_cmd(c, &r, 3, argv)
-                            : setup_cmd(c, &r, 2, (const char *[]){"AUTH", c->url.password});
+        st = c->url.user[0] ? setup_cmd(c, n, &r, 3, argv)
+                            : setup_cmd(c, n, &r, 2, (const char *[]){"AUTH", c->url.password});
         freeReplyObject(r);
         if (st != 0) {
             return st == SLUICE_EREDIS ? SLUICE_EAUTH : st;
@@ -234,51 +232,58 @@ static int handshake(sluice_conn *c) {
     if (c->url.db != 0) {
         char db[16];
         snprintf(db, sizeof(db), "%d", c->url.db);
-        st = setup_cmd(c, &r, 2, (const char *[]){"SELECT", db});
+        st = setup_cmd(c, n, &r, 2, (const char *[]){"SELECT", db});
         freeReplyObject(r);
         if (st != 0) {
             return st;
         }
     }
-    return ensure_library(c);
+    return ensure_library(c, n);
 }
 
-int sluice_conn_ensure(sluice_conn *c) {
-    if (c->ctx != NULL) {
+/* Connects `n` now unless connected (see sluice_conn_ensure). */
+static int node_ensure(sluice_conn *c, sluice__node *n) {
+    if (n->ctx != NULL) {
         return 0;
     }
     uint64_t now = sluice_now_ms();
-    if (now < c->next_attempt_ms) {
+    if (now < n->next_attempt_ms) {
         /* keep the last error: it says why we are backing off */
         return SLUICE_ECONN;
     }
     struct timeval ctv = {c->o.connect_timeout_ms / 1000, (c->o.connect_timeout_ms % 1000) * 1000};
     struct timeval tv = {c->o.command_timeout_ms / 1000, (c->o.command_timeout_ms % 1000) * 1000};
-    c->ctx = c->url.is_unix ? redisConnectUnixWithTimeout(c->url.path, ctv)
-                            : redisConnectWithTimeout(c->url.host, c->url.port, ctv);
-    if (c->ctx == NULL) {
-        return fail(c, SLUICE_ENOMEM, "out of memory");
+    int is_unix = c->cl == NULL && c->url.is_unix;
+    const char *host = c->cl != NULL ? n->host : c->url.host;
+    n->ctx = is_unix ? redisConnectUnixWithTimeout(c->url.path, ctv)
+                     : redisConnectWithTimeout(host, c->cl != NULL ? n->port : c->url.port, ctv);
+    if (n->ctx == NULL) {
+        return fail(c, n, SLUICE_ENOMEM, "out of memory");
     }
-    sluice__fd_cloexec(c->ctx->fd);
-    if (c->ctx->err) {
-        return fail(c, io_status(c->ctx), c->ctx->errstr);
+    sluice__fd_cloexec(n->ctx->fd);
+    if (n->ctx->err) {
+        return fail(c, n, io_status(n->ctx), n->ctx->errstr);
     }
-    redisSetTimeout(c->ctx, tv);
-    if (!c->url.is_unix) {
-        redisEnableKeepAlive(c->ctx);
+    redisSetTimeout(n->ctx, tv);
+    if (!is_unix) {
+        redisEnableKeepAlive(n->ctx);
     }
-    int st = handshake(c);
+    int st = handshake(c, n);
     if (st != 0) {
-        if (c->ctx != NULL) {
+        if (n->ctx != NULL) {
             char keep[sizeof(c->err)];
             memcpy(keep, c->err, sizeof(keep));
-            fail(c, st, "");
+            fail(c, n, st, "");
             memcpy(c->err, keep, sizeof(keep));
         }
         return st;
     }
-    c->attempt = 0;
+    n->attempt = 0;
     return 0;
+}
+
+int sluice_conn_ensure(sluice_conn *c) {
+    return c->cl != NULL ? sluice__cluster_ensure(c) : node_ensure(c, &c->one);
 }
 
 /* 1 when the server has closed our socket (idle timeout, CLIENT KILL, restart). */
@@ -290,54 +295,77 @@ static int peer_closed(redisContext *ctx) {
     return (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
+int sluice__node_start(sluice_conn *c, sluice__node *n) {
+    if (n->ctx != NULL && peer_closed(n->ctx)) {
+        SLUICE_LOG(SLUICE_LOG_INFO, "event=reconnect reason=peer_closed server=%s", n->where);
+        sluice__node_drop(n);
+        n->next_attempt_ms = 0;
+    }
+    return node_ensure(c, n);
+}
+
 static int start(sluice_conn *c, int *sent) {
     if (sent != NULL) {
         *sent = 0;
     }
-    if (c->ctx != NULL && peer_closed(c->ctx)) {
-        SLUICE_LOG(SLUICE_LOG_INFO, "event=reconnect reason=peer_closed server=%s", c->where);
-        drop(c);
-        c->next_attempt_ms = 0;
-    }
-    return sluice_conn_ensure(c);
+    return sluice__node_start(c, &c->one);
 }
 
-int sluice_conn_read_reply(sluice_conn *c, redisReply **out) {
+int sluice__node_read(sluice_conn *c, sluice__node *n, redisReply **out) {
     void *r = NULL;
     *out = NULL;
-    if (c->ctx == NULL) {
+    if (n->ctx == NULL) {
         return SLUICE_ECONN;
     }
-    if (redisGetReply(c->ctx, &r) != REDIS_OK || r == NULL) {
-        return fail(c, io_status(c->ctx), c->ctx->errstr);
+    if (redisGetReply(n->ctx, &r) != REDIS_OK || r == NULL) {
+        return fail(c, n, io_status(n->ctx), n->ctx->errstr);
     }
     *out = r;
     if ((*out)->type == REDIS_REPLY_ERROR) {
-        snprintf(c->err, sizeof(c->err), "%s: %s", c->where, (*out)->str);
+        snprintf(c->err, sizeof(c->err), "%s: %s", n->where, (*out)->str);
         return sluice_reply_error_status((*out)->str, (*out)->len);
     }
     return 0;
 }
 
-int sluice_conn_command(sluice_conn *c, int argc, const char **argv, const size_t *lens,
-                        redisReply **out, int *sent) {
+int sluice_conn_read_reply(sluice_conn *c, redisReply **out) {
+    if (c->cl != NULL) {
+        return sluice__cluster_read_reply(c, out);
+    }
+    return sluice__node_read(c, &c->one, out);
+}
+
+/* One command on one node: connect if needed, send, read. */
+static int node_command(sluice_conn *c, sluice__node *n, int argc, const char **argv,
+                        const size_t *lens, redisReply **out, int *sent) {
     *out = NULL;
-    int st = start(c, sent);
+    if (sent != NULL) {
+        *sent = 0;
+    }
+    int st = sluice__node_start(c, n);
     if (st != 0) {
         return st;
     }
-    if (redisAppendCommandArgv(c->ctx, argc, argv, lens) != REDIS_OK) {
-        return fail(c, SLUICE_ENOMEM, "out of memory formatting a command");
+    if (redisAppendCommandArgv(n->ctx, argc, argv, lens) != REDIS_OK) {
+        return fail(c, n, SLUICE_ENOMEM, "out of memory formatting a command");
     }
     if (sent != NULL) {
         *sent = 1;
     }
-    return sluice_conn_read_reply(c, out);
+    return sluice__node_read(c, n, out);
 }
 
-/* Loads the EVALSHA script of `fn` unless its sha is known. */
-static int ensure_sha(sluice_conn *c, sluice_fn fn) {
-    if (c->sha[fn][0] != '\0') {
+int sluice_conn_command(sluice_conn *c, int argc, const char **argv, const size_t *lens,
+                        redisReply **out, int *sent) {
+    if (c->cl != NULL) {
+        return sluice__cluster_command(c, argc, argv, lens, out, sent);
+    }
+    return node_command(c, &c->one, argc, argv, lens, out, sent);
+}
+
+/* Loads the EVALSHA script of `fn` on `n` unless its sha is known. */
+static int ensure_sha(sluice_conn *c, sluice__node *n, sluice_fn fn) {
+    if (n->sha[fn][0] != '\0') {
         return 0;
     }
     size_t len;
@@ -348,13 +376,13 @@ static int ensure_sha(sluice_conn *c, sluice_fn fn) {
     const char *argv[] = {"SCRIPT", "LOAD", text};
     size_t lens[] = {6, 4, len};
     redisReply *r = NULL;
-    int st = sluice_conn_command(c, 3, argv, lens, &r, NULL);
+    int st = node_command(c, n, 3, argv, lens, &r, NULL);
     free(text);
     if (st == 0 && (r->type != REDIS_REPLY_STRING || r->len != 40)) {
         st = SLUICE_EPROTO;
     }
     if (st == 0) {
-        memcpy(c->sha[fn], r->str, 41);
+        memcpy(n->sha[fn], r->str, 41);
     }
     freeReplyObject(r);
     return st;
@@ -389,38 +417,66 @@ int sluice__format_fcall(const char *verb, const char *target, int nkeys, const 
     return st;
 }
 
-int sluice_conn_append_fcall(sluice_conn *c, sluice_fn fn, int nkeys, const char **keys,
-                             const size_t *keylens, int nargs, const char **args,
-                             const size_t *arglens) {
-    int st = start(c, NULL);
-    if (st == 0 && c->mode == MODE_EVAL) {
-        st = ensure_sha(c, fn);
-    }
+int sluice__node_append_fcall(sluice_conn *c, sluice__node *n, sluice_fn fn, int nkeys,
+                              const char **keys, const size_t *keylens, int nargs,
+                              const char **args, const size_t *arglens) {
+    int st = n->mode == MODE_EVAL ? ensure_sha(c, n, fn) : 0;
     if (st != 0) {
         return st;
     }
-    int eval = c->mode == MODE_EVAL;
+    int eval = n->mode == MODE_EVAL;
     sds cmd = NULL;
-    st = sluice__format_fcall(eval ? "EVALSHA" : "FCALL", eval ? c->sha[fn] : sluice_fn_name(fn),
+    st = sluice__format_fcall(eval ? "EVALSHA" : "FCALL", eval ? n->sha[fn] : sluice_fn_name(fn),
                               nkeys, keys, keylens, nargs, args, arglens, &cmd);
-    if (st == 0 && redisAppendFormattedCommand(c->ctx, cmd, sdslen(cmd)) != REDIS_OK) {
-        st = fail(c, SLUICE_ENOMEM, "out of memory queueing a command");
+    if (st == 0 && redisAppendFormattedCommand(n->ctx, cmd, sdslen(cmd)) != REDIS_OK) {
+        st = fail(c, n, SLUICE_ENOMEM, "out of memory queueing a command");
     }
     sdsfree(cmd);
     return st;
 }
 
-int sluice_conn_append_command(sluice_conn *c, int argc, const char **argv, const size_t *lens) {
+int sluice_conn_append_fcall(sluice_conn *c, sluice_fn fn, int nkeys, const char **keys,
+                             const size_t *keylens, int nargs, const char **args,
+                             const size_t *arglens) {
+    if (c->cl != NULL) {
+        return sluice__cluster_append_fcall(c, fn, nkeys, keys, keylens, nargs, args, arglens);
+    }
     int st = start(c, NULL);
-    if (st == 0 && redisAppendCommandArgv(c->ctx, argc, argv, lens) != REDIS_OK) {
-        st = fail(c, SLUICE_ENOMEM, "out of memory queueing a command");
+    if (st != 0) {
+        return st;
+    }
+    return sluice__node_append_fcall(c, &c->one, fn, nkeys, keys, keylens, nargs, args, arglens);
+}
+
+int sluice_conn_append_command(sluice_conn *c, int argc, const char **argv, const size_t *lens) {
+    if (c->cl != NULL) {
+        return sluice__cluster_append_command(c, argc, argv, lens);
+    }
+    int st = start(c, NULL);
+    if (st == 0 && redisAppendCommandArgv(c->one.ctx, argc, argv, lens) != REDIS_OK) {
+        st = fail(c, &c->one, SLUICE_ENOMEM, "out of memory queueing a command");
     }
     return st;
+}
+
+int sluice__node_reload(sluice_conn *c, sluice__node *n) {
+    SLUICE_LOG(SLUICE_LOG_WARN, "event=library_missing server=%s action=reload", n->where);
+    memset(n->sha, 0, sizeof(n->sha));
+    if (n->mode != MODE_FUNCTION) {
+        return 0;
+    }
+    if (c->o.no_load) {
+        return SLUICE_ENOSCRIPT;
+    }
+    return load_library(c, n);
 }
 
 int sluice_conn_fcall(sluice_conn *c, sluice_fn fn, int nkeys, const char **keys,
                       const size_t *keylens, int nargs, const char **args, const size_t *arglens,
                       redisReply **out, int *sent) {
+    if (c->cl != NULL) {
+        return sluice__cluster_fcall(c, fn, nkeys, keys, keylens, nargs, args, arglens, out, sent);
+    }
     *out = NULL;
     for (int attempt = 0;; attempt++) {
         if (sent != NULL) {
@@ -439,18 +495,10 @@ int sluice_conn_fcall(sluice_conn *c, sluice_fn fn, int nkeys, const char **keys
         }
         /* The server lost the library (restart without persistence, FLUSH): it did not run
          * the call, so reload and send it once more. */
-        SLUICE_LOG(SLUICE_LOG_WARN, "event=library_missing server=%s action=reload", c->where);
         freeReplyObject(*out);
         *out = NULL;
-        memset(c->sha, 0, sizeof(c->sha));
-        if (c->mode == MODE_FUNCTION) {
-            if (c->o.no_load) {
-                return SLUICE_ENOSCRIPT;
-            }
-            st = load_library(c);
-            if (st != 0) {
-                return st;
-            }
+        if ((st = sluice__node_reload(c, &c->one)) != 0) {
+            return st;
         }
     }
 }

@@ -5,6 +5,7 @@
  * Accepted forms:
  *   redis://[user[:password]@]host[:port][/db]     host: name, IPv4, or [IPv6]
  *   unix://[user[:password]@]/abs/path[?db=N]
+ *   redis+cluster://[user[:password]@]host[:port][,host[:port]...]   seeds of a Redis Cluster
  * In a redis:// URL the credentials end at the last '@' (nothing after the host may contain
  * one), so a password with a raw '/' or '@' still parses; in a unix:// URL they end at the first
  * "@/". User and password are percent-decoded (%XX). Error messages name the bad part but never
@@ -174,12 +175,13 @@ static int parse_ipv6(sluice_url *u, const char *s, size_t *used, url_err *e) {
     return 0;
 }
 
-static int parse_host(sluice_url *u, const char *s, size_t *used, url_err *e) {
+/* A host name or IP literal at s, ending at any of `stops`. */
+static int parse_host(sluice_url *u, const char *s, const char *stops, size_t *used, url_err *e) {
     size_t len;
     if (s[0] == '[') {
         return parse_ipv6(u, s, used, e);
     }
-    len = strcspn(s, ":/?#");
+    len = strcspn(s, stops);
     if (len == 0) {
         return url_fail(e, "empty host");
     }
@@ -230,7 +232,7 @@ static int parse_tcp(sluice_url *u, const char *s, url_err *e) {
         }
         p = at + 1;
     }
-    if (parse_host(u, p, &used, e) != 0) {
+    if (parse_host(u, p, ":/?#", &used, e) != 0) {
         return SLUICE_EINVAL;
     }
     p += used;
@@ -252,6 +254,68 @@ static int parse_tcp(sluice_url *u, const char *s, url_err *e) {
         char safe[128];
         return url_fail(e, "unexpected \"%s\" after the %s", redacted(p, safe, sizeof(safe)),
                         used > 0 ? "address" : "host");
+    }
+    return 0;
+}
+
+/* One seed "host[:port]" at s, ending at ',' or the end; appended to u->seeds. */
+static int parse_seed(sluice_url *u, const char *s, size_t *used, url_err *e) {
+    size_t n = 0, len;
+    if (u->nseeds == SLUICE_URL_SEEDS_MAX) {
+        return url_fail(e, "more than %d seed nodes", SLUICE_URL_SEEDS_MAX);
+    }
+    u->port = 6379;
+    if (parse_host(u, s, ":/?#,", &n, e) != 0) {
+        return SLUICE_EINVAL;
+    }
+    if (s[n] == ':') {
+        len = strcspn(s + n + 1, "/?#,");
+        if (parse_port(u, s + n + 1, len, e) != 0) {
+            return SLUICE_EINVAL;
+        }
+        n += 1 + len;
+    }
+    sluice_url_seed *seed = &u->seeds[u->nseeds++];
+    memcpy(seed->host, u->host, sizeof(seed->host));
+    seed->port = u->port;
+    *used = n;
+    return 0;
+}
+
+/* After "redis+cluster://": credentials, then seeds separated by ','; db 0 only. */
+static int parse_cluster(sluice_url *u, const char *s, url_err *e) {
+    const char *at = strrchr(s, '@');
+    const char *p = s;
+    u->is_cluster = 1;
+    if (at != NULL) {
+        if (parse_userinfo(u, s, (size_t)(at - s), e) != 0) {
+            return SLUICE_EINVAL;
+        }
+        p = at + 1;
+    }
+    for (;;) {
+        size_t used = 0;
+        if (parse_seed(u, p, &used, e) != 0) {
+            return SLUICE_EINVAL;
+        }
+        p += used;
+        if (*p != ',') {
+            break;
+        }
+        p++;
+    }
+    memcpy(u->host, u->seeds[0].host, sizeof(u->host));
+    u->port = u->seeds[0].port;
+    if (*p == '/' && (p[1] == '\0' || (p[1] == '0' && p[2] == '\0'))) {
+        return 0; /* "/" and "/0" name the only db there is */
+    }
+    if (*p == '/' || strncmp(p, "?db=", 4) == 0) {
+        return url_fail(e, "a redis+cluster:// URL takes no db (Redis Cluster has only db 0)");
+    }
+    if (*p != '\0') {
+        char safe[128];
+        return url_fail(e, "unexpected \"%s\" after the seed nodes",
+                        redacted(p, safe, sizeof(safe)));
     }
     return 0;
 }
@@ -337,10 +401,14 @@ static int parse_scheme(sluice_url *u, const char *s, url_err *e) {
     if (strncasecmp(s, "unix://", 7) == 0) {
         return parse_unix(u, s + 7, e);
     }
+    if (strncasecmp(s, "redis+cluster://", 16) == 0) {
+        return parse_cluster(u, s + 16, e);
+    }
     sep = strstr(s, "://");
     if (sep != NULL && strcspn(s, ":@/") == (size_t)(sep - s)) {
-        return url_fail(e, "unknown scheme \"%.*s\" (expected redis:// or unix://)", (int)(sep - s),
-                        s);
+        return url_fail(e,
+                        "unknown scheme \"%.*s\" (expected redis://, unix:// or redis+cluster://)",
+                        (int)(sep - s), s);
     }
     return url_fail(e, "URL has no scheme (expected redis://host[:port][/db] or unix:///path)");
 }
@@ -391,6 +459,17 @@ static size_t encode_user(char *dst, size_t cap, const char *user) {
     return o;
 }
 
+/* redis+cluster://AUTH@h1:p1,h2:p2 (IPv6 hosts in brackets), cut at `len`. */
+static void redact_cluster(const sluice_url *u, const char *auth, char *buf, size_t len) {
+    size_t o = (size_t)snprintf(buf, len, "redis+cluster://%s", auth);
+    for (int i = 0; i < u->nseeds && o < len; i++) {
+        const sluice_url_seed *s = &u->seeds[i];
+        int v6 = strchr(s->host, ':') != NULL;
+        o += (size_t)snprintf(buf + o, len - o, v6 ? "%s[%s]:%d" : "%s%s:%d", i ? "," : "", s->host,
+                              s->port);
+    }
+}
+
 void sluice_url_redact(const sluice_url *u, char *buf, size_t len) {
     char auth[3 * sizeof(u->user) + 8];
     size_t a = 0;
@@ -406,7 +485,9 @@ void sluice_url_redact(const sluice_url *u, char *buf, size_t len) {
         a += (size_t)snprintf(auth + a, sizeof(auth) - a, "%s@", u->password[0] ? ":***" : "");
     }
     auth[a] = '\0';
-    if (u->is_unix) {
+    if (u->is_cluster) {
+        redact_cluster(u, auth, buf, len);
+    } else if (u->is_unix) {
         snprintf(buf, len, u->db != 0 ? "unix://%s%s?db=%d" : "unix://%s%s", auth, u->path, u->db);
     } else if (strchr(u->host, ':') != NULL) {
         snprintf(buf, len, u->db != 0 ? "redis://%s[%s]:%d/%d" : "redis://%s[%s]:%d", auth, u->host,

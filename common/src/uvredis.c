@@ -531,6 +531,16 @@ static void on_connect_timeout(uv_timer_t *t) {
  * name with a blocking getaddrinfo here; use IP literals or unix sockets on busy loops. */
 static void on_retry(uv_timer_t *t) {
     sluice_aconn *c = t->data;
+    if (c->url.is_cluster) {
+        /* not routed yet: talking to one seed as if it were the server would answer MOVED */
+        snprintf(c->err, sizeof(c->err),
+                 "%s: the async connection (worker, gateway, async producer) does not support "
+                 "Redis Cluster yet",
+                 c->where);
+        schedule_retry(c);
+        report_down(c, SLUICE_EINVAL);
+        return;
+    }
     redisAsyncContext *ac = c->url.is_unix ? redisAsyncConnectUnix(c->url.path)
                                            : redisAsyncConnect(c->url.host, c->url.port);
     sluice__uvlink *l = NULL;

@@ -46,6 +46,16 @@ void th_queue(char *buf, size_t len, const char *prefix) {
     snprintf(buf, len, "%s-%d-%d", prefix, (int)getpid(), n++);
 }
 
+redisReply *th_resp(const char *text) {
+    redisReader *rd = redisReaderCreate();
+    void *out = NULL;
+    CHECK(rd != NULL);
+    CHECK(redisReaderFeed(rd, text, strlen(text)) == REDIS_OK);
+    CHECK(redisReaderGetReply(rd, &out) == REDIS_OK && out != NULL);
+    redisReaderFree(rd);
+    return out;
+}
+
 redisContext *th_redis(void) {
     const char *u = th_redis_url();
     const char *colon = strrchr(u, ':');

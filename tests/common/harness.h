@@ -67,6 +67,10 @@ const char *th_redis_unix_url(void);
 /* A queue name unique to this process and call: "<prefix>-<pid>-<n>". */
 void th_queue(char *buf, size_t len, const char *prefix);
 
+/* A reply made by hiredis' own reader from RESP text, as it arrives from a server (exits 1
+ * when the text is not one whole reply). Free with freeReplyObject. */
+redisReply *th_resp(const char *text);
+
 /* A raw blocking connection to the fixture server (exits 1 on failure). Free with redisFree. */
 redisContext *th_redis(void);
 

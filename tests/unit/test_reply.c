@@ -17,31 +17,22 @@
 #include "sluice/reply.h"
 #include "sluice/status.h"
 
-static redisReply *resp(const char *text) {
-    redisReader *rd = redisReaderCreate();
-    void *out = NULL;
-    CHECK(redisReaderFeed(rd, text, strlen(text)) == REDIS_OK);
-    CHECK(redisReaderGetReply(rd, &out) == REDIS_OK && out != NULL);
-    redisReaderFree(rd);
-    return out;
-}
-
 static void test_reply_helpers(void) {
-    redisReply *r = resp(":5\r\n");
+    redisReply *r = th_resp(":5\r\n");
     CHECK_EQ(sluice_reply_ll(r, -1), 5);
     freeReplyObject(r);
-    r = resp("$2\r\n12\r\n");
+    r = th_resp("$2\r\n12\r\n");
     CHECK_EQ(sluice_reply_ll(r, -1), 12);
     freeReplyObject(r);
-    r = resp("$5\r\n12abc\r\n");
+    r = th_resp("$5\r\n12abc\r\n");
     CHECK_EQ(sluice_reply_ll(r, -1), -1);
     freeReplyObject(r);
-    r = resp("$-1\r\n");
+    r = th_resp("$-1\r\n");
     CHECK_EQ(sluice_reply_ll(r, 7), 7);
     freeReplyObject(r);
     CHECK_EQ(sluice_reply_ll(NULL, 3), 3);
 
-    r = resp("*4\r\n$4\r\nname\r\n$1\r\na\r\n$7\r\npending\r\n:3\r\n");
+    r = th_resp("*4\r\n$4\r\nname\r\n$1\r\na\r\n$7\r\npending\r\n:3\r\n");
     CHECK_EQ(sluice_reply_ll(sluice_reply_field(r, "pending"), -1), 3);
     CHECK_STREQ(sluice_reply_field(r, "name")->str, "a");
     CHECK(sluice_reply_field(r, "idle") == NULL);
@@ -63,10 +54,10 @@ static void test_reply_helpers(void) {
     for (size_t i = 0; i < sizeof(errs) / sizeof(errs[0]); i++) {
         CHECK_EQ(sluice_reply_error_status(errs[i].text, strlen(errs[i].text)), errs[i].status);
     }
-    r = resp("-ERR unknown command 'FCALL', with args beginning with:\r\n");
+    r = th_resp("-ERR unknown command 'FCALL', with args beginning with:\r\n");
     CHECK(sluice_reply_unknown_command(r));
     freeReplyObject(r);
-    r = resp("-ERR Function not found\r\n");
+    r = th_resp("-ERR Function not found\r\n");
     CHECK(!sluice_reply_unknown_command(r));
     freeReplyObject(r);
 }
@@ -96,23 +87,23 @@ static void test_lua(void) {
     /* the decision after FCALL sluice_version, one rule for both connections */
     char cur[128], old[] = "$8\r\n1:000000\r\n";
     snprintf(cur, sizeof(cur), "$%zu\r\n%s\r\n", strlen(v), v);
-    redisReply *r = resp(cur);
+    redisReply *r = th_resp(cur);
     CHECK_EQ(sluice_lua_probe(0, r, 0), SLUICE_LUA_USE);
     freeReplyObject(r);
-    r = resp(old);
+    r = th_resp(old);
     CHECK_EQ(sluice_lua_probe(0, r, 0), SLUICE_LUA_LOAD); /* another build's library */
     CHECK_EQ(sluice_lua_probe(0, r, 1), SLUICE_LUA_USE);  /* may not load: use it */
     freeReplyObject(r);
-    r = resp("-ERR Function not found\r\n");
+    r = th_resp("-ERR Function not found\r\n");
     CHECK_EQ(sluice_lua_probe(SLUICE_ENOSCRIPT, r, 0), SLUICE_LUA_LOAD);
     freeReplyObject(r);
-    r = resp("-NOPERM no permissions to run the 'fcall' command\r\n");
+    r = th_resp("-NOPERM no permissions to run the 'fcall' command\r\n");
     CHECK_EQ(sluice_lua_probe(SLUICE_ENOPERM, r, 0), SLUICE_LUA_USE);
     freeReplyObject(r);
-    r = resp("-ERR unknown command 'FCALL'\r\n");
+    r = th_resp("-ERR unknown command 'FCALL'\r\n");
     CHECK_EQ(sluice_lua_probe(SLUICE_EREDIS, r, 0), SLUICE_LUA_EVAL);
     freeReplyObject(r);
-    r = resp("-LOADING Redis is loading the dataset in memory\r\n");
+    r = th_resp("-LOADING Redis is loading the dataset in memory\r\n");
     CHECK_EQ(sluice_lua_probe(SLUICE_ELOADING, r, 0), SLUICE_LUA_FAIL);
     freeReplyObject(r);
     CHECK_EQ(sluice_lua_probe(SLUICE_ECONN, NULL, 0), SLUICE_LUA_FAIL);
@@ -125,7 +116,7 @@ static int parse_all(sluice_figures *f, sluice_backend b, const char *group, siz
     sluice_figures_init(f);
     va_start(ap, n);
     for (size_t i = 0; i < n; i++) {
-        redisReply *r = resp(va_arg(ap, const char *));
+        redisReply *r = th_resp(va_arg(ap, const char *));
         int s = sluice_figures_parse(f, b, group, i, r);
         st = st ? st : s;
         freeReplyObject(r);
@@ -305,7 +296,7 @@ static void test_admit_call(void) {
     sluice_drain_init(&d);
     sluice_admit_result res[2];
     size_t admitted = 0;
-    redisReply *r = resp("*7\r\n:1\r\n:10\r\n:10\r\n:0\r\n:5\r\n$3\r\n1-1\r\n:0\r\n");
+    redisReply *r = th_resp("*7\r\n:1\r\n:10\r\n:10\r\n:0\r\n:5\r\n$3\r\n1-1\r\n:0\r\n");
     CHECK_EQ(sluice__admit_parse(r, 2, &d, 1000, res, &admitted), 0);
     CHECK_EQ(admitted, 1);
     CHECK_EQ(res[0].outcome, SLUICE_ADMITTED);
@@ -315,8 +306,8 @@ static void test_admit_call(void) {
     CHECK(res[1].retry_after_s >= 1);
     freeReplyObject(r);
     /* limited by "per-tenant" (3 per 10 s): the exact retry-after and the rate come back */
-    r = resp("*7\r\n:1\r\n:4\r\n:10\r\n:0\r\n:-1\r\n"
-             "*4\r\n$10\r\nper-tenant\r\n:2501\r\n:3\r\n:10000\r\n$3\r\n2-1\r\n");
+    r = th_resp("*7\r\n:1\r\n:4\r\n:10\r\n:0\r\n:-1\r\n"
+                "*4\r\n$10\r\nper-tenant\r\n:2501\r\n:3\r\n:10000\r\n$3\r\n2-1\r\n");
     CHECK_EQ(sluice__admit_parse(r, 2, &d, 1000, res, &admitted), 0);
     CHECK_EQ(admitted, 1);
     CHECK_EQ(res[0].outcome, SLUICE_LIMITED);
@@ -328,7 +319,7 @@ static void test_admit_call(void) {
     CHECK_EQ(res[1].outcome, SLUICE_ADMITTED);
     CHECK_STREQ(res[1].id, "2-1");
     freeReplyObject(r);
-    r = resp("*6\r\n:2\r\n:10\r\n:10\r\n:0\r\n:5\r\n$3\r\n1-1\r\n"); /* one outcome short */
+    r = th_resp("*6\r\n:2\r\n:10\r\n:10\r\n:0\r\n:5\r\n$3\r\n1-1\r\n"); /* one outcome short */
     CHECK_EQ(sluice__admit_parse(r, 2, &d, 1000, res, &admitted), SLUICE_EPROTO);
     freeReplyObject(r);
 }

@@ -127,6 +127,62 @@ static void test_unix(void) {
     PARSE_BAD("unix:///tmp/r.sock#x", "unexpected \"#x\" after the socket path");
 }
 
+static void test_cluster(void) {
+    sluice_url u = PARSE_OK("redis+cluster://127.0.0.1:7000,127.0.0.1:7001,[::1]:7002");
+    CHECK_EQ(u.is_cluster, 1);
+    CHECK_EQ(u.is_unix, 0);
+    CHECK_EQ(u.nseeds, 3);
+    CHECK_STREQ(u.seeds[0].host, "127.0.0.1");
+    CHECK_EQ(u.seeds[0].port, 7000);
+    CHECK_EQ(u.seeds[1].port, 7001);
+    CHECK_STREQ(u.seeds[2].host, "::1");
+    CHECK_EQ(u.seeds[2].port, 7002);
+    CHECK_STREQ(u.host, "127.0.0.1"); /* host and port are the first seed */
+    CHECK_EQ(u.port, 7000);
+    CHECK_EQ(u.db, 0);
+    u = PARSE_OK("REDIS+CLUSTER://worker:hunter2@node-a,node-b:6380/");
+    CHECK_STREQ(u.user, "worker");
+    CHECK_STREQ(u.password, "hunter2");
+    CHECK_EQ(u.nseeds, 2);
+    CHECK_STREQ(u.seeds[0].host, "node-a");
+    CHECK_EQ(u.seeds[0].port, 6379);
+    CHECK_STREQ(u.seeds[1].host, "node-b");
+    CHECK_EQ(u.seeds[1].port, 6380);
+    u = PARSE_OK("redis+cluster://:p%40ss@h:1/0");
+    CHECK_STREQ(u.password, "p@ss");
+    CHECK_EQ(u.nseeds, 1);
+    u = PARSE_OK("redis://h:1");
+    CHECK_EQ(u.is_cluster, 0);
+    CHECK_EQ(u.nseeds, 0);
+    /* 16 seeds are accepted, the 17th is refused */
+    char many[SLUICE_URL_MAX];
+    size_t n = (size_t)snprintf(many, sizeof(many), "redis+cluster://");
+    for (int i = 0; i < SLUICE_URL_SEEDS_MAX; i++) {
+        n += (size_t)snprintf(many + n, sizeof(many) - n, "%sh%d:%d", i ? "," : "", i, 7000 + i);
+    }
+    u = PARSE_OK(many);
+    CHECK_EQ(u.nseeds, SLUICE_URL_SEEDS_MAX);
+    CHECK_STREQ(u.seeds[15].host, "h15");
+    CHECK_EQ(u.seeds[15].port, 7015);
+    snprintf(many + n, sizeof(many) - n, ",h16:7016");
+    PARSE_BAD(many, "more than 16 seed nodes");
+    PARSE_BAD("redis+cluster://", "empty host");
+    PARSE_BAD("redis+cluster://u:hunter2@", "empty host");
+    PARSE_BAD("redis+cluster://a:7000,", "empty host");
+    PARSE_BAD("redis+cluster://a:7000,,b:7001", "empty host");
+    PARSE_BAD("redis+cluster://a:7000,b:x", "port \"x\" is not a number");
+    PARSE_BAD("redis+cluster://a:70000", "port 70000 is out of range 1..65535");
+    PARSE_BAD("redis+cluster://a:7000,b:", "port is empty");
+    PARSE_BAD("redis+cluster://a:7000/2", "takes no db (Redis Cluster has only db 0)");
+    PARSE_BAD("redis+cluster://u:hunter2@a:7000?db=1", "takes no db");
+    PARSE_BAD("redis+cluster://a:7000?password=hunter2", "unexpected \"?password=***\"");
+    PARSE_BAD("redis+cluster://a:7000#x", "unexpected \"#x\" after the seed nodes");
+    PARSE_BAD("redis+cluster://a!b:7000", "host \"a!b\" has '!' at position 1");
+    PARSE_BAD("redis+cluster://a:7000,b c:1", "URL has a space");
+    PARSE_BAD("redis+cluster://[::1:7000", "no closing ']'");
+    PARSE_BAD("rediscluster://a:7000", "unknown scheme \"rediscluster\"");
+}
+
 /* B11 */
 static void test_bad(void) {
     sluice_url u;
@@ -211,6 +267,9 @@ static void test_redact(void) {
     REDACTS_TO("unix:///tmp/r.sock", "unix:///tmp/r.sock");
     REDACTS_TO("unix:///tmp/r.sock?db=3", "unix:///tmp/r.sock?db=3");
     REDACTS_TO("unix://u:hunter2@/tmp/r.sock", "unix://u:***@/tmp/r.sock");
+    REDACTS_TO("redis+cluster://u:hunter2@a:7000,[::1]:7001,b",
+               "redis+cluster://u:***@a:7000,[::1]:7001,b:6379");
+    REDACTS_TO("redis+cluster://a:7000/0", "redis+cluster://a:7000");
     /* always NUL-terminated, even when cut short */
     sluice_url_redact(&u, small, sizeof(small));
     CHECK_STREQ(small, "redis://w");
@@ -234,9 +293,10 @@ int main(void) {
     test_tcp();
     test_ipv6_and_escapes();
     test_unix();
+    test_cluster();
     test_bad();
     test_redact();
     test_default();
-    printf("test_url: 6 groups passed\n");
+    printf("test_url: 7 groups passed\n");
     return 0;
 }

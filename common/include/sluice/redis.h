@@ -8,6 +8,11 @@
  * once, mapping Redis error replies to sluice statuses, and reconnecting with capped
  * exponential backoff and jitter. Does not own: what the calls mean (producer/, worker/).
  *
+ * With a redis+cluster:// URL the blocking connection routes each call to the primary of its
+ * first key's slot and follows the cluster's redirections (see README, "Redis Cluster"); the
+ * async connection does not support cluster URLs yet and reports SLUICE_EINVAL through its
+ * state callback.
+ *
  * Both kinds of connection are for one thread. A blocking connection is lazily (re)connected
  * by the next call after a failure. An async connection lives on one uv_loop_t.
  *

@@ -3,7 +3,9 @@
  * url.h - Redis server addresses.
  *
  * Parses `redis://[user[:password]@]host[:port][/db]` (IPv6 hosts in brackets) and
- * `unix:///path/to/socket[?db=N]` (user and password as in `unix://user:pass@/path`). Pure: no
+ * `unix:///path/to/socket[?db=N]` (user and password as in `unix://user:pass@/path`), and the
+ * Redis Cluster form `redis+cluster://[user[:password]@]host[:port][,host[:port]...]`: up to
+ * SLUICE_URL_SEEDS_MAX seed nodes, db 0 only (a cluster has no other). Pure: no
  * I/O, no allocation. The password never appears in sluice_url_redact()'s output, which is what
  * logs and error messages use. Thread-safe: no state (sluice_url_default reads the
  * environment once per call). Errors: SLUICE_EINVAL with a message naming the bad part.
@@ -19,6 +21,13 @@ extern "C" {
 
 #define SLUICE_DEFAULT_REDIS_URL "redis://127.0.0.1:6379"
 #define SLUICE_URL_MAX           1024 /* bytes, whole URL */
+#define SLUICE_URL_SEEDS_MAX     16   /* seed nodes of a redis+cluster:// URL */
+
+/* One seed node of a cluster URL. */
+typedef struct sluice_url_seed {
+    char host[256]; /* hostname or IP literal, without brackets */
+    int port;       /* 1..65535, default 6379 */
+} sluice_url_seed;
 
 typedef struct sluice_url {
     int is_unix;        /* 1: `path` is a unix socket; 0: host/port */
@@ -28,6 +37,9 @@ typedef struct sluice_url {
     char user[128];     /* ACL user, "" = none (default user) */
     char password[256]; /* "" = no AUTH */
     int db;             /* 0..15 by default convention; 0..INT_MAX accepted */
+    int is_cluster;     /* 1: redis+cluster://; host/port are then the first seed */
+    int nseeds;         /* cluster: 1..SLUICE_URL_SEEDS_MAX seeds in `seeds`; else 0 */
+    sluice_url_seed seeds[SLUICE_URL_SEEDS_MAX];
 } sluice_url;
 
 /*

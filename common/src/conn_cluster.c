@@ -1,0 +1,716 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * conn_cluster.c - the blocking connection on a Redis Cluster (redis+cluster:// URLs).
+ *
+ * Keeps the slot map (cluster.h) and one node connection per server it talks to, each made
+ * lazily and with its own handshake, so the sluice library is loaded on every primary that
+ * serves a call. A call goes to the primary of its routing key's slot; keyless calls go to any
+ * primary. Replies that say the call did not run are followed inside the call's deadline
+ * (command_timeout_ms) and at most CLUSTER_TRIES times:
+ *   MOVED          the slot has a new owner: update that slot, refresh the whole map before the
+ *                  next call, send again there;
+ *   ASK            the slot is migrating and the keys are gone: ASKING + send once on the
+ *                  importing node, without touching the map;
+ *   TRYAGAIN       a multi-key call during a migration, CLUSTERDOWN: back off, send again;
+ *   no connection  to the node (failover, restart): refresh the map from any node that
+ *                  answers and send once more.
+ * A request written to a node whose reply was lost is never sent again: the caller learns
+ * `sent` = 1 (outcome unknown), exactly as on one server.
+ *
+ * A transaction sent command by command (MULTI, ..., EXEC) runs on the node of its first keyed
+ * command: MULTI is answered here (+OK) and sent with that command. A pipeline
+ * (sluice_conn_append_*, then sluice_conn_read_reply) likewise runs on the node of its first
+ * keyed command; neither is followed through redirections once under way (a MOVED in them
+ * still corrects the map for the next call).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "sluice/cli.h"
+#include "sluice/cluster.h"
+#include "sluice/log.h"
+#include "sluice/status.h"
+
+#include "conn_internal.h"
+
+#define CLUSTER_TRIES  16  /* sends of one call, redirections included */
+#define REFRESH_MIN_MS 100 /* a map made stale by MOVED is reread at most this often */
+#define POOL_MAX       SLUICE_CLUSTER_NODES_MAX
+
+enum { TXN_NONE = 0, TXN_DEFERRED, TXN_OPEN };
+
+struct sluice__cluster {
+    sluice_cluster_map map;
+    sluice_cluster_map fresh; /* where a refresh parses into */
+    int have_map;
+    int stale;
+    uint64_t next_refresh_ms;
+    sluice__node *pool[POOL_MAX];
+    int npool;
+    /* a pipeline or a transaction: the node it runs on, what is queued before it is chosen */
+    sluice__node *pipe;
+    sds pending;
+    int npending; /* commands in `pending` */
+    int owed;     /* replies to read from `pipe` */
+    int txn;
+};
+
+sluice__cluster *sluice__cluster_new(void) {
+    sluice__cluster *cl = calloc(1, sizeof(*cl));
+    if (cl != NULL) {
+        sluice__cluster_map_init(&cl->map);
+    }
+    return cl;
+}
+
+void sluice__cluster_free(sluice__cluster *cl) {
+    if (cl == NULL) {
+        return;
+    }
+    for (int i = 0; i < cl->npool; i++) {
+        sluice__node_drop(cl->pool[i]);
+        free(cl->pool[i]);
+    }
+    sdsfree(cl->pending);
+    free(cl);
+}
+
+static void set_sent(int *sent, int v) {
+    if (sent != NULL) {
+        *sent = v;
+    }
+}
+
+/* Ends any pipeline or transaction (its node failed, or it is complete). */
+static void pipe_reset(sluice__cluster *cl) {
+    cl->pipe = NULL;
+    sdsfree(cl->pending);
+    cl->pending = NULL;
+    cl->npending = 0;
+    cl->owed = 0;
+    cl->txn = TXN_NONE;
+}
+
+void sluice__cluster_node_failed(sluice_conn *c, sluice__node *n) {
+    if (c->cl->pipe == n) {
+        pipe_reset(c->cl);
+    }
+    c->cl->stale = 1; /* its slots may have moved (failover): ask the cluster next time */
+}
+
+/* ---- nodes and the map ---- */
+
+static int in_map(const sluice_cluster_map *m, const sluice__node *n) {
+    for (int i = 0; i < m->nnodes; i++) {
+        if (m->nodes[i].port == n->port && strcmp(m->nodes[i].host, n->host) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The node host:port, created (not connected) when new. NULL when out of memory or when
+ * every place in the pool holds a primary or the pipeline's node. */
+static sluice__node *pool_get(sluice_conn *c, const char *host, int port) {
+    sluice__cluster *cl = c->cl;
+    for (int i = 0; i < cl->npool; i++) {
+        if (cl->pool[i]->port == port && strcmp(cl->pool[i]->host, host) == 0) {
+            return cl->pool[i];
+        }
+    }
+    int at = cl->npool;
+    for (int i = 0; at == POOL_MAX && i < cl->npool; i++) {
+        if (cl->pool[i] != cl->pipe && !in_map(&cl->map, cl->pool[i])) {
+            at = i; /* a node that serves no slot any more makes room */
+        }
+    }
+    if (at == POOL_MAX) {
+        snprintf(c->err, sizeof(c->err), "%s: more than %d cluster nodes", c->where, POOL_MAX);
+        return NULL;
+    }
+    sluice__node *n = calloc(1, sizeof(*n));
+    if (n == NULL) {
+        snprintf(c->err, sizeof(c->err), "%s: out of memory", c->where);
+        return NULL;
+    }
+    snprintf(n->host, sizeof(n->host), "%s", host);
+    n->port = port;
+    snprintf(n->where, sizeof(n->where),
+             strchr(host, ':') != NULL ? "cluster node [%s]:%d" : "cluster node %s:%d", host, port);
+    if (at < cl->npool) {
+        sluice__node_drop(cl->pool[at]);
+        free(cl->pool[at]);
+    } else {
+        cl->npool++;
+    }
+    cl->pool[at] = n;
+    return n;
+}
+
+/* CLUSTER SHARDS (CLUSTER SLOTS before Redis 7) on ctx into cl->fresh. Returns 0, -1 when the
+ * connection failed (ctx unusable), or a status. */
+static int ask_map(sluice_conn *c, redisContext *ctx, const char *host, char *why, size_t len) {
+    static const char *const cmds[][2] = {{"CLUSTER", "SHARDS"}, {"CLUSTER", "SLOTS"}};
+    int st = SLUICE_EPROTO;
+    for (int i = 0; i < 2; i++) {
+        redisReply *r = redisCommandArgv(ctx, 2, (const char **)cmds[i], NULL);
+        if (r == NULL) {
+            snprintf(why, len, "%s", ctx->errstr);
+            return -1;
+        }
+        if (r->type == REDIS_REPLY_ERROR) {
+            snprintf(why, len, "CLUSTER %s: %s", cmds[i][1], r->str);
+            st = SLUICE_EPROTO;
+        } else {
+            st = i == 0 ? sluice__cluster_parse_shards(r, host, &c->cl->fresh, why, len)
+                        : sluice__cluster_parse_slots(r, host, &c->cl->fresh, why, len);
+        }
+        freeReplyObject(r);
+        if (st == 0) {
+            return 0;
+        }
+    }
+    return st;
+}
+
+/* A short-lived connection to a seed or former primary, only to read the map. */
+static int ask_map_at(sluice_conn *c, const char *host, int port, int timeout_ms, char *why,
+                      size_t len) {
+    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+    redisContext *ctx = redisConnectWithTimeout(host, port, tv);
+    if (ctx == NULL || ctx->err) {
+        snprintf(why, len, "%s:%d: %s", host, port, ctx ? ctx->errstr : "out of memory");
+        redisFree(ctx);
+        return -1;
+    }
+    sluice__fd_cloexec(ctx->fd);
+    redisSetTimeout(ctx, tv);
+    int st = 0;
+    if (c->url.password[0] != '\0') {
+        const char *argv[] = {"AUTH", c->url.user, c->url.password};
+        redisReply *r =
+            c->url.user[0]
+                ? redisCommandArgv(ctx, 3, argv, NULL)
+                : redisCommandArgv(ctx, 2, (const char *[]){"AUTH", c->url.password}, NULL);
+        if (r == NULL || r->type == REDIS_REPLY_ERROR) {
+            snprintf(why, len, "%s:%d: AUTH: %s", host, port, r ? r->str : ctx->errstr);
+            st = SLUICE_EAUTH;
+        }
+        freeReplyObject(r);
+    }
+    if (st == 0) {
+        st = ask_map(c, ctx, host, why, len);
+    }
+    redisFree(ctx);
+    return st;
+}
+
+static int remaining_ms(uint64_t deadline) {
+    uint64_t now = sluice_now_ms();
+    return now >= deadline ? 0 : (int)(deadline - now);
+}
+
+/* Rereads the slot map from the first node that answers: a connected node first, then the
+ * known primaries and the seeds of the URL, while the deadline allows. */
+static int refresh(sluice_conn *c, uint64_t deadline) {
+    sluice__cluster *cl = c->cl;
+    char why[256] = "no node to ask";
+    int st = -1;
+    cl->next_refresh_ms = sluice_now_ms() + REFRESH_MIN_MS;
+    for (int i = 0; st != 0 && i < cl->npool; i++) {
+        sluice__node *n = cl->pool[i];
+        if (n->ctx != NULL && n != cl->pipe) {
+            st = ask_map(c, n->ctx, n->host, why, sizeof(why));
+            if (st == -1) {
+                sluice__node_drop(n);
+            }
+        }
+    }
+    int nknown = cl->map.nnodes;
+    for (int i = 0; st != 0 && i < nknown + c->url.nseeds; i++) {
+        int left = remaining_ms(deadline);
+        if (left <= 0) {
+            break;
+        }
+        const char *host = i < nknown ? cl->map.nodes[i].host : c->url.seeds[i - nknown].host;
+        int port = i < nknown ? cl->map.nodes[i].port : c->url.seeds[i - nknown].port;
+        int t = left < c->o.connect_timeout_ms ? left : c->o.connect_timeout_ms;
+        st = ask_map_at(c, host, port, t, why, sizeof(why));
+    }
+    if (st != 0) {
+        snprintf(c->err, sizeof(c->err), "%s: no node gave the slot map: %s", c->where, why);
+        return st == -1 || st == SLUICE_EPROTO ? SLUICE_ECONN : st;
+    }
+    memcpy(&cl->map, &cl->fresh, sizeof(cl->map));
+    cl->have_map = 1;
+    cl->stale = 0;
+    SLUICE_LOG(SLUICE_LOG_INFO, "event=cluster_map server=%s primaries=%d", c->where,
+               cl->map.nnodes);
+    return 0;
+}
+
+/* The map, read when there is none or (at most every REFRESH_MIN_MS) when it is stale. */
+static int map_ready(sluice_conn *c, uint64_t deadline) {
+    sluice__cluster *cl = c->cl;
+    if (cl->have_map && !(cl->stale && sluice_now_ms() >= cl->next_refresh_ms)) {
+        return 0;
+    }
+    int st = refresh(c, deadline);
+    return cl->have_map ? 0 : st; /* a stale map beats none: redirections correct it */
+}
+
+/* The primary of `slot`; for -1 (keyless) a connected primary, else the first. */
+static sluice__node *route(sluice_conn *c, int slot) {
+    sluice__cluster *cl = c->cl;
+    const sluice_cluster_addr *a = sluice__cluster_map_lookup(&cl->map, slot);
+    if (slot < 0 && cl->map.nnodes > 0) {
+        a = &cl->map.nodes[0];
+        for (int i = 0; i < cl->npool; i++) {
+            if (cl->pool[i]->ctx != NULL && in_map(&cl->map, cl->pool[i])) {
+                return cl->pool[i];
+            }
+        }
+    }
+    if (a == NULL) {
+        snprintf(c->err, sizeof(c->err), "%s: no primary serves slot %d", c->where, slot);
+        cl->stale = 1;
+        return NULL;
+    }
+    return pool_get(c, a->host, a->port);
+}
+
+int sluice__cluster_ensure(sluice_conn *c) {
+    int st = map_ready(c, sluice_now_ms() + (uint64_t)c->o.command_timeout_ms);
+    if (st != 0) {
+        return st;
+    }
+    sluice__node *n = route(c, -1);
+    return n == NULL ? SLUICE_ECONN : sluice__node_start(c, n);
+}
+
+/* ---- one call, followed through redirections ---- */
+
+/* A command (argv) or a sluice function (argv NULL); `multi`: sent inside MULTI. */
+typedef struct creq {
+    int argc;
+    const char **argv;
+    const size_t *lens;
+    sluice_fn fn;
+    int nkeys, nargs;
+    const char **keys, **args;
+    const size_t *keylens, *arglens;
+    int multi;
+} creq;
+
+static int node_fail(sluice_conn *c, sluice__node *n, int st, const char *what) {
+    snprintf(c->err, sizeof(c->err), "%s: %s", n->where, what);
+    sluice__node_drop(n);
+    sluice__cluster_node_failed(c, n);
+    return st;
+}
+
+static int append_req(sluice_conn *c, sluice__node *n, const creq *q) {
+    if (q->argv == NULL) {
+        return sluice__node_append_fcall(c, n, q->fn, q->nkeys, q->keys, q->keylens, q->nargs,
+                                         q->args, q->arglens);
+    }
+    if (redisAppendCommandArgv(n->ctx, q->argc, q->argv, q->lens) != REDIS_OK) {
+        return node_fail(c, n, SLUICE_ENOMEM, "out of memory formatting a command");
+    }
+    return 0;
+}
+
+/* Reads the `k` replies that only prepare the request (ASKING, MULTI), then the request's into
+ * *out. When a preparing command was refused its error is the answer (*out) and the rest are
+ * read and dropped. */
+static int read_replies(sluice_conn *c, sluice__node *n, int k, redisReply **out) {
+    redisReply *refused = NULL;
+    int refused_st = 0, st = 0;
+    for (int i = 0; i <= k; i++) {
+        st = sluice__node_read(c, n, out);
+        if (*out == NULL) { /* I/O: the outcome is unknown */
+            freeReplyObject(refused);
+            return st;
+        }
+        if (i < k || refused != NULL) {
+            if (st != 0 && refused == NULL) {
+                refused = *out, refused_st = st;
+            } else {
+                freeReplyObject(*out);
+            }
+            *out = NULL;
+        }
+    }
+    if (refused != NULL) {
+        *out = refused;
+        return refused_st;
+    }
+    return st;
+}
+
+/* [ASKING] [MULTI] request on n, then their replies; *out is the request's. */
+static int send_req(sluice_conn *c, sluice__node *n, const creq *q, int asking, redisReply **out,
+                    int *sent) {
+    int pre = 0;
+    if (asking && redisAppendCommand(n->ctx, "ASKING") == REDIS_OK) {
+        pre++;
+    }
+    if (q->multi && redisAppendCommand(n->ctx, "MULTI") == REDIS_OK) {
+        pre++;
+    }
+    if (pre != asking + q->multi) {
+        return node_fail(c, n, SLUICE_ENOMEM, "out of memory formatting a command");
+    }
+    int st = append_req(c, n, q);
+    if (st != 0) {
+        return st;
+    }
+    set_sent(sent, 1);
+    return read_replies(c, n, pre, out);
+}
+
+static const char *redirect_name(sluice_cluster_redirect_kind k) {
+    return k == SLUICE_REDIRECT_MOVED      ? "moved"
+           : k == SLUICE_REDIRECT_ASK      ? "ask"
+           : k == SLUICE_REDIRECT_TRYAGAIN ? "tryagain"
+                                           : "clusterdown";
+}
+
+/* Acts on a redirection from n before the next send: the map, the ASK node, the backoff. */
+static sluice__node *follow(sluice_conn *c, sluice__node *n, sluice_cluster_redirect *rd,
+                            int attempt, uint64_t deadline) {
+    sluice__cluster *cl = c->cl;
+    if (rd->addr.host[0] == '\0') {
+        snprintf(rd->addr.host, sizeof(rd->addr.host), "%s", n->host); /* unknown endpoint */
+    }
+    SLUICE_LOG(SLUICE_LOG_INFO, "event=cluster_redirect kind=%s slot=%d from=%s to=%s:%d",
+               redirect_name(rd->kind), rd->slot, n->where, rd->addr.host, rd->addr.port);
+    if (rd->kind == SLUICE_REDIRECT_MOVED) {
+        int idx = sluice__cluster_map_node(&cl->map, rd->addr.host, rd->addr.port);
+        if (idx >= 0) {
+            cl->map.slot_node[rd->slot] = (int16_t)idx;
+        }
+        cl->stale = 1;
+        return NULL;
+    }
+    if (rd->kind == SLUICE_REDIRECT_ASK) {
+        return pool_get(c, rd->addr.host, rd->addr.port);
+    }
+    /* TRYAGAIN, CLUSTERDOWN: wait a little (10 ms doubling, with jitter), within the deadline */
+    sluice_conn_options o = c->o;
+    o.backoff_min_ms = 10;
+    int d = sluice__backoff_ms(&o, attempt + 1, &c->seed);
+    int left = remaining_ms(deadline);
+    d = d < left ? d : left;
+    struct timespec ts = {d / 1000, (long)(d % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+    if (rd->kind == SLUICE_REDIRECT_DOWN) {
+        cl->stale = 1;
+    }
+    return NULL;
+}
+
+/* After a redirected MULTI request: the transaction on n is spoilt, DISCARD it. */
+static int discard(sluice_conn *c, sluice__node *n) {
+    redisReply *r = NULL;
+    int st = 0;
+    if (redisAppendCommand(n->ctx, "DISCARD") != REDIS_OK) {
+        return node_fail(c, n, SLUICE_ENOMEM, "out of memory formatting a command");
+    }
+    st = sluice__node_read(c, n, &r);
+    freeReplyObject(r);
+    return r == NULL ? st : 0;
+}
+
+static void set_timeout(sluice__node *n, int ms) {
+    if (n->ctx != NULL) {
+        struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+        redisSetTimeout(n->ctx, tv);
+    }
+}
+
+/* Sends q to the node of `slot` and follows redirections; *used is the node that answered. */
+static int call(sluice_conn *c, const creq *q, int slot, redisReply **out, int *sent,
+                sluice__node **used) {
+    uint64_t deadline = sluice_now_ms() + (uint64_t)c->o.command_timeout_ms;
+    sluice__node *ask = NULL;
+    int asked = 0, reloaded = 0, refreshed = 0;
+    *out = NULL;
+    set_sent(sent, 0);
+    int st = map_ready(c, deadline);
+    for (int attempt = 0; st == 0 && attempt < CLUSTER_TRIES; attempt++) {
+        sluice__node *n = ask != NULL ? ask : route(c, slot);
+        if (n == NULL) {
+            return SLUICE_ECONN;
+        }
+        st = sluice__node_start(c, n);
+        if (st == SLUICE_ECONN || st == SLUICE_ETIMEDOUT || st == SLUICE_EREADONLY) {
+            /* the node is gone or a replica now (failover, restart): who serves the slot
+             * now? Once. */
+            if (refreshed || ask != NULL || remaining_ms(deadline) == 0) {
+                return st;
+            }
+            char keep[sizeof(c->err)]; /* the node's failure says more than the refresh's */
+            memcpy(keep, c->err, sizeof(keep));
+            if (refresh(c, deadline) != 0) {
+                memcpy(c->err, keep, sizeof(keep));
+                return st;
+            }
+            refreshed = 1; /* a node still in its backoff fails at once: no connect storm */
+            st = 0;
+            continue;
+        }
+        if (st != 0) {
+            return st;
+        }
+        int left = remaining_ms(deadline);
+        if (attempt > 0 && left <= 0) {
+            snprintf(c->err, sizeof(c->err), "%s: deadline passed after %d redirections", n->where,
+                     attempt);
+            return SLUICE_ETIMEDOUT;
+        }
+        if (attempt > 0) {
+            set_timeout(n, left); /* a retry gets what is left of the deadline */
+        }
+        st = send_req(c, n, q, ask != NULL, out, sent);
+        if (attempt > 0) {
+            set_timeout(n, c->o.command_timeout_ms);
+        }
+        *used = n;
+        if (st == 0 || *out == NULL) {
+            return st; /* the answer, or an I/O failure: the request may have run */
+        }
+        sluice_cluster_redirect rd;
+        sluice_cluster_redirect_kind kind =
+            sluice__cluster_redirect_parse((*out)->str, (*out)->len, &rd);
+        if (kind == SLUICE_REDIRECT_NONE) {
+            if (st != SLUICE_ENOSCRIPT || q->argv != NULL || reloaded) {
+                return st;
+            }
+            /* the node lost the library (or never had it): it did not run the call */
+            reloaded = 1;
+        } else if ((kind == SLUICE_REDIRECT_ASK && asked) || attempt + 1 == CLUSTER_TRIES ||
+                   remaining_ms(deadline) == 0) {
+            return st; /* the last redirection is the answer */
+        }
+        if (q->multi && discard(c, n) != 0) {
+            return st;
+        }
+        freeReplyObject(*out);
+        *out = NULL;
+        set_sent(sent, 0); /* a redirection means the node did not run it */
+        if (kind == SLUICE_REDIRECT_NONE) {
+            st = sluice__node_reload(c, n);
+            continue;
+        }
+        asked |= kind == SLUICE_REDIRECT_ASK;
+        st = 0;
+        ask = follow(c, n, &rd, attempt, deadline);
+        if (kind == SLUICE_REDIRECT_ASK && ask == NULL) {
+            return SLUICE_ENOMEM;
+        }
+    }
+    return st;
+}
+
+int sluice__cluster_fcall(sluice_conn *c, sluice_fn fn, int nkeys, const char **keys,
+                          const size_t *keylens, int nargs, const char **args,
+                          const size_t *arglens, redisReply **out, int *sent) {
+    creq q = {.fn = fn,
+              .nkeys = nkeys,
+              .keys = keys,
+              .keylens = keylens,
+              .nargs = nargs,
+              .args = args,
+              .arglens = arglens};
+    int slot =
+        nkeys > 0 ? sluice__cluster_key_slot(keys[0], keylens ? keylens[0] : strlen(keys[0])) : -1;
+    sluice__node *used = NULL;
+    *out = NULL;
+    if (c->cl->pipe != NULL || c->cl->npending > 0) {
+        snprintf(c->err, sizeof(c->err), "%s: a pipeline or transaction is open", c->where);
+        return SLUICE_EINVAL;
+    }
+    return call(c, &q, slot, out, sent, &used);
+}
+
+/* ---- transactions sent command by command ---- */
+
+static int is_cmd(int argc, const char **argv, const size_t *lens, const char *name) {
+    size_t n = strlen(name);
+    return argc > 0 && (lens ? lens[0] : strlen(argv[0])) == n &&
+           strncasecmp(argv[0], name, n) == 0;
+}
+
+/* +OK, as Redis answers MULTI. */
+static redisReply *ok_reply(void) {
+    redisReply *r = calloc(1, sizeof(*r));
+    if (r != NULL && (r->str = malloc(3)) != NULL) {
+        r->type = REDIS_REPLY_STATUS;
+        memcpy(r->str, "OK", 3);
+        r->len = 2;
+        return r;
+    }
+    free(r);
+    return NULL;
+}
+
+/* A command of an open transaction: on its node, no redirection followed. */
+static int txn_next(sluice_conn *c, int argc, const char **argv, const size_t *lens,
+                    redisReply **out, int *sent) {
+    sluice__cluster *cl = c->cl;
+    sluice__node *n = cl->pipe;
+    int st = SLUICE_ECONN;
+    if (n->ctx == NULL) {
+        snprintf(c->err, sizeof(c->err), "%s: the transaction's connection was lost", n->where);
+    } else if (redisAppendCommandArgv(n->ctx, argc, argv, lens) != REDIS_OK) {
+        st = node_fail(c, n, SLUICE_ENOMEM, "out of memory formatting a command");
+    } else {
+        set_sent(sent, 1);
+        st = sluice__node_read(c, n, out);
+    }
+    sluice_cluster_redirect rd;
+    if (*out != NULL && (*out)->type == REDIS_REPLY_ERROR &&
+        sluice__cluster_redirect_parse((*out)->str, (*out)->len, &rd) == SLUICE_REDIRECT_MOVED) {
+        cl->stale = 1; /* the transaction fails (EXECABORT); the next one goes right */
+    }
+    if (*out == NULL || is_cmd(argc, argv, lens, "EXEC") || is_cmd(argc, argv, lens, "DISCARD")) {
+        pipe_reset(cl);
+    }
+    return st;
+}
+
+int sluice__cluster_command(sluice_conn *c, int argc, const char **argv, const size_t *lens,
+                            redisReply **out, int *sent) {
+    sluice__cluster *cl = c->cl;
+    *out = NULL;
+    set_sent(sent, 0);
+    if (cl->txn == TXN_OPEN) {
+        return txn_next(c, argc, argv, lens, out, sent);
+    }
+    if (cl->pipe != NULL || cl->npending > 0) {
+        snprintf(c->err, sizeof(c->err), "%s: a pipeline is open", c->where);
+        return SLUICE_EINVAL;
+    }
+    if (is_cmd(argc, argv, lens, "MULTI") && cl->txn == TXN_NONE) {
+        /* its node is the one of the first keyed command that follows */
+        cl->txn = TXN_DEFERRED;
+        return (*out = ok_reply()) != NULL ? 0 : SLUICE_ENOMEM;
+    }
+    creq q = {.argc = argc, .argv = argv, .lens = lens, .multi = cl->txn == TXN_DEFERRED};
+    sluice__node *used = NULL;
+    int st = call(c, &q, sluice__cluster_command_slot(argc, argv, lens), out, sent, &used);
+    if (q.multi) {
+        int over =
+            *out == NULL || is_cmd(argc, argv, lens, "EXEC") || is_cmd(argc, argv, lens, "DISCARD");
+        cl->txn = over ? TXN_NONE : TXN_OPEN;
+        cl->pipe = over ? NULL : used;
+    }
+    return st;
+}
+
+/* ---- pipelines ---- */
+
+/* Chooses the pipeline's node (the one of `slot`, or any) and writes what was queued. */
+static int pipe_open(sluice_conn *c, int slot) {
+    sluice__cluster *cl = c->cl;
+    if (cl->pipe != NULL) {
+        return cl->pipe->ctx != NULL ? 0 : SLUICE_ECONN;
+    }
+    int st = map_ready(c, sluice_now_ms() + (uint64_t)c->o.command_timeout_ms);
+    sluice__node *n = st == 0 ? route(c, slot) : NULL;
+    if (n == NULL || (st = sluice__node_start(c, n)) != 0) {
+        pipe_reset(cl);
+        return st != 0 ? st : SLUICE_ECONN;
+    }
+    if (cl->npending > 0 &&
+        redisAppendFormattedCommand(n->ctx, cl->pending, sdslen(cl->pending)) != REDIS_OK) {
+        pipe_reset(cl);
+        return node_fail(c, n, SLUICE_ENOMEM, "out of memory queueing a command");
+    }
+    cl->owed += cl->npending;
+    sdsfree(cl->pending);
+    cl->pending = NULL;
+    cl->npending = 0;
+    cl->pipe = n;
+    return 0;
+}
+
+int sluice__cluster_append_command(sluice_conn *c, int argc, const char **argv,
+                                   const size_t *lens) {
+    sluice__cluster *cl = c->cl;
+    if (cl->txn != TXN_NONE) {
+        snprintf(c->err, sizeof(c->err), "%s: a transaction is open", c->where);
+        return SLUICE_EINVAL;
+    }
+    int slot = sluice__cluster_command_slot(argc, argv, lens);
+    if (cl->pipe == NULL && slot < 0) {
+        /* no node yet: keep it until a keyed command or the first read chooses one */
+        sds cmd = NULL;
+        if (redisFormatSdsCommandArgv(&cmd, argc, argv, lens) < 0) {
+            return SLUICE_ENOMEM;
+        }
+        sds all = cl->pending != NULL ? sdscatsds(cl->pending, cmd) : cmd;
+        if (all == NULL) {
+            sdsfree(cmd);
+            return SLUICE_ENOMEM;
+        }
+        if (all != cmd) {
+            sdsfree(cmd);
+        }
+        cl->pending = all;
+        cl->npending++;
+        return 0;
+    }
+    int st = pipe_open(c, slot);
+    if (st == 0 && redisAppendCommandArgv(cl->pipe->ctx, argc, argv, lens) != REDIS_OK) {
+        st = node_fail(c, cl->pipe, SLUICE_ENOMEM, "out of memory queueing a command");
+    }
+    cl->owed += st == 0;
+    return st;
+}
+
+int sluice__cluster_append_fcall(sluice_conn *c, sluice_fn fn, int nkeys, const char **keys,
+                                 const size_t *keylens, int nargs, const char **args,
+                                 const size_t *arglens) {
+    sluice__cluster *cl = c->cl;
+    if (cl->txn != TXN_NONE) {
+        snprintf(c->err, sizeof(c->err), "%s: a transaction is open", c->where);
+        return SLUICE_EINVAL;
+    }
+    int slot =
+        nkeys > 0 ? sluice__cluster_key_slot(keys[0], keylens ? keylens[0] : strlen(keys[0])) : -1;
+    int st = pipe_open(c, slot);
+    if (st == 0) {
+        st = sluice__node_append_fcall(c, cl->pipe, fn, nkeys, keys, keylens, nargs, args, arglens);
+    }
+    cl->owed += st == 0;
+    return st;
+}
+
+int sluice__cluster_read_reply(sluice_conn *c, redisReply **out) {
+    sluice__cluster *cl = c->cl;
+    *out = NULL;
+    if (cl->pipe == NULL && cl->npending == 0) {
+        snprintf(c->err, sizeof(c->err), "%s: no reply is owed", c->where);
+        return SLUICE_ECONN;
+    }
+    int st = pipe_open(c, -1);
+    if (st != 0) {
+        return st;
+    }
+    sluice__node *n = cl->pipe;
+    st = sluice__node_read(c, n, out);
+    sluice_cluster_redirect rd;
+    if (*out != NULL && (*out)->type == REDIS_REPLY_ERROR &&
+        sluice__cluster_redirect_parse((*out)->str, (*out)->len, &rd) == SLUICE_REDIRECT_MOVED) {
+        cl->stale = 1; /* not followed inside a pipeline; the next call goes right */
+    }
+    if (*out != NULL && --cl->owed <= 0) {
+        pipe_reset(cl);
+    }
+    return st;
+}
