@@ -85,6 +85,8 @@ static int parse_opt(opts *o, int ch, const char *v, char *err, size_t n) {
         return sluice_parse_ll("--producers", v, 1, MAX_PROD, &o->producers, err, n);
     case 'b':
         return sluice_parse_ll("--batch", v, 1, 1000, &o->batch, err, n);
+    case 't':
+        return sluice_parse_ll("--tenants", v, 1, BENCH_TENANTS_MAX, &o->tenants, err, n);
     case 'v':
         o->csv = v;
         return 0;
@@ -105,8 +107,8 @@ static int parse_args(opts *o, int argc, char **argv) {
         {"redis", 1, NULL, 'r'},    {"workers", 1, NULL, 'w'},   {"work-ms", 1, NULL, 'm'},
         {"duration", 1, NULL, 'd'}, {"warmup", 1, NULL, 'W'},    {"concurrency", 1, NULL, 'c'},
         {"capacity", 1, NULL, 'C'}, {"producers", 1, NULL, 'p'}, {"batch", 1, NULL, 'b'},
-        {"csv", 1, NULL, 'v'},      {"plot", 1, NULL, 'P'},      {"json", 0, NULL, 'j'},
-        {"help", 0, NULL, 'h'},     {NULL, 0, NULL, 0}};
+        {"tenants", 1, NULL, 't'},  {"csv", 1, NULL, 'v'},       {"plot", 1, NULL, 'P'},
+        {"json", 0, NULL, 'j'},     {"help", 0, NULL, 'h'},      {NULL, 0, NULL, 0}};
     static const long long dflt[] = {1, 2, 4, 8};
     char err[256];
     int ch;
@@ -149,21 +151,6 @@ static int read_counters(sluice_conn *c, const sluice_keys *k, long long v[3]) {
     v[1] = f.counters[SLUICE_COUNTER_REJECTED];
     v[2] = f.counters[SLUICE_COUNTER_ACKED];
     return st;
-}
-
-/* redis-server's CPU seconds (user + sys) from INFO cpu; -1 when unknown. */
-static double redis_cpu_s(sluice_conn *c) {
-    const char *argv[] = {"INFO", "cpu"};
-    redisReply *r = NULL;
-    double total = -1;
-    if (sluice_conn_command(c, 2, argv, NULL, &r, NULL) == 0 && r->type == REDIS_REPLY_STRING) {
-        const char *u = strstr(r->str, "used_cpu_user:"), *s = strstr(r->str, "used_cpu_sys:");
-        if (u != NULL && s != NULL) {
-            total = atof(u + 14) + atof(s + 13);
-        }
-    }
-    freeReplyObject(r);
-    return total;
 }
 
 /* busy and total jiffies of the whole machine from /proc/stat. */
@@ -214,14 +201,21 @@ static void *produce(void *arg) {
         return NULL;
     }
     size_t n = (size_t)pt->o->batch;
+    long long tenants = pt->o->tenants, next = 0;
     sluice_message *msgs = calloc(n, sizeof(*msgs));
     sluice_admit_result *res = calloc(n, sizeof(*res));
     char(*bodies)[24] = calloc(n, sizeof(*bodies));
-    while (msgs && res && bodies && !atomic_load(pt->stop) && !bench_scale_interrupted) {
+    char(*names)[BENCH_TENANT_LEN] = bench_tenant_names(tenants);
+    while (msgs && res && bodies && (tenants == 0 || names) && !atomic_load(pt->stop) &&
+           !bench_scale_interrupted) {
         unsigned long long now = (unsigned long long)sluice_wall_ms();
         for (size_t i = 0; i < n; i++) {
             msgs[i].payload = bodies[i];
             msgs[i].len = (size_t)snprintf(bodies[i], sizeof(bodies[i]), "%llu", now);
+            if (tenants > 0) { /* round robin over the tenants */
+                msgs[i].tenant = names[next];
+                next = (next + 1) % tenants;
+            }
         }
         size_t admitted = 0;
         if (sluice_producer_admit_batch(p, msgs, n, res, &admitted) != 0) {
@@ -236,6 +230,7 @@ static void *produce(void *arg) {
     free(msgs);
     free(res);
     free(bodies);
+    free(names);
     sluice_producer_free(p);
     return NULL;
 }
@@ -287,7 +282,7 @@ typedef struct sample {
 } sample;
 
 static int take_sample(sluice_conn *c, const sluice_keys *k, sample *s) {
-    s->redis_s = redis_cpu_s(c);
+    s->redis_s = bench_redis_cpu_s(c);
     machine_cpu(&s->busy, &s->total);
     s->mono_ns = sluice_now_ns();
     s->wall_ms = sluice_wall_ms();
@@ -355,9 +350,11 @@ static int set_capacity(sluice_conn *c, const sluice_keys *k, long long cap) {
     return st == 0 ? 0 : SLUICE_EXIT_REDIS;
 }
 
-/* After the warm-up every worker must have taken entries; else the row would lie. */
-static int all_reading(sluice_conn *c, const sluice_keys *k, long long n) {
-    long long got = consumers(c, k);
+/* After the warm-up every worker must have taken entries; else the row would lie. On a fair
+ * queue they read the lanes, not the stream: there each must have recorded a message. */
+static int all_reading(const opts *o, const fleet *f, sluice_conn *c, const sluice_keys *k,
+                       long long n) {
+    long long got = o->tenants > 0 ? fleet_recording(f) : consumers(c, k);
     if (got < n) {
         fprintf(stderr,
                 "\nsluice-bench scale: only %lld of %lld workers took entries during the "
@@ -377,6 +374,9 @@ static int run_step(const opts *o, size_t idx, fleet *f, sluice_conn *c, row *ou
     if (rc == 0) {
         rc = set_capacity(c, &k, o->capacity);
     }
+    if (rc == 0 && o->tenants > 0) { /* before the workers start: they read fair from the first */
+        rc = bench_fair_on(o->url, queue);
+    }
     if (rc == 0) {
         rc = fleet_start(f, o, queue, n, c, &k);
     }
@@ -390,7 +390,7 @@ static int run_step(const opts *o, size_t idx, fleet *f, sluice_conn *c, row *ou
     }
     if (rc == 0 &&
         (run_for(o, idx, n, "warmup", 0, (double)o->warmup_s, f, c, &k) != 0 ||
-         take_sample(c, &k, &a) != 0 || !all_reading(c, &k, n) ||
+         take_sample(c, &k, &a) != 0 || !all_reading(o, f, c, &k, n) ||
          run_for(o, idx, n, "measure", (double)o->warmup_s, (double)o->duration_s, f, c, &k) != 0 ||
          take_sample(c, &k, &b) != 0)) {
         rc = SLUICE_EXIT_REDIS;

@@ -21,7 +21,7 @@
 static const char usage[] =
     "usage: sluice-bench scale [--redis URL] [--workers 1,2,4,8] [--work-ms MS] [--duration S]\n"
     "                          [--warmup S] [--concurrency C] [--capacity N] [--producers P]\n"
-    "                          [--batch B] [--csv FILE] [--plot FILE.png] [--json]\n"
+    "                          [--batch B] [--tenants N] [--csv FILE] [--plot FILE.png] [--json]\n"
     "  --workers LIST    worker process counts to measure (default 1,2,4,8; each 1..64)\n"
     "  --work-ms MS      simulated work per message: --handler sleep:MS (default 5)\n"
     "  --duration S      measured seconds per count (default 10)\n"
@@ -30,6 +30,8 @@ static const char usage[] =
     "  --capacity N      the queue's capacity (default 1000)\n"
     "  --producers P     producer threads keeping the bucket full (default 2)\n"
     "  --batch B         messages per admission call (default 50)\n"
+    "  --tenants N       a fair queue (sluice-admin fair Q on), the producers' messages spread\n"
+    "                    round robin over N tenants t0..tN-1, one lane each (1..100000)\n"
     "  --csv FILE        write the table as CSV\n"
     "  --plot FILE.png   draw throughput and latency against workers (needs gnuplot)\n"
     "Latency is end to end: producer send (before the admission call) to the handler's verdict.\n";
@@ -39,6 +41,7 @@ typedef struct opts {
     long long counts[MAX_COUNTS];
     size_t ncounts;
     long long work_ms, duration_s, warmup_s, conc, capacity, producers, batch;
+    long long tenants; /* 0: a plain queue */
     const char *csv, *plot;
     int json;
 } opts;
@@ -69,6 +72,8 @@ int fleet_spawn(fleet *f, const opts *o, const char *queue, long long n);
 void fleet_stop(fleet *f);
 /* 0 while every worker runs; else prints which one exited and returns -1. */
 int fleet_alive(const fleet *f);
+/* How many of the workers have recorded a processed message so far. */
+int fleet_recording(const fleet *f);
 
 typedef struct lat {
     unsigned *v; /* ms */

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -85,6 +86,17 @@ int fleet_alive(const fleet *f) {
         }
     }
     return 0;
+}
+
+int fleet_recording(const fleet *f) {
+    int n = 0;
+    for (int i = 0; i < f->n; i++) {
+        char path[PATH_MAX + 32];
+        struct stat st;
+        snprintf(path, sizeof(path), "%s/worker-%d.rec", f->dir, i);
+        n += stat(path, &st) == 0 && st.st_size > 0;
+    }
+    return n;
 }
 
 int fleet_spawn(fleet *f, const opts *o, const char *queue, long long n) {

@@ -20,10 +20,15 @@ extern char **environ;
 
 static void print_table(const opts *o, const row *rows, size_t n) {
     char a[32], b[32], c[32], d[32];
+    char fair[48] = "";
+    if (o->tenants > 0) {
+        snprintf(fair, sizeof(fair), ", fair queue over %lld tenant%s", o->tenants,
+                 o->tenants == 1 ? "" : "s");
+    }
     printf("sluice-bench scale: handler sleep:%lld, concurrency %lld per worker, capacity %lld, "
-           "%lld producer thread%s x batch %lld, %llds measured per row\n",
+           "%lld producer thread%s x batch %lld, %llds measured per row%s\n",
            o->work_ms, o->conc, o->capacity, o->producers, o->producers == 1 ? "" : "s", o->batch,
-           o->duration_s);
+           o->duration_s, fair);
     printf("%7s %12s %12s %12s %8s %8s %12s %9s %6s\n", "workers", "processed/s", "admitted/s",
            "rejected/s", "p50 ms", "p99 ms", "ideal/s", "redis cpu", "cpu");
     for (size_t i = 0; i < n; i++) {
@@ -44,9 +49,9 @@ static void print_json(const opts *o, const row *r) {
     printf("{\"bench\":\"scale\",\"workers\":%lld,\"processed_per_s\":%.1f,\"admitted_per_s\":%.1f,"
            "\"rejected_per_s\":%.1f,\"p50_ms\":%.0f,\"p99_ms\":%.0f,\"ideal_per_s\":%.0f,"
            "\"redis_cpu_pct\":%.1f,\"cpu_pct\":%.1f,\"samples\":%lld,\"work_ms\":%lld,"
-           "\"concurrency\":%lld,\"capacity\":%lld}\n",
+           "\"concurrency\":%lld,\"capacity\":%lld,\"tenants\":%lld}\n",
            r->workers, r->processed, r->admitted, r->rejected, r->p50, r->p99, r->ideal,
-           r->redis_cpu, r->cpu, r->samples, o->work_ms, o->conc, o->capacity);
+           r->redis_cpu, r->cpu, r->samples, o->work_ms, o->conc, o->capacity, o->tenants);
 }
 
 static int write_csv(const char *path, const row *rows, size_t n) {
