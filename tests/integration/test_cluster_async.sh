@@ -109,7 +109,8 @@ for i in $(seq 1 100); do
 done
 redis-server --port "$victim" --bind 127.0.0.1 --dir "$vdir" --save "" --daemonize no \
     --logfile "$vdir/redis.log" --cluster-enabled yes --cluster-config-file nodes.conf \
-    --cluster-node-timeout 2000 --appendonly no --protected-mode yes </dev/null >/dev/null 2>&1 &
+    --cluster-node-timeout 2000 --cluster-replica-validity-factor 0 --repl-diskless-sync-delay 0 \
+    --appendonly no --protected-mode yes </dev/null >/dev/null 2>&1 &
 echo $! >"$vdir/pid"
 wait "$ppid" || fail "producer: $(cat "$tmp/fo.out")"
 for i in $(seq 1 300); do # the worker follows the promoted replica by itself
