@@ -101,8 +101,8 @@ struct sluice_aconn {
     char node_host[256]; /* where to connect next ("" = the next seed) */
     int node_port;
     int next_seed;
-    int redirected; /* reconnect at once: a MOVED named the node */
-    int redirects;  /* MOVEDs followed since the last ready (nodes that disagree: back off) */
+    int redirected; /* a MOVED named the node to connect to next */
+    int redirects;  /* MOVEDs followed since the last ready (past 5: with the backoff) */
 };
 
 static void on_reply(redisAsyncContext *ac, void *r, void *privdata);
@@ -171,12 +171,15 @@ static void arm_deadline(sluice_aconn *c, uint64_t deadline) {
 /* Capped exponential backoff with jitter, from this connection's own generator (see
  * sluice__backoff_ms), so a crowd of clients reconnecting after a restart spreads out. */
 static void schedule_retry(sluice_aconn *c) {
-    if (c->redirected) { /* a MOVED named the node: go there now */
+    if (c->redirected) {
+        /* a MOVED named the node: go there next - at once, unless the nodes keep sending us
+         * around (a failover under way): then after the backoff */
         c->redirected = 0;
-        uv_timer_start(&c->retry_timer, on_retry, 0, 0);
-        return;
-    }
-    if (c->url.is_cluster) {
+        if (c->redirects <= 5) {
+            uv_timer_start(&c->retry_timer, on_retry, 0, 0);
+            return;
+        }
+    } else if (c->url.is_cluster) {
         c->node_host[0] = '\0'; /* that node failed us: ask the seeds again */
     }
     if (c->attempt < SLUICE_ATTEMPT_MAX) {
@@ -470,7 +473,8 @@ static int follow_moved(sluice_aconn *c, const redisReply *r) {
         snprintf(c->node_host, sizeof(c->node_host), "%s", rd.addr.host);
     }
     c->node_port = rd.addr.port;
-    c->redirected = ++c->redirects <= 5; /* more: the nodes disagree (a failover), back off */
+    c->redirected = 1;
+    c->redirects++;
     SLUICE_LOG(SLUICE_LOG_INFO, "event=cluster_moved conn=%s queue=%s slot=%d node=%s:%d", c->name,
                c->queue, rd.slot, c->node_host, c->node_port);
     return 1;

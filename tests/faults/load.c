@@ -22,6 +22,7 @@
  * Exit: 0 all admitted, 2 usage, 3 redis refused, 4 --deadline passed before all were admitted.
  */
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,7 +61,8 @@ static const char usage[] =
     "  --deadline MS      give up after MS (default 60000), exit 4\n"
     "  --idempotent       one payload per call, idempotency key = payload; EUNKNOWN retried\n"
     "  --fail-open        producer fail-open mode (OPEN outcomes are counted)\n"
-    "  --unknown FILE     payloads whose outcome is unknown\n";
+    "  --unknown FILE     payloads whose outcome is unknown\n"
+    "SIGTERM stops offering after the call under way; the summary is printed, exit 0.\n";
 
 static int open_append(const char *path) {
     return open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -239,8 +241,16 @@ static void summary(const load *l, uint64_t elapsed) {
     printf("\n");
 }
 
+/* SIGTERM: stop offering after the call under way, print the summary, exit 0. */
+static volatile sig_atomic_t stop_requested;
+static void on_term(int sig) {
+    (void)sig;
+    stop_requested = 1;
+}
+
 int main(int argc, char **argv) {
     static load l;
+    signal(SIGTERM, on_term);
     const char *out = NULL, *unknown = NULL;
     char err[512];
     sluice_producer_options_init(&l.o);
@@ -267,7 +277,7 @@ int main(int argc, char **argv) {
     }
     uint64_t t0 = sluice_now_ms();
     int rc = 0;
-    for (long long next = 0; next < l.count && rc == 0;) {
+    for (long long next = 0; next < l.count && rc == 0 && !stop_requested;) {
         size_t n = (size_t)(l.count - next < l.batch ? l.count - next : l.batch);
         rc = offer(&l, p, next, n, t0);
         next += (long long)n;

@@ -85,9 +85,9 @@ last_b=$(awk '$2 ~ /^fb/ { n = NR } END { print n + 0 }' "$tmp/fair")
 # ---- failover: kill -9 the primary of a queue under a producer and a worker ----
 vq=${queues[1]}
 victim=$(owner "$vq")
-vpid="" vdir=""
+vpid=""
 for d in "$cdir"/node*; do
-    [ "$(cat "$d/port")" = "$victim" ] && vpid=$(cat "$d/pid") && vdir=$d
+    [ "$(cat "$d/port")" = "$victim" ] && vpid=$(cat "$d/pid")
 done
 [ -n "$vpid" ] || fail "no pid for the primary on $victim"
 "$bin/sluice-worker" --redis "$curl" --queue "$vq" --handler noop --record "$tmp/fo" \
@@ -107,11 +107,8 @@ for i in $(seq 1 100); do
     [ -n "$(owner "$vq")" ] && [ "$(owner "$vq")" != "$victim" ] && break
     sleep 0.1
 done
-redis-server --port "$victim" --bind 127.0.0.1 --dir "$vdir" --save "" --daemonize no \
-    --logfile "$vdir/redis.log" --cluster-enabled yes --cluster-config-file nodes.conf \
-    --cluster-node-timeout 2000 --cluster-replica-validity-factor 0 --repl-diskless-sync-delay 0 \
-    --appendonly no --protected-mode yes </dev/null >/dev/null 2>&1 &
-echo $! >"$vdir/pid"
+"$src/scripts/test-redis" cluster-node-restart "$cdir" "$victim" ||
+    fail "the killed node did not come back"
 wait "$ppid" || fail "producer: $(cat "$tmp/fo.out")"
 for i in $(seq 1 300); do # the worker follows the promoted replica by itself
     python3 "$src/tests/faults/check.py" --admitted "$tmp/fo.adm" --processed "$tmp/fo" \
