@@ -54,12 +54,12 @@ run() {
         --timeout 2000 --deadline 120000 --out "$FL_DIR/$mode.adm" --unknown "$FL_DIR/$mode.unk"
     p=$FL_PID
     for k in $(seq 1 $KILLS); do
-        fl_wait_until 20 "$mode: the queue's primary has its replica in sync" \
+        fl_wait_until 40 "$mode: the queue's primary has its replica in sync" \
             '[ -n "$(owner $q)" ] && replica_online "$(owner $q)"'
         sleep 1 # admissions flowing through the primary about to die
         victim=$(owner "$q")
         kill -KILL "$(pid_of_port "$victim")"
-        fl_wait_until 20 "$mode: a replica promoted after kill $k" \
+        fl_wait_until 40 "$mode: a replica promoted after kill $k" \
             'next=$(owner $q) && [ -n "$next" ] && [ "$next" != "$victim" ]'
         "$SRC/scripts/test-redis" cluster-node-restart "$cdir" "$victim" >/dev/null
     done

@@ -103,10 +103,14 @@ sleep 1.5
 kill -KILL "$vpid"
 # the killed node comes back (its nodes.conf kept) as the replica of the promoted one: until it
 # has synced, WAIT 1 has no replica to count, and those admissions are reported unknown
-for i in $(seq 1 100); do
-    [ -n "$(owner "$vq")" ] && [ "$(owner "$vq")" != "$victim" ] && break
+promoted=""
+for i in $(seq 1 300); do # a failover takes a few seconds; a retried election, more (30 s at most)
+    promoted=$(owner "$vq")
+    [ -n "$promoted" ] && [ "$promoted" != "$victim" ] && break
+    promoted=""
     sleep 0.1
 done
+[ -n "$promoted" ] || fail "no replica promoted for $vq within 30 s: $(rc "$(alive)" CLUSTER NODES)"
 "$src/scripts/test-redis" cluster-node-restart "$cdir" "$victim" ||
     fail "the killed node did not come back"
 wait "$ppid" || fail "producer: $(cat "$tmp/fo.out")"
