@@ -35,8 +35,27 @@ static void bad_char_err(char *err, size_t errlen, unsigned char c, size_t pos) 
     } else {
         snprintf(what, sizeof(what), "byte 0x%02x", c);
     }
-    snprintf(err, errlen, "queue name has %s at position %zu; allowed: A-Z a-z 0-9 _ . -", what,
-             pos);
+    snprintf(err, errlen,
+             "queue name has %s at position %zu; allowed: A-Z a-z 0-9 _ . - (and ~N at the "
+             "end: partition N of a queue, 1..%d)",
+             what, pos, SLUICE_PARTITIONS_MAX - 1);
+}
+
+/* The length of a partition suffix "~N" (N 1..SLUICE_PARTITIONS_MAX-1, no leading zero) ending
+ * name[0..n), or 0. */
+static size_t partition_suffix(const char *name, size_t n) {
+    size_t d = 0;
+    while (d < n && d < 3 && name[n - 1 - d] >= '0' && name[n - 1 - d] <= '9') {
+        d++;
+    }
+    if (d == 0 || d > 2 || n < d + 2 || name[n - 1 - d] != '~' || name[n - d] == '0') {
+        return 0;
+    }
+    int v = name[n - d] - '0';
+    if (d == 2) {
+        v = v * 10 + (name[n - 1] - '0');
+    }
+    return v < SLUICE_PARTITIONS_MAX ? d + 1 : 0;
 }
 
 int sluice_queue_name_check(const char *name, char *err, size_t errlen) {
@@ -58,6 +77,7 @@ int sluice_queue_name_check(const char *name, char *err, size_t errlen) {
         }
         return SLUICE_EINVAL;
     }
+    n -= partition_suffix(name, n); /* "Q~3": partition 3 of Q */
     for (size_t i = 0; i < n; i++) {
         if (!name_char_ok((unsigned char)name[i])) {
             bad_char_err(err, errlen, (unsigned char)name[i], i);
@@ -102,6 +122,15 @@ int sluice_backend_parse(const char *s, sluice_backend *out) {
         return 0;
     }
     return SLUICE_EINVAL;
+}
+
+int sluice_partition_name(const char *queue, int i, char *buf, size_t len) {
+    int n = i == 0 ? snprintf(buf, len, "%s", queue) : snprintf(buf, len, "%s~%d", queue, i);
+    if (i < 0 || i >= SLUICE_PARTITIONS_MAX || n < 0 || (size_t)n >= len ||
+        sluice_queue_name_check(buf, NULL, 0) != 0) {
+        return SLUICE_EINVAL;
+    }
+    return 0;
 }
 
 const char *sluice_backend_name(sluice_backend b) {

@@ -10,15 +10,28 @@
 #include "sluice/cli.h"
 #include "sluice/client.h"
 #include "sluice/redis.h"
+#include "sluice/reply.h"
+#include "sluice/status.h"
 #include "sluice/url.h"
 
 #include "admit.h"
+
+/* A partitioned queue (sluice-admin partitions Q P): how often the producer asks Q's meta
+ * how many partitions there are. */
+#define PARTS_CHECK_MS 1000
 
 struct sluice_producer {
     sluice__admit_cfg cfg;
     sluice_conn *conn;
     sluice_drain drain;
     int fail_open;
+    sluice_producer_options o; /* kept to build each partition's cfg */
+    char queue[SLUICE_QUEUE_NAME_MAX + 1];
+    int parts;               /* partitions (1: not partitioned) */
+    uint64_t parts_at_ms;    /* when meta `partitions` was last read */
+    sluice__admit_cfg *pcfg; /* per partition, built on first use (index 0 unused: cfg) */
+    long long pdepth[SLUICE_PARTITIONS_MAX]; /* each partition's depth in its last reply */
+    unsigned rnd;
     char err[512];
 };
 
@@ -61,6 +74,12 @@ int sluice_producer_new(const sluice_producer_options *o, sluice_producer **out,
         p->drain.max_s = o->retry_after_max_s;
     }
     p->fail_open = o->fail_open;
+    p->o = *o;
+    snprintf(p->queue, sizeof(p->queue), "%s", o->queue);
+    p->o.queue = p->queue;
+    p->o.redis_url = NULL; /* not needed after setup; the caller's string may go */
+    p->parts = 1;
+    p->rnd = (unsigned)sluice_now_ns();
     *out = p;
     return 0;
 }
@@ -70,6 +89,7 @@ void sluice_producer_free(sluice_producer *p) {
         return;
     }
     sluice_conn_free(p->conn);
+    free(p->pcfg);
     free(p);
 }
 
@@ -95,16 +115,12 @@ static int wait_replicas(sluice_producer *p, sluice_admit_result *res, size_t n,
     return st;
 }
 
-int sluice_producer_admit_batch(sluice_producer *p, const sluice_message *msgs, size_t n,
-                                sluice_admit_result *res, size_t *admitted) {
+/* One admission call of msgs[0..n) into the queue (or partition) of `cfg`. */
+static int admit_on(sluice_producer *p, const sluice__admit_cfg *cfg, const sluice_message *msgs,
+                    size_t n, sluice_admit_result *res, size_t *admitted) {
     sluice__admit_call call;
-    size_t dummy;
-    if (admitted == NULL) {
-        admitted = &dummy;
-    }
     *admitted = 0;
-    p->err[0] = '\0';
-    int st = sluice__admit_call_build(&call, &p->cfg, msgs, n, p->err, sizeof(p->err));
+    int st = sluice__admit_call_build(&call, cfg, msgs, n, p->err, sizeof(p->err));
     if (st != 0) {
         sluice__admit_fail(res, n, st, 0, 0);
         return st;
@@ -120,7 +136,7 @@ int sluice_producer_admit_batch(sluice_producer *p, const sluice_message *msgs, 
             snprintf(p->err, sizeof(p->err), "unexpected reply to the admission call");
         } else {
             filled = 1;
-            if (p->cfg.wait_replicas > 0 && *admitted > 0) {
+            if (cfg->wait_replicas > 0 && *admitted > 0) {
                 st = wait_replicas(p, res, n, admitted);
             }
         }
@@ -138,6 +154,146 @@ int sluice_producer_admit_batch(sluice_producer *p, const sluice_message *msgs, 
         sluice__admit_fail(res, n, st, sent, p->fail_open);
     }
     return st;
+}
+
+/* The partitions of the queue, read from its meta at most once per PARTS_CHECK_MS. Returns 0,
+ * or the status of a Redis that cannot be reached (nothing was admitted: the caller reports it
+ * as the admission's failure instead of waiting for a second timeout); any other refusal (an
+ * ACL without HGET) keeps what was known. */
+static int parts_check(sluice_producer *p) {
+    uint64_t now = sluice_now_ms();
+    if (p->parts_at_ms != 0 && now - p->parts_at_ms < PARTS_CHECK_MS) {
+        return 0;
+    }
+    p->parts_at_ms = now;
+    const char *argv[] = {"HGET", p->cfg.keys.meta, "partitions"};
+    redisReply *r = NULL;
+    int st = sluice_conn_command(p->conn, 3, argv, NULL, &r, NULL);
+    if (st == 0) {
+        long long v = sluice_reply_ll(r, 1);
+        p->parts = v < 1 ? 1 : v > SLUICE_PARTITIONS_MAX ? SLUICE_PARTITIONS_MAX : (int)v;
+    } else if (sluice_status_is_transient(st)) {
+        p->parts_at_ms = 0; /* ask again with the next call */
+        snprintf(p->err, sizeof(p->err), "%s", sluice_conn_errstr(p->conn));
+    }
+    freeReplyObject(r);
+    return sluice_status_is_transient(st) ? st : 0;
+}
+
+/* The admission settings of partition i (built once). NULL when out of memory. */
+static const sluice__admit_cfg *part_cfg(sluice_producer *p, int i) {
+    if (i == 0) {
+        return &p->cfg;
+    }
+    if (p->pcfg == NULL && (p->pcfg = calloc(SLUICE_PARTITIONS_MAX, sizeof(*p->pcfg))) == NULL) {
+        return NULL;
+    }
+    sluice__admit_cfg *c = &p->pcfg[i];
+    if (c->keys.stream[0] == '\0') {
+        char name[SLUICE_QUEUE_NAME_MAX + 1];
+        sluice_producer_options o = p->o;
+        o.queue = name;
+        if (sluice_partition_name(p->queue, i, name, sizeof(name)) != 0 ||
+            sluice__admit_cfg_init(c, &o, p->err, sizeof(p->err)) != 0) {
+            memset(c, 0, sizeof(*c));
+            return NULL;
+        }
+    }
+    return c;
+}
+
+/* FNV-1a (32 bit) of the tenant: a tenant's messages always go to the same partition, so its
+ * order and its limits stay in one slot (other producers must use the same function). */
+static int tenant_part(const char *t, int parts) {
+    uint32_t h = 2166136261u;
+    for (; *t != '\0'; t++) {
+        h = (h ^ (unsigned char)*t) * 16777619u;
+    }
+    return (int)(h % (uint32_t)parts);
+}
+
+/* A partitioned queue: each message goes to its tenant's partition, or else to the emptier of
+ * two partitions picked at random (depths from earlier replies); a message without a tenant
+ * that finds its partition full tries the other one before it is answered full. One call per
+ * partition used. */
+static int admit_parts(sluice_producer *p, const sluice_message *msgs, size_t n,
+                       sluice_admit_result *res, size_t *admitted) {
+    int *first = malloc(n * sizeof(int)), *second = malloc(n * sizeof(int));
+    size_t *idx = malloc(n * sizeof(size_t));
+    sluice_message *sub = malloc(n * sizeof(*sub));
+    sluice_admit_result *sres = malloc(n * sizeof(*sres));
+    int st = 0;
+    if (first == NULL || second == NULL || idx == NULL || sub == NULL || sres == NULL) {
+        st = SLUICE_ENOMEM;
+        sluice__admit_fail(res, n, st, 0, 0);
+    }
+    for (size_t i = 0; st == 0 && i < n; i++) {
+        if (msgs[i].tenant != NULL) {
+            first[i] = second[i] = tenant_part(msgs[i].tenant, p->parts);
+            continue;
+        }
+        int a = (int)(rand_r(&p->rnd) % (unsigned)p->parts);
+        int b = (int)(rand_r(&p->rnd) % (unsigned)p->parts);
+        first[i] = p->pdepth[a] <= p->pdepth[b] ? a : b;
+        second[i] = first[i] == a ? b : a;
+    }
+    for (int round = 0; st == 0 && round < 2; round++) {
+        for (int part = 0; part < p->parts; part++) {
+            size_t k = 0;
+            for (size_t i = 0; i < n; i++) {
+                int want = round == 0 ? first[i] : second[i];
+                if (want == part &&
+                    (round == 0 || (res[i].outcome == SLUICE_FULL && second[i] != first[i]))) {
+                    idx[k] = i;
+                    sub[k++] = msgs[i];
+                }
+            }
+            if (k == 0) {
+                continue;
+            }
+            const sluice__admit_cfg *c = part_cfg(p, part);
+            size_t got = 0;
+            int s = c == NULL ? SLUICE_ENOMEM : admit_on(p, c, sub, k, sres, &got);
+            if (c == NULL) {
+                sluice__admit_fail(sres, k, s, 0, 0);
+            }
+            if (s != 0 && st == 0) {
+                st = s;
+            }
+            for (size_t j = 0; j < k; j++) {
+                res[idx[j]] = sres[j];
+                if (sres[j].depth >= 0) {
+                    p->pdepth[part] = sres[j].depth;
+                }
+            }
+            *admitted += got;
+        }
+    }
+    free(first);
+    free(second);
+    free(idx);
+    free(sub);
+    free(sres);
+    return st;
+}
+
+int sluice_producer_admit_batch(sluice_producer *p, const sluice_message *msgs, size_t n,
+                                sluice_admit_result *res, size_t *admitted) {
+    size_t dummy;
+    if (admitted == NULL) {
+        admitted = &dummy;
+    }
+    *admitted = 0;
+    p->err[0] = '\0';
+    int st = parts_check(p);
+    if (st != 0) { /* a read that failed: nothing was sent for admission */
+        sluice__admit_fail(res, n, st, 0, p->fail_open);
+        return st;
+    }
+    if (p->parts > 1 && n > 0 && msgs[0].idempotency_key == NULL) {
+        return admit_parts(p, msgs, n, res, admitted);
+    }
+    return admit_on(p, &p->cfg, msgs, n, res, admitted);
 }
 
 int sluice_producer_admit_msg(sluice_producer *p, const sluice_message *m,

@@ -82,6 +82,27 @@ timeout 30 "$bin/sluice-worker" --redis "$curl" --queue "$fq" --handler noop --c
 last_b=$(awk '$2 ~ /^fb/ { n = NR } END { print n + 0 }' "$tmp/fair")
 [ "$last_b" -gt 0 ] && [ "$last_b" -le 12 ] || fail "fair on a cluster: B's last at $last_b"
 
+# ---- a partitioned queue: 6 partitions, their slots over the primaries, one worker ----
+pq="cap$$"
+"$bin/sluice-admin" --redis "$curl" capacity "$pq" 600 >/dev/null
+"$bin/sluice-admin" --redis "$curl" partitions "$pq" 6 >/dev/null
+declare -A on_primary
+for i in "" ~1 ~2 ~3 ~4 ~5; do on_primary[$(owner "$pq$i")]=1; done
+[ "${#on_primary[@]}" -ge 2 ] || fail "6 partitions on ${#on_primary[@]} primary"
+seq 1 700 | sed 's/^/p/' | E --queue "$pq" --capacity 1000 >"$tmp/pe" || true
+grep -q '^admitted=600 rejected=100 ' "$tmp/pe" || fail "partitioned admission: $(cat "$tmp/pe")"
+"$bin/sluice-worker" --redis "$curl" --queue "$pq" --handler noop --record "$tmp/pw" \
+    >/dev/null 2>"$tmp/pw.log" &
+ppw=$!
+pids+=("$ppw")
+for i in $(seq 1 150); do
+    [ "$(cat "$tmp/pw" 2>/dev/null | wc -l)" -ge 600 ] && break
+    sleep 0.1
+done
+kill -TERM "$ppw"
+wait "$ppw" || fail "partitioned worker: $(tail -n 3 "$tmp/pw.log")"
+[ "$(awk '{ print $2 }' "$tmp/pw" | sort -u | wc -l)" = 600 ] || fail "partitioned drain"
+
 # ---- failover: kill -9 the primary of a queue under a producer and a worker ----
 vq=${queues[1]}
 victim=$(owner "$vq")

@@ -48,8 +48,35 @@ static void test_good_names(void) {
     CHECK_EQ(sluice_queue_name_check("x", NULL, 0), 0);
 }
 
+/* Partition names: "Q~N", N 1..63 without a leading zero, only at the end. */
+static void test_partition_names(void) {
+    char buf[SLUICE_QUEUE_NAME_MAX + 1], base[SLUICE_QUEUE_NAME_MAX + 1];
+    NAME_OK("orders~1");
+    NAME_OK("orders~63");
+    const char *bad[] = {"orders~0", "orders~64",  "orders~01",  "orders~", "~1",
+                         "or~1ders", "orders~1~2", "orders~100", "a~~1"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        CHECK_EQ(sluice_queue_name_check(bad[i], NULL, 0), SLUICE_EINVAL);
+    }
+    CHECK_EQ(sluice_partition_name("orders", 0, buf, sizeof(buf)), 0);
+    CHECK_STREQ(buf, "orders");
+    CHECK_EQ(sluice_partition_name("orders", 5, buf, sizeof(buf)), 0);
+    CHECK_STREQ(buf, "orders~5");
+    CHECK_EQ(sluice_partition_name("orders", 64, buf, sizeof(buf)), SLUICE_EINVAL);
+    CHECK_EQ(sluice_partition_name("orders", -1, buf, sizeof(buf)), SLUICE_EINVAL);
+    CHECK_EQ(sluice_partition_name("orders~1", 2, buf, sizeof(buf)), SLUICE_EINVAL);
+    memset(base, 'q', 62); /* 62 + "~9" = 64 fits; + "~10" does not */
+    base[62] = '\0';
+    CHECK_EQ(sluice_partition_name(base, 9, buf, sizeof(buf)), 0);
+    CHECK_EQ(sluice_partition_name(base, 10, buf, sizeof(buf)), SLUICE_EINVAL);
+    sluice_keys k;
+    CHECK_EQ(sluice_keys_init(&k, "orders~2", NULL, 0), 0);
+    CHECK_STREQ(k.stream, "sluice:{orders~2}:stream");
+}
+
 static void test_bad_names(void) {
-    const char *tail = "; allowed: A-Z a-z 0-9 _ . -";
+    const char *tail = "; allowed: A-Z a-z 0-9 _ . - (and ~N at the end: partition N of a queue, "
+                       "1..63)";
     char want[128];
     char *big = malloc(10 * 1024 + 1);
     CHECK(big != NULL);
@@ -160,6 +187,7 @@ static void test_capacity(void) {
 int main(void) {
     test_capacity();
     test_good_names();
+    test_partition_names();
     test_bad_names();
     test_keys();
     test_backend();

@@ -63,6 +63,11 @@ static const char usage[] =
     "                               one limit's state in Redis (VALUE: the tenant or client)\n"
     "                               drain-tenant RATE and inflight-tenant N: the same per\n"
     "                               tenant, on fair queues\n"
+    "  partitions QUEUE [P]         spread QUEUE over P partitions (1..64, only more):\n"
+    "                               QUEUE, QUEUE~1 ... QUEUE~P-1, each its own hash tag (on\n"
+    "                               a Redis Cluster: its own slot), capacity split evenly;\n"
+    "                               producers route by tenant, else to the emptier of\n"
+    "                               two; one sluice-worker drains them all\n"
     "  fair QUEUE [on|off|show] [--weight TENANT=W ...]\n"
     "                               a fair queue keeps a lane per tenant and the workers\n"
     "                               serve the lanes in turn (W entries per turn, default 1),\n"
@@ -162,6 +167,7 @@ static const struct command {
     {"purge", admin_purge, A_YES},
     {"limit", admin_limit, A_ALGORITHM},
     {"fair", admin_fair, A_GROUP | A_WEIGHT | A_LIMIT},
+    {"partitions", admin_partitions, 0},
 };
 
 static int fail_usage(const char *cmd, const char *msg) {

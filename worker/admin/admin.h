@@ -109,7 +109,10 @@ int admin_capacity(admin *a);
 int admin_dead(admin *a);
 int admin_consumers(admin *a);
 int admin_purge(admin *a);
-int admin_limit(admin *a); /* admin_limit.c */
-int admin_fair(admin *a);  /* admin_fair.c */
+int admin_limit(admin *a);      /* admin_limit.c */
+int admin_fair(admin *a);       /* admin_fair.c */
+int admin_partitions(admin *a); /* admin_parts.c */
+/* capacity QUEUE N on a partitioned queue: N in all, spread; *handled 0 when not partitioned */
+int admin_partitioned_capacity(admin *a, long long total, int *handled);
 
 #endif

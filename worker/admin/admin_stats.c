@@ -52,6 +52,7 @@ typedef struct snapshot {
     long long per_tenant; /* the tenant share, 0 = none */
     long long tenants;    /* tenants holding entries under it */
     int fair;             /* meta `fair` */
+    long long partitions; /* meta `partitions` (1: not partitioned) */
     long long lanes;      /* tenant lanes holding entries (a fair queue, or one switched back) */
 } snapshot;
 
@@ -144,7 +145,7 @@ static int snap_list_procs(admin *a, snapshot *s, const redisReply *procs) {
 static int snapshot_take(admin *a, snapshot *s) {
     memset(s, 0, sizeof(*s));
     sluice_figures_init(&s->f);
-    sluice_figures_cmd cmds[SLUICE_FIGURES_MAX_CMDS + 7];
+    sluice_figures_cmd cmds[SLUICE_FIGURES_MAX_CMDS + 8];
     size_t n = sluice_figures_commands(&a->keys, a->backend, cmds);
     int list = a->backend == SLUICE_BACKEND_LIST;
     char tdepth[SLUICE_KEY_MAX + 8];
@@ -159,8 +160,9 @@ static int snapshot_take(admin *a, snapshot *s) {
     cmds[n + 4] = (sluice_figures_cmd){2, {"HLEN", tdepth}};
     cmds[n + 5] = (sluice_figures_cmd){3, {"HGET", a->keys.meta, "fair"}};
     cmds[n + 6] = (sluice_figures_cmd){2, {"HLEN", lanes}};
+    cmds[n + 7] = (sluice_figures_cmd){3, {"HGET", a->keys.meta, "partitions"}};
     redisReply *r;
-    int rc = transaction(a, &r, cmds, n + 7);
+    int rc = transaction(a, &r, cmds, n + 8);
     if (rc != 0) {
         return rc;
     }
@@ -180,6 +182,7 @@ static int snapshot_take(admin *a, snapshot *s) {
         s->tenants = sluice_reply_ll(r->element[n + 4], 0);
         s->fair = sluice_reply_ll(r->element[n + 5], 0) == 1;
         s->lanes = sluice_reply_ll(r->element[n + 6], 0);
+        s->partitions = sluice_reply_ll(r->element[n + 7], 1);
         rc = list ? snap_list_procs(a, s, r->element[n]) : (read_consumers(s, r->element[n]), 0);
     }
     freeReplyObject(r);
@@ -245,8 +248,8 @@ static void print_json(const admin *a, const snapshot *s, const snapshot *prev) 
     }
     printf("],\"limits_total\":%zu,\"per_tenant\":", s->nlimits);
     s->per_tenant > 0 ? printf("%lld", s->per_tenant) : printf("null");
-    printf(",\"tenants_holding\":%lld,\"fair\":%s,\"lanes_holding\":%lld", s->tenants,
-           s->fair ? "true" : "false", s->lanes);
+    printf(",\"tenants_holding\":%lld,\"fair\":%s,\"lanes_holding\":%lld,\"partitions\":%lld",
+           s->tenants, s->fair ? "true" : "false", s->lanes, s->partitions < 1 ? 1 : s->partitions);
     printf(",\"sample_ms\":%lld}\n", have ? (long long)((s->at_ns - prev->at_ns) / 1000000u) : 0LL);
     fflush(stdout);
 }
@@ -297,6 +300,11 @@ static void print_counters(const snapshot *s, const snapshot *prev) {
 
 static void print_limits(const admin *ad, const snapshot *s) {
     char a[32];
+    if (s->partitions > 1) {
+        printf("  partitions %lld: these figures are partition 0's (sluice-admin partitions %s "
+               "shows each)\n",
+               s->partitions, ad->queue);
+    }
     if (s->fair || s->lanes > 0) {
         printf("  fair       %s, %lld tenant lane%s holding entries (sluice-admin fair %s: the "
                "lanes)\n",
@@ -502,6 +510,10 @@ int admin_capacity(admin *a) {
     int rc = admin_connect(a);
     if (rc != 0 || a->nargs == 1) {
         return rc != 0 ? rc : capacity_show(a);
+    }
+    int handled;
+    if ((rc = admin_partitioned_capacity(a, n, &handled)) != 0 || handled) {
+        return rc;
     }
     char value[24], share[24]; /* written as parsed: "+5" or "010" are stored as 5 and 10 */
     snprintf(value, sizeof(value), "%lld", n);

@@ -6,7 +6,9 @@
  * refused (wrong key type, missing permission), 130 stopped at once by a second signal.
  */
 #include <getopt.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,8 @@
 
 #include "sluice/cli.h"
 #include "sluice/log.h"
+#include "sluice/redis.h"
+#include "sluice/reply.h"
 #include "sluice/url.h"
 #include "sluice/worker.h"
 
@@ -49,6 +53,10 @@ static const char usage[] =
     "      --metrics HOST:PORT      serve Prometheus metrics at http://HOST:PORT/metrics\n"
     "      --log-level LEVEL        error|warn|info|debug|off (default info)\n"
     "  -h, --help                   this text\n"
+    "\n"
+    "A partitioned queue (sluice-admin partitions QUEUE P) is drained as a whole: one worker\n"
+    "per partition, each on a thread of its own (--concurrency and --max-messages apply to\n"
+    "each; partitions added later are picked up within a second; --metrics is refused).\n"
     "\n"
     "SIGTERM/SIGINT: stop reading, finish in-flight work within the grace period, exit 0.\n"
     "A second signal exits at once (130); unfinished entries are reclaimed by other workers.\n"
@@ -235,6 +243,191 @@ static int parse_args(args *a, int argc, char **argv, char *err, size_t n) {
     return sw_handler_parse(a->handler, a->o.queue, &a->o, err, n);
 }
 
+/* ---- a partitioned queue: a worker per partition, each on its own thread and loop ---- */
+
+#define PARTS_CHECK_MS 1000
+
+typedef struct part {
+    sluice_worker *w;
+    pthread_t thread;
+    int started, status;
+    char name[SLUICE_QUEUE_NAME_MAX + 1];
+} part;
+
+static struct {
+    part parts[SLUICE_PARTITIONS_MAX];
+    int n;             /* partitions with a worker */
+    int stopping;      /* a signal came: start no more */
+    atomic_int done;   /* workers that returned */
+    uv_async_t wake;   /* a worker returned */
+    uv_timer_t check;  /* the partitions of the queue, once a second */
+    sluice_conn *conn; /* reads meta `partitions` */
+    const char *queue;
+    sluice_worker_options o;
+} pq;
+
+static void *part_main(void *arg) {
+    part *p = arg;
+    p->status = sluice_worker_run(p->w, NULL);
+    atomic_fetch_add(&pq.done, 1);
+    uv_async_send(&pq.wake);
+    return NULL;
+}
+
+/* The queue's partitions (1 when not partitioned; -1 when Redis cannot say). */
+static int parts_of(sluice_conn *c, const sluice_keys *k) {
+    const char *argv[] = {"HGET", k->meta, "partitions"};
+    redisReply *r = NULL;
+    int n = -1;
+    if (sluice_conn_command(c, 3, argv, NULL, &r, NULL) == 0) {
+        long long v = sluice_reply_ll(r, 1);
+        n = v < 1 ? 1 : v > SLUICE_PARTITIONS_MAX ? SLUICE_PARTITIONS_MAX : (int)v;
+    }
+    freeReplyObject(r);
+    return n;
+}
+
+/* Starts workers for partitions [pq.n, n). 0, or a message in err. */
+static int parts_grow(int n, char *err, size_t errlen) {
+    while (pq.n < n && !pq.stopping) {
+        part *p = &pq.parts[pq.n];
+        sluice_worker_options o = pq.o;
+        if (sluice_partition_name(pq.queue, pq.n, p->name, sizeof(p->name)) != 0) {
+            snprintf(err, errlen, "partition %d of %s: name too long", pq.n, pq.queue);
+            return -1;
+        }
+        o.queue = p->name;
+        if (sluice_worker_new(&o, &p->w, err, errlen) != 0) {
+            return -1;
+        }
+        if (pthread_create(&p->thread, NULL, part_main, p) != 0) {
+            snprintf(err, errlen, "cannot start a thread for %s", p->name);
+            sluice_worker_free(p->w);
+            p->w = NULL;
+            return -1;
+        }
+        p->started = 1;
+        pq.n++;
+        SLUICE_LOG(SLUICE_LOG_INFO, "event=partition_started queue=%s partition=%s", pq.queue,
+                   p->name);
+    }
+    return 0;
+}
+
+static void parts_stop_all(void) {
+    pq.stopping = 1;
+    for (int i = 0; i < pq.n; i++) {
+        sluice_worker_stop(pq.parts[i].w);
+    }
+}
+
+static void parts_check_cb(uv_timer_t *t) {
+    (void)t;
+    sluice_keys k;
+    char err[256];
+    if (sluice_keys_init(&k, pq.queue, NULL, 0) == 0) {
+        int n = parts_of(pq.conn, &k);
+        if (n > pq.n && parts_grow(n, err, sizeof(err)) != 0) {
+            SLUICE_LOG(SLUICE_LOG_ERROR, "event=partition_failed detail=\"%s\"", err);
+        }
+    }
+}
+
+static void parts_wake_cb(uv_async_t *a) {
+    if (atomic_load(&pq.done) >= pq.n) { /* every worker returned (--max-messages, an error) */
+        uv_timer_stop(&pq.check);
+        uv_close((uv_handle_t *)&pq.check, NULL);
+        uv_close((uv_handle_t *)a, NULL);
+    }
+}
+
+static void parts_signal(uv_signal_t *s, int signum) {
+    (void)s, (void)signum;
+    if (++signals_seen > 1) {
+        fprintf(stderr, "sluice-worker: second signal: exiting now; in-flight entries stay "
+                        "pending and will be reclaimed\n");
+        _exit(130);
+    }
+    parts_stop_all();
+}
+
+static int run_partitioned(args *a, sluice_conn *conn, int n) {
+    char err[512];
+    uv_loop_t *loop = uv_default_loop();
+    pq.conn = conn;
+    pq.queue = a->o.queue;
+    pq.o = a->o;
+    uv_async_init(loop, &pq.wake, parts_wake_cb);
+    uv_timer_init(loop, &pq.check);
+    uv_timer_start(&pq.check, parts_check_cb, PARTS_CHECK_MS, PARTS_CHECK_MS);
+    uv_signal_t sigterm, sigint;
+    uv_signal_init(loop, &sigterm);
+    uv_signal_init(loop, &sigint);
+    uv_signal_start(&sigterm, parts_signal, SIGTERM);
+    uv_signal_start(&sigint, parts_signal, SIGINT);
+    uv_unref((uv_handle_t *)&sigterm);
+    uv_unref((uv_handle_t *)&sigint);
+    int rc = 0;
+    if (parts_grow(n, err, sizeof(err)) != 0) {
+        fprintf(stderr, "sluice-worker: %s\n", err);
+        parts_stop_all();
+        rc = SLUICE_EXIT_USAGE;
+        if (pq.n == 0) { /* nothing to wait for */
+            uv_close((uv_handle_t *)&pq.check, NULL);
+            uv_close((uv_handle_t *)&pq.wake, NULL);
+        }
+    }
+    SLUICE_LOG(SLUICE_LOG_INFO, "event=partitioned queue=%s partitions=%d", pq.queue, pq.n);
+    uv_run(loop, UV_RUN_DEFAULT);
+    sluice_worker_stats sum = {0};
+    for (int i = 0; i < pq.n; i++) {
+        pthread_join(pq.parts[i].thread, NULL);
+        sluice_worker_stats s;
+        sluice_worker_get_stats(pq.parts[i].w, &s);
+        sum.processed += s.processed, sum.failed += s.failed, sum.retried += s.retried;
+        sum.dead += s.dead, sum.reclaimed += s.reclaimed;
+        if (pq.parts[i].status != 0 && rc == 0) {
+            fprintf(stderr, "sluice-worker: %s: %s\n", pq.parts[i].name,
+                    sluice_worker_errstr(pq.parts[i].w));
+            rc = SLUICE_EXIT_REDIS;
+        }
+        sluice_worker_free(pq.parts[i].w);
+    }
+    uv_close((uv_handle_t *)&sigterm, NULL);
+    uv_close((uv_handle_t *)&sigint, NULL);
+    uv_run(loop, UV_RUN_DEFAULT);
+    uv_loop_close(loop);
+    printf("processed=%llu failed=%llu retried=%llu dead=%llu reclaimed=%llu partitions=%d\n",
+           sum.processed, sum.failed, sum.retried, sum.dead, sum.reclaimed, pq.n);
+    return rc;
+}
+
+/* The number of partitions of the queue the worker was given (1: drain it alone as before). */
+static int partitions_of_queue(const args *a, sluice_conn **out) {
+    char err[256];
+    sluice_url url;
+    sluice_keys k;
+    *out = NULL;
+    if (strchr(a->o.queue, '~') != NULL || sluice_keys_init(&k, a->o.queue, NULL, 0) != 0 ||
+        sluice_url_parse(&url, a->o.redis_url ? a->o.redis_url : sluice_url_default(), err,
+                         sizeof(err)) != 0) {
+        return 1; /* a partition named on its own, or a bad URL the worker reports */
+    }
+    sluice_conn_options co;
+    sluice_conn_options_init(&co);
+    co.connect_timeout_ms = a->o.connect_timeout_ms > 0 ? a->o.connect_timeout_ms : 2000;
+    co.queue = a->o.queue;
+    co.name = "partitions";
+    sluice_conn *c = sluice_conn_new(&url, &co);
+    int n = c != NULL ? parts_of(c, &k) : -1;
+    if (n > 1) {
+        *out = c;
+        return n;
+    }
+    sluice_conn_free(c);
+    return 1; /* not partitioned, or Redis unreachable now: the worker retries as ever */
+}
+
 int main(int argc, char **argv) {
     args a;
     char err[512];
@@ -246,6 +439,18 @@ int main(int argc, char **argv) {
     if (a.record != NULL && sw_handlers_record(a.record) != 0) {
         snprintf(err, sizeof(err), "--record: cannot open \"%s\"", a.record);
         return bad(err);
+    }
+    sluice_conn *pconn;
+    int nparts = partitions_of_queue(&a, &pconn);
+    if (nparts > 1) {
+        if (a.metrics != NULL) {
+            sluice_conn_free(pconn);
+            return bad("--metrics: not yet for a partitioned queue (its partitions run on "
+                       "threads of their own)");
+        }
+        int rc = run_partitioned(&a, pconn, nparts);
+        sluice_conn_free(pconn);
+        return rc;
     }
     if (sluice_worker_new(&a.o, &worker, err, sizeof(err)) != 0) {
         return bad(err);

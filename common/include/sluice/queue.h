@@ -50,6 +50,18 @@ int sluice_queue_name_check(const char *name, char *err, size_t errlen);
 /* Same check, then fills `k`. Returns 0 or SLUICE_EINVAL. */
 int sluice_keys_init(sluice_keys *k, const char *queue, char *err, size_t errlen);
 
+/*
+ * Partitioned queues (sluice-admin partitions Q P): partition 0 of Q is Q itself, partition i
+ * (1..P-1) is the queue "Q~i" - a queue of its own with its own hash tag, so on a Redis Cluster
+ * the partitions spread over the slots (a name with '~' can only be a partition: no other
+ * queue name holds one). The number of partitions is in Q's meta (`partitions`).
+ */
+#define SLUICE_PARTITIONS_MAX 64
+
+/* Writes the name of partition i of `queue` into buf. 0, or SLUICE_EINVAL (i out of range, or
+ * the name would be longer than SLUICE_QUEUE_NAME_MAX). */
+int sluice_partition_name(const char *queue, int i, char *buf, size_t len);
+
 /* The keys built from a queue's prefix, here and nowhere else. Each writes the key into buf
  * and returns 0, or SLUICE_EINVAL when it does not fit in `len` bytes:
  *   sluice:{Q}:proc:CONSUMER   a list-backend consumer's processing list
