@@ -32,6 +32,8 @@ for p in "$q" "$q~1" "$q~2"; do
 done
 run 2 'only more are allowed' A partitions "$q" 2
 run 0 "capacity of $q: 600 in all, 200 in each of its 3 partitions" A capacity "$q" 600
+run 0 'partitions 3, all together: depth 300, waiting 300, in flight 0' A stats "$q" --sample 0
+run 0 '"all_partitions":\{"depth":300,' A stats "$q" --sample 0 --json
 
 # one worker drains every partition; partitions added while it runs are picked up
 "$bin/sluice-worker" --redis "$url" --queue "$q" --handler noop --record "$tmp/r" \

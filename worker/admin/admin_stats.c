@@ -53,6 +53,7 @@ typedef struct snapshot {
     long long tenants;    /* tenants holding entries under it */
     int fair;             /* meta `fair` */
     long long partitions; /* meta `partitions` (1: not partitioned) */
+    sluice_figures all;   /* partitioned: the figures of every partition summed */
     long long lanes;      /* tenant lanes holding entries (a fair queue, or one switched back) */
 } snapshot;
 
@@ -120,6 +121,42 @@ static int transaction(admin *a, redisReply **out, sluice_figures_cmd *cmds, siz
     return rc;
 }
 
+/* A partitioned queue: the figures of partitions 1..P-1 (one MULTI/EXEC each: a partition's
+ * keys share its slot) added to partition 0's into s->all. */
+static int snap_partitions(admin *a, snapshot *s) {
+    s->all = s->f;
+    for (long long i = 1; i < s->partitions; i++) {
+        char name[SLUICE_QUEUE_NAME_MAX + 1];
+        sluice_keys k;
+        if (sluice_partition_name(a->queue, (int)i, name, sizeof(name)) != 0 ||
+            sluice_keys_init(&k, name, NULL, 0) != 0) {
+            continue;
+        }
+        sluice_figures_cmd cmds[SLUICE_FIGURES_MAX_CMDS];
+        size_t n = sluice_figures_commands(&k, a->backend, cmds);
+        redisReply *r;
+        int rc = transaction(a, &r, cmds, n);
+        if (rc != 0) {
+            return rc;
+        }
+        sluice_figures f;
+        sluice_figures_init(&f);
+        for (size_t j = 0; j < n; j++) {
+            sluice_figures_parse(&f, a->backend, a->group, j, r->element[j]);
+        }
+        freeReplyObject(r);
+        sluice_figures_finish(&f, a->backend);
+        s->all.depth += f.depth;
+        s->all.waiting += f.waiting;
+        s->all.in_flight += f.in_flight;
+        s->all.dead += f.dead;
+        for (int c = 0; c < SLUICE_COUNTER_COUNT_; c++) {
+            s->all.counters[c] += f.counters[c];
+        }
+    }
+    return 0;
+}
+
 /* List backend: each processing list is a consumer; its length is what it holds. */
 static int snap_list_procs(admin *a, snapshot *s, const redisReply *procs) {
     if (procs == NULL || procs->type != REDIS_REPLY_ARRAY) {
@@ -184,6 +221,11 @@ static int snapshot_take(admin *a, snapshot *s) {
         s->lanes = sluice_reply_ll(r->element[n + 6], 0);
         s->partitions = sluice_reply_ll(r->element[n + 7], 1);
         rc = list ? snap_list_procs(a, s, r->element[n]) : (read_consumers(s, r->element[n]), 0);
+        if (rc == 0 && s->partitions > 1) {
+            freeReplyObject(r);
+            r = NULL;
+            rc = snap_partitions(a, s);
+        }
     }
     freeReplyObject(r);
     s->at_ns = sluice_now_ns();
@@ -250,6 +292,11 @@ static void print_json(const admin *a, const snapshot *s, const snapshot *prev) 
     s->per_tenant > 0 ? printf("%lld", s->per_tenant) : printf("null");
     printf(",\"tenants_holding\":%lld,\"fair\":%s,\"lanes_holding\":%lld,\"partitions\":%lld",
            s->tenants, s->fair ? "true" : "false", s->lanes, s->partitions < 1 ? 1 : s->partitions);
+    if (s->partitions > 1) {
+        printf(",\"all_partitions\":{\"depth\":%lld,\"waiting\":%lld,\"in_flight\":%lld,"
+               "\"dead\":%lld}",
+               s->all.depth, s->all.waiting, s->all.in_flight, s->all.dead);
+    }
     printf(",\"sample_ms\":%lld}\n", have ? (long long)((s->at_ns - prev->at_ns) / 1000000u) : 0LL);
     fflush(stdout);
 }
@@ -301,9 +348,12 @@ static void print_counters(const snapshot *s, const snapshot *prev) {
 static void print_limits(const admin *ad, const snapshot *s) {
     char a[32];
     if (s->partitions > 1) {
-        printf("  partitions %lld: these figures are partition 0's (sluice-admin partitions %s "
-               "shows each)\n",
-               s->partitions, ad->queue);
+        char d[32], w[32], f[32];
+        printf("  partitions %lld, all together: depth %s, waiting %s, in flight %s (the other "
+               "figures are partition 0's; sluice-admin partitions %s: each)\n",
+               s->partitions, sluice_fmt_count(d, sizeof(d), (unsigned long long)s->all.depth),
+               sluice_fmt_count(w, sizeof(w), (unsigned long long)s->all.waiting),
+               sluice_fmt_count(f, sizeof(f), (unsigned long long)s->all.in_flight), ad->queue);
     }
     if (s->fair || s->lanes > 0) {
         printf("  fair       %s, %lld tenant lane%s holding entries (sluice-admin fair %s: the "
