@@ -35,7 +35,18 @@ queue_keys() {
     local q=$1
     echo "sluice:{$q}:stream sluice:{$q}:list sluice:{$q}:meta sluice:{$q}:stats sluice:{$q}:dead sluice:{$q}:procs"
 }
-# gateway_start ARGS...: sluice-gateway on a free loopback port (killed on exit); sets $port
+# wait_lines FILE N [SECONDS]: waits (10 s unless told) until FILE has at least N lines; the
+# caller then checks what it needs (a timeout is not a failure by itself)
+wait_lines() {
+    local i
+    for i in $(seq 1 $((${3:-10} * 10))); do
+        [ "$(cat "$1" 2>/dev/null | wc -l)" -ge "$2" ] && return 0
+        sleep 0.1
+    done
+    return 0
+}
+# gateway_start ARGS...: sluice-gateway on a free loopback port (killed on exit); sets $port.
+# A --redis in ARGS overrides the fixture's server (the last one given wins).
 gateway_start() {
     "$bin/sluice-gateway" --listen 127.0.0.1:0 --redis "$url" "$@" 2>"$tmp/gw.log" &
     pids+=("$!")

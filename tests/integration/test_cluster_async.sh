@@ -54,15 +54,7 @@ done
 # ---- the gateway: one process, queues on three primaries ----
 args=()
 for q in "${queues[@]}"; do args+=(--queue "$q"); done
-"$bin/sluice-gateway" --listen 127.0.0.1:0 --redis "$curl" "${args[@]}" 2>"$tmp/gw.log" &
-pids+=("$!")
-port=""
-for i in $(seq 1 100); do
-    port=$(grep -oE 'addr=127\.0\.0\.1:[0-9]+' "$tmp/gw.log" | head -n 1 | cut -d: -f2) || true
-    [ -n "$port" ] && break
-    sleep 0.05
-done
-[ -n "$port" ] || fail "gateway did not start: $(cat "$tmp/gw.log")"
+gateway_start --redis "$curl" "${args[@]}"
 for q in "${queues[@]}"; do
     code=$(curl -s --max-time 10 -o "$tmp/b" -w '%{http_code}' -d "via-gw" \
         "http://127.0.0.1:$port/v1/queues/$q/messages")
@@ -95,10 +87,7 @@ grep -q '^admitted=600 rejected=100 ' "$tmp/pe" || fail "partitioned admission: 
     >/dev/null 2>"$tmp/pw.log" &
 ppw=$!
 pids+=("$ppw")
-for i in $(seq 1 150); do
-    [ "$(cat "$tmp/pw" 2>/dev/null | wc -l)" -ge 600 ] && break
-    sleep 0.1
-done
+wait_lines "$tmp/pw" 600 15
 kill -TERM "$ppw"
 wait "$ppw" || fail "partitioned worker: $(tail -n 3 "$tmp/pw.log")"
 [ "$(awk '{ print $2 }' "$tmp/pw" | sort -u | wc -l)" = 600 ] || fail "partitioned drain"

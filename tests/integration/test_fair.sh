@@ -183,10 +183,7 @@ done
     >/dev/null &
 hpid=$!
 pids+=("$hpid")
-for i in $(seq 1 100); do # the first entry of every lane goes at once (a burst of 1 each)
-    [ "$(cat "$tmp/rh" 2>/dev/null | wc -l)" -ge 200 ] && break
-    sleep 0.1
-done
+wait_lines "$tmp/rh" 200 # the first entry of every lane goes at once (a burst of 1 each)
 [ "$(wc -l <"$tmp/rh")" = 200 ] || fail "every lane's first entry: $(wc -l <"$tmp/rh") of 200"
 calls() { redis-cli -u "$ourl" INFO commandstats | tr -d '\r' |
     awk -F'[:,=]' '$1 == "cmdstat_fcall" { print $3 }'; }

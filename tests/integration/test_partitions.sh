@@ -40,10 +40,7 @@ run 0 '"all_partitions":\{"depth":300,' A stats "$q" --sample 0 --json
     --log-level info 2>"$tmp/w.log" >/dev/null &
 wpid=$!
 pids+=("$wpid")
-for i in $(seq 1 100); do
-    [ "$(cat "$tmp/r" 2>/dev/null | wc -l)" -ge 300 ] && break
-    sleep 0.1
-done
+wait_lines "$tmp/r" 300
 run 0 'partitions of .*: 5 ' A partitions "$q" 5
 sleep 1.5 # the worker and the producers look again once a second
 seq 1 500 | sed 's/^/g/' | E --queue "$q" --capacity 10 >/dev/null || true
@@ -83,10 +80,7 @@ done
     --record "$tmp/t" >/dev/null 2>&1 &
 tpid=$!
 pids+=("$tpid")
-for i in $(seq 1 100); do
-    [ "$(cat "$tmp/t" 2>/dev/null | wc -l)" -ge 80 ] && break
-    sleep 0.1
-done
+wait_lines "$tmp/t" 80
 kill -TERM "$tpid"
 wait "$tpid" || true
 [ "$(wc -l <"$tmp/t")" = 80 ] || fail "tenants: processed $(wc -l <"$tmp/t") of 80"

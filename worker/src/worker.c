@@ -399,11 +399,7 @@ static void on_take(sluice_aconn *c, int status, int sent, redisReply *r, void *
     } else {
         stream_entries(w, r->element[0]);
     }
-    if (w->stopping) {
-        check_done(w);
-        return;
-    }
-    sluice__worker_kick(w);
+    sluice__worker_kick(w); /* stopping: it checks whether the worker is done */
 }
 
 /* The wait of an idle paced or fair worker ended: XREAD BLOCK on the stream past the group's
@@ -418,11 +414,7 @@ static void on_wake(sluice_aconn *c, int status, int sent, redisReply *r, void *
         return;
     }
     w->reading = 0;
-    if (w->stopping) {
-        check_done(w);
-        return;
-    }
-    sluice__worker_kick(w);
+    sluice__worker_kick(w); /* stopping: it checks whether the worker is done */
 }
 
 /* sluice_fair_take: {{lane, entries, ...}, wait_ms} */
@@ -447,11 +439,7 @@ static void on_fair_take(sluice_aconn *c, int status, int sent, redisReply *r, v
             entry_list(w, list, lane->len > 0 ? lane : NULL);
         }
     }
-    if (w->stopping) {
-        check_done(w);
-        return;
-    }
-    sluice__worker_kick(w);
+    sluice__worker_kick(w); /* stopping: it checks whether the worker is done */
 }
 
 static int send_fair_read(sluice_worker *w, int n) {
@@ -537,11 +525,7 @@ static void on_read(sluice_aconn *c, int status, int sent, redisReply *r, void *
         }
         w->list_idle = w->st.read == before;
     }
-    if (w->stopping) {
-        check_done(w);
-        return;
-    }
-    sluice__worker_kick(w);
+    sluice__worker_kick(w); /* stopping: it checks whether the worker is done */
 }
 
 void sluice__worker_kick(sluice_worker *w) {
