@@ -6,6 +6,7 @@
  * hash tag, a glob character or a key separator. The check looks at no more than
  * SLUICE_QUEUE_NAME_MAX + 1 bytes of the name, whatever its length.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -131,6 +132,14 @@ int sluice_partition_name(const char *queue, int i, char *buf, size_t len) {
         return SLUICE_EINVAL;
     }
     return 0;
+}
+
+int sluice_partition_of(const char *tenant, int parts) {
+    uint32_t h = 2166136261u;
+    for (const char *t = tenant; *t != '\0'; t++) {
+        h = (h ^ (unsigned char)*t) * 16777619u;
+    }
+    return parts > 1 ? (int)(h % (uint32_t)parts) : 0;
 }
 
 const char *sluice_backend_name(sluice_backend b) {

@@ -59,6 +59,8 @@ static const char usage[] =
     "      --grace MS                on SIGTERM/SIGINT, time to finish requests (default 10000)\n"
     "      --client-header NAME      the request header whose value is the caller's key for\n"
     "                                `client` rate limits (default: the peer's IP address)\n"
+    "      --tenant-header NAME      the request header whose value is the message's tenant\n"
+    "                                (fair lanes, `tenant` limits and shares, partitions)\n"
     "      --log-level LEVEL         error, warn, info, debug or off (default info)\n"
     "  -h, --help                    this text\n"
     "\n"
@@ -87,6 +89,7 @@ enum {
     OPT_GRACE,
     OPT_LOG_LEVEL,
     OPT_CLIENT_HEADER,
+    OPT_TENANT_HEADER,
     OPT_WAIT_REPLICAS,
     OPT_WAIT_TIMEOUT,
 };
@@ -113,6 +116,7 @@ static const struct option longopts[] = {
     {"grace", required_argument, NULL, OPT_GRACE},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
     {"client-header", required_argument, NULL, OPT_CLIENT_HEADER},
+    {"tenant-header", required_argument, NULL, OPT_TENANT_HEADER},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -226,6 +230,19 @@ static int parse_limit(gw_limits *l, int ch, const char *v, char *err, size_t n)
     }
 }
 
+/* A header name option: 1..len-1 bytes, stored lower case (headers are looked up so). */
+static int header_name(const char *opt, const char *v, char *out, size_t len, char *err, size_t n) {
+    size_t vl = strlen(v);
+    if (vl == 0 || vl >= len) {
+        snprintf(err, n, "%s: \"%s\" is not a header name of 1..%zu bytes", opt, v, len - 1);
+        return -1;
+    }
+    for (size_t i = 0; i <= vl; i++) {
+        out[i] = (char)tolower((unsigned char)v[i]);
+    }
+    return 0;
+}
+
 static int parse_opt(config *cfg, gw_server *s, int ch, const char *v, char *err, size_t n) {
     switch (ch) {
     case 'l':
@@ -253,17 +270,12 @@ static int parse_opt(config *cfg, gw_server *s, int ch, const char *v, char *err
         return sluice_parse_ll("--retry-after-max", v, 1, 86400, &cfg->retry_max, err, n);
     case OPT_GRACE:
         return sluice_parse_ll("--grace", v, 0, 3600000, &cfg->grace_ms, err, n);
-    case OPT_CLIENT_HEADER: {
-        size_t len = strlen(v);
-        if (len == 0 || len >= sizeof(s->client_header)) {
-            snprintf(err, n, "--client-header: \"%s\" is not a header name of 1..63 bytes", v);
-            return -1;
-        }
-        for (size_t i = 0; i <= len; i++) { /* headers are looked up lower case */
-            s->client_header[i] = (char)tolower((unsigned char)v[i]);
-        }
-        return 0;
-    }
+    case OPT_CLIENT_HEADER:
+        return header_name("--client-header", v, s->client_header, sizeof(s->client_header), err,
+                           n);
+    case OPT_TENANT_HEADER:
+        return header_name("--tenant-header", v, s->tenant_header, sizeof(s->tenant_header), err,
+                           n);
     case OPT_LOG_LEVEL:
         cfg->log_level = sluice_log_level_parse(v);
         if (cfg->log_level == -2) {

@@ -80,6 +80,7 @@ typedef struct gw_server {
     int grace_ms;
     gw_metrics m;
     char client_header[64]; /* lower case; "" = the peer address is the client key */
+    char tenant_header[64]; /* lower case; "" = messages carry no tenant */
     char date[64];          /* "Date: ...\r\n", refreshed once per second */
     uint64_t date_s;
 } gw_server;

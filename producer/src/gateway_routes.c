@@ -25,7 +25,7 @@
 #include "gateway.h"
 
 #define METRICS_MAX (1u << 20) /* bytes of one /metrics answer */
-#define JSON_MAX    8192 /* bytes of one JSON response body (GET /v1/queues with 16 limits fits) */
+#define JSON_MAX    16384 /* bytes of one JSON body: GET /v1/queues with 16 limits, 64 partitions */
 
 static const double lat_bounds[GW_LAT_BUCKETS - 1] = {
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5};
@@ -284,7 +284,19 @@ static void post_message(gw_conn *c, gw_queue *q) {
                    c->srv->client_header, SLUICE_IDEMPOTENCY_KEY_MAX);
         return;
     }
-    sluice_message m = {c->body, c->body_len, n > 0 ? h : NULL, n, NULL, idem, client};
+    char tenant[SLUICE_IDEMPOTENCY_KEY_MAX + 1];
+    const char *t = NULL;
+    if (c->srv->tenant_header[0] && (v = gw_header(c, c->srv->tenant_header, &len)) != NULL) {
+        if (!visible(v, len, SLUICE_IDEMPOTENCY_KEY_MAX)) {
+            reply_json(c, 400, NULL, "{\"error\":\"%s must be 1-%d visible ASCII characters\"}\n",
+                       c->srv->tenant_header, SLUICE_IDEMPOTENCY_KEY_MAX);
+            return;
+        }
+        memcpy(tenant, v, len);
+        tenant[len] = '\0';
+        t = tenant;
+    }
+    sluice_message m = {c->body, c->body_len, n > 0 ? h : NULL, n, t, idem, client};
     int st = sluice_aproducer_admit(q->ap, &m, on_admitted, c);
     if (st == 0) {
         c->inflight++;
@@ -327,16 +339,28 @@ static void on_info(sluice_aproducer *ap, int status, const sluice_queue_info *i
                       i ? "," : "", l->name, l->scope, l->spec, l->refused);
     }
     snprintf(p, sizeof(limits) - (size_t)(p - limits), "]");
+    /* a partitioned queue: the figures above are the totals, and each partition's follow */
+    char parts[SLUICE_QUEUE_INFO_PARTS * 80 + 32] = "", *pp = parts;
+    for (int i = 0; in->partitions > 1 && i < in->partitions && i < SLUICE_QUEUE_INFO_PARTS; i++) {
+        const sluice_queue_part *qp = &in->parts[i];
+        pp += snprintf(pp, sizeof(parts) - (size_t)(pp - parts) - 2,
+                       "%s{\"depth\":%lld,\"capacity\":%lld,\"pending\":%lld}",
+                       i ? "," : ",\"by_partition\":[", qp->depth, qp->capacity, qp->pending);
+    }
+    if (pp != parts) {
+        snprintf(pp, sizeof(parts) - (size_t)(pp - parts), "]");
+    }
     reply_json(c, 200, NULL,
                "{\"queue\":\"%s\",\"depth\":%lld,\"capacity\":%lld,\"pending\":%lld,"
                "\"consumers\":%lld,\"admitted\":%lld,\"rejected\":%lld,\"acked\":%lld,"
                "\"retried\":%lld,\"dead\":%lld,\"drain_rate\":%s,\"full\":%s,"
-               "\"retry_after\":%u,\"limited\":%lld,\"limits_total\":%zu,\"limits\":%s}\n",
+               "\"retry_after\":%u,\"limited\":%lld,\"limits_total\":%zu,\"limits\":%s,"
+               "\"partitions\":%d%s}\n",
                sluice_aproducer_queue(ap), depth, cap, in->pending, in->consumers, in->admitted,
                in->rejected, in->acked, in->retried, in->dead, rate,
                depth >= cap ? "true" : "false",
                depth >= cap ? sluice_aproducer_retry_after(ap, depth, cap) : 0, in->limited,
-               in->nlimits, limits);
+               in->nlimits, limits, in->partitions, parts);
 }
 
 static void get_queue(gw_conn *c, gw_queue *q) {

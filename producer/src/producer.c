@@ -202,16 +202,6 @@ static const sluice__admit_cfg *part_cfg(sluice_producer *p, int i) {
     return c;
 }
 
-/* FNV-1a (32 bit) of the tenant: a tenant's messages always go to the same partition, so its
- * order and its limits stay in one slot (other producers must use the same function). */
-static int tenant_part(const char *t, int parts) {
-    uint32_t h = 2166136261u;
-    for (; *t != '\0'; t++) {
-        h = (h ^ (unsigned char)*t) * 16777619u;
-    }
-    return (int)(h % (uint32_t)parts);
-}
-
 /* A partitioned queue: each message goes to its tenant's partition, or else to the emptier of
  * two partitions picked at random (depths from earlier replies); a message without a tenant
  * that finds its partition full tries the other one before it is answered full. One call per
@@ -229,7 +219,7 @@ static int admit_parts(sluice_producer *p, const sluice_message *msgs, size_t n,
     }
     for (size_t i = 0; st == 0 && i < n; i++) {
         if (msgs[i].tenant != NULL) {
-            first[i] = second[i] = tenant_part(msgs[i].tenant, p->parts);
+            first[i] = second[i] = sluice_partition_of(msgs[i].tenant, p->parts);
             continue;
         }
         int a = (int)(rand_r(&p->rnd) % (unsigned)p->parts);

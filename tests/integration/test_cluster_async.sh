@@ -91,6 +91,24 @@ wait_lines "$tmp/pw" 600 15
 kill -TERM "$ppw"
 wait "$ppw" || fail "partitioned worker: $(tail -n 3 "$tmp/pw.log")"
 [ "$(awk '{ print $2 }' "$tmp/pw" | sort -u | wc -l)" = 600 ] || fail "partitioned drain"
+# the gateway admits into it too, through one connection per partition: 60 POSTs spread over
+# all 6 partitions (so over their primaries), and GET shows the queue as one
+gateway_start --redis "$curl" --queue "$pq"
+for i in $(seq 1 100); do
+    curl -sf "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
+    sleep 0.05
+done
+urls=()
+for i in $(seq 1 60); do urls+=(-o /dev/null "http://127.0.0.1:$port/v1/queues/$pq/messages"); done
+[ "$(curl -s --max-time 30 -w '%{http_code}\n' -d gw "${urls[@]}" | grep -cx 202)" = 60 ] ||
+    fail "gateway into the partitioned queue: not 60 x 202"
+for i in "" ~1 ~2 ~3 ~4 ~5; do
+    n=$(rc "$(owner "$pq$i")" XLEN "sluice:{$pq$i}:stream")
+    [ "$n" -gt 0 ] || fail "the gateway left partition $pq$i empty"
+done
+curl -s --max-time 10 "http://127.0.0.1:$port/v1/queues/$pq" >"$tmp/b"
+grep -q '"depth":60,"capacity":600,.*"partitions":6,"by_partition"' "$tmp/b" ||
+    fail "gateway info of $pq: $(cat "$tmp/b")"
 
 # ---- failover: kill -9 the primary of a queue under a producer and a worker ----
 vq=${queues[1]}

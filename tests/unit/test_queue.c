@@ -72,6 +72,12 @@ static void test_partition_names(void) {
     sluice_keys k;
     CHECK_EQ(sluice_keys_init(&k, "orders~2", NULL, 0), 0);
     CHECK_STREQ(k.stream, "sluice:{orders~2}:stream");
+    /* a tenant's partition is FNV-1a-32 mod P, the function producers in other languages use:
+     * FNV-1a-32("a") = 0xe40c292c */
+    CHECK_EQ(sluice_partition_of("a", 7), (int)(0xe40c292cu % 7u));
+    CHECK_EQ(sluice_partition_of("tenant-42", 64), 2);
+    CHECK_EQ(sluice_partition_of("", 5), 1);
+    CHECK_EQ(sluice_partition_of("a", 1), 0);
 }
 
 static void test_bad_names(void) {

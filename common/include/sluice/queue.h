@@ -62,6 +62,11 @@ int sluice_keys_init(sluice_keys *k, const char *queue, char *err, size_t errlen
  * the name would be longer than SLUICE_QUEUE_NAME_MAX). */
 int sluice_partition_name(const char *queue, int i, char *buf, size_t len);
 
+/* The partition (0..parts-1) of a tenant's messages: FNV-1a (32 bit) of the tenant mod parts.
+ * Every producer uses this one function, so a tenant's messages always go to the same
+ * partition and its order and its limits stay in one slot. */
+int sluice_partition_of(const char *tenant, int parts);
+
 /* The keys built from a queue's prefix, here and nowhere else. Each writes the key into buf
  * and returns 0, or SLUICE_EINVAL when it does not fit in `len` bytes:
  *   sluice:{Q}:proc:CONSUMER   a list-backend consumer's processing list

@@ -2,11 +2,13 @@
 /*
  * aproducer.h - admitting messages from a libuv event loop (async producer).
  *
- * An async producer owns one async Redis connection (sluice_aconn) on the caller's loop and
- * admits messages without blocking it: sluice_aproducer_admit() queues the message and returns;
- * its callback runs exactly once, later, on the loop thread, with the outcome (admitted, full,
- * duplicate, failed or open), the depth and capacity, and on "full" a Retry-After estimate from
- * the measured drain rate.
+ * An async producer owns one async Redis connection (sluice_aconn) on the caller's loop - one per
+ * partition when the queue is partitioned (sluice-admin partitions; routed like the blocking
+ * producer: a tenant to its partition, others to the emptier of two, the second tried before
+ * "full") - and admits messages without blocking it: sluice_aproducer_admit() queues the message
+ * and returns; its callback runs exactly once, later, on the loop thread, with the outcome
+ * (admitted, full, duplicate, failed or open), the depth and capacity, and on "full" a Retry-After
+ * estimate from the measured drain rate.
  *
  * Every admission submitted during one loop iteration (up to max_batch) is coalesced into ONE
  * atomic admission call with several envelopes, sent just before the loop next polls for I/O;
@@ -48,7 +50,8 @@ typedef struct sluice_aproducer sluice_aproducer;
 typedef struct sluice_aproducer_options {
     size_t max_queued;        /* admissions accepted and not yet called back, default 65536;
                                  beyond it sluice_aproducer_admit() fails with ETOOBIG */
-    size_t max_inflight;      /* admission calls written and not yet answered, default 64 */
+    size_t max_inflight;      /* admission calls written and not yet answered, per
+                                 connection (partition), default 64 */
     unsigned drain_sample_ms; /* ms between reads of the `acked` counter for the drain-rate
                                  estimate; default 0 = only from the replies to rejections */
 } sluice_aproducer_options;
@@ -96,7 +99,7 @@ int sluice_aproducer_admit(sluice_aproducer *ap, const sluice_message *m, sluice
  */
 void sluice_aproducer_close(sluice_aproducer *ap, void (*closed_cb)(void *arg), void *arg);
 
-/* 1 when the connection is ready for admissions. */
+/* 1 when the connection is ready for admissions (and the queue's partition count is known). */
 int sluice_aproducer_ready(const sluice_aproducer *ap);
 
 /* Admissions accepted whose callback has not run yet. */
@@ -143,7 +146,17 @@ typedef struct sluice_queue_limit {
     long long refused;
 } sluice_queue_limit;
 
-/* What GET /v1/queues/{q} shows; the meanings of README's "Queue figures", for both backends. */
+/* Partitions described in sluice_queue_info (as many as a queue can have). */
+#define SLUICE_QUEUE_INFO_PARTS 64
+
+/* One partition of a partitioned queue (sluice-admin partitions). */
+typedef struct sluice_queue_part {
+    long long depth, capacity, pending;
+} sluice_queue_part;
+
+/* What GET /v1/queues/{q} shows; the meanings of README's "Queue figures", for both backends.
+ * For a partitioned queue the figures are the totals of its partitions (consumers: the most of
+ * any partition; limits: as partition 0 has them, refusals counted over all partitions). */
 typedef struct sluice_queue_info {
     long long depth;     /* entries in the bucket: waiting + in flight */
     long long capacity;  /* meta `capacity`, else the producer's default */
@@ -155,6 +168,8 @@ typedef struct sluice_queue_info {
     size_t nlimits;                                     /* limits configured (all of them) */
     sluice_queue_limit limits[SLUICE_QUEUE_INFO_LIMITS]; /* the first, by name; a user whose ACL
                                                             cannot read them sees none */
+    int partitions;                                      /* 1, or the queue's partitions */
+    sluice_queue_part parts[SLUICE_QUEUE_INFO_PARTS];    /* each partition's, [0, partitions) */
 } sluice_queue_info;
 
 /* `info` is borrowed for the call; valid only when status is 0. */
