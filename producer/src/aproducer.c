@@ -842,8 +842,7 @@ void sluice_aproducer_close(sluice_aproducer *ap, void (*closed_cb)(void *arg), 
 /* Accessors                                                                                */
 
 int sluice_aproducer_ready(const sluice_aproducer *ap) {
-    return ap != NULL && !ap->closing && part_ready(ap->part[0]) &&
-           ap->parts_state == PARTS_KNOWN;
+    return ap != NULL && !ap->closing && part_ready(ap->part[0]) && ap->parts_state == PARTS_KNOWN;
 }
 
 size_t sluice_aproducer_pending(const sluice_aproducer *ap) {
