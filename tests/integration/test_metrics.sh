@@ -47,17 +47,24 @@ done
 
 # ---- a worker on a free port (port 0; the log names the one it got) ----
 "$bin/sluice-enqueue" --redis "$url" --queue "$q" --capacity 100 $(seq -f 'm%g' 1 10) >/dev/null
-"$bin/sluice-worker" --redis "$url" --queue "$q" --concurrency 1 --handler sleep:400 \
-    --metrics 127.0.0.1:0 --log-level info 2>"$tmp/log" >/dev/null &
-wpid=$!
-pids+=("$wpid")
-port=""
-for _ in $(seq 1 50); do
-    port=$(sed -n 's/.*event=metrics_listening.* port=\([0-9]*\).*/\1/p' "$tmp/log" | head -1)
-    [ -n "$port" ] && break
-    sleep 0.1
-done
-[ -n "$port" ] || fail "no metrics_listening line: $(cat "$tmp/log")"
+# worker_start QUEUE WORKER-ARGS...: a worker with --metrics on a free port (port 0; its log, in
+# $tmp/log, names the one it got); sets $wpid and $port
+worker_start() {
+    local queue=$1
+    shift
+    "$bin/sluice-worker" --redis "$url" --queue "$queue" "$@" --metrics 127.0.0.1:0 \
+        --log-level info 2>"$tmp/log" >/dev/null &
+    wpid=$!
+    pids+=("$wpid")
+    port=""
+    for _ in $(seq 1 50); do
+        port=$(sed -n 's/.*event=metrics_listening.* port=\([0-9]*\).*/\1/p' "$tmp/log" | head -1)
+        [ -n "$port" ] && return 0
+        sleep 0.1
+    done
+    fail "no metrics_listening line: $(cat "$tmp/log")"
+}
+worker_start "$q" --concurrency 1 --handler sleep:400
 
 # the port is taken now: a second endpoint on it is refused
 rc=0
@@ -130,4 +137,31 @@ for _ in $(seq 1 30); do kill -0 "$wpid" 2>/dev/null || break; sleep 0.1; done
 kill -0 "$wpid" 2>/dev/null && fail "worker with --metrics still running 3 s after SIGTERM"
 wait "$wpid" || fail "worker exited $? after SIGTERM"
 for k in stream meta stats dead; do rcli DEL "sluice:{$q}:$k" >/dev/null; done
+
+# ---- a partitioned queue: one endpoint for all partitions, totals and a series per partition ----
+pq="$q-p"
+A() { "$bin/sluice-admin" --redis "$url" "$@"; }
+A capacity "$pq" 300 >/dev/null
+A partitions "$pq" 3 >/dev/null
+seq -f 'p%g' 1 30 | "$bin/sluice-enqueue" --redis "$url" --queue "$pq" >/dev/null
+worker_start "$pq" --concurrency 1 --handler sleep:300
+# three workers (one per partition), one at a time each: 3 in flight, the depths add up
+poll 5 '[ "$(metric "sluice_queue_pending{queue=\"$pq\"")" = 3 ]' ||
+    fail "partitioned: pending: $(grep -v '^#' "$tmp/m" | grep -E 'queue_(depth|pending)')"
+sum=0
+for i in 0 1 2; do
+    v=$(metric "sluice_queue_partition_depth{queue=\"$pq\",group=\"workers\",partition=\"$i\"}")
+    [ -n "$v" ] && [ "$v" -gt 0 ] || fail "partition $i depth: $(grep partition_depth "$tmp/m")"
+    sum=$((sum + v))
+done
+[ "$sum" = "$(metric "sluice_queue_depth{queue=\"$pq\"")" ] || fail "partition depths $sum != total"
+poll 10 '[ "$(metric "sluice_worker_processed_total{queue=\"$pq\"")" -ge 6 ]' ||
+    fail "partitioned: processed_total: $(grep processed_total "$tmp/m")"
+A partitions "$pq" 4 >/dev/null # the added partition appears in the metrics within seconds
+poll 5 'grep -q "partition=\"3\"" "$tmp/m"' || fail "partition 3 never in the metrics"
+kill -TERM "$wpid"
+for _ in $(seq 1 50); do kill -0 "$wpid" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$wpid" 2>/dev/null && fail "partitioned worker with --metrics still running 5 s after SIGTERM"
+wait "$wpid" || fail "partitioned worker exited $? after SIGTERM"
+for i in "" ~1 ~2 ~3; do A purge "$pq$i" --yes >/dev/null; done
 echo "test_metrics: ok"

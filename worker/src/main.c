@@ -56,7 +56,8 @@ static const char usage[] =
     "\n"
     "A partitioned queue (sluice-admin partitions QUEUE P) is drained as a whole: one worker\n"
     "per partition, each on a thread of its own (--concurrency and --max-messages apply to\n"
-    "each; partitions added later are picked up within a second; --metrics is refused).\n"
+    "each; partitions added later are picked up within a second; --metrics shows the queue\n"
+    "as one, with a series per partition).\n"
     "\n"
     "SIGTERM/SIGINT: stop reading, finish in-flight work within the grace period, exit 0.\n"
     "A second signal exits at once (130); unfinished entries are reclaimed by other workers.\n"
@@ -251,6 +252,7 @@ typedef struct part {
     sluice_worker *w;
     pthread_t thread;
     int started, status;
+    sluice_worker_stats snap; /* its counters, copied on its thread (under pq.mu) */
     char name[SLUICE_QUEUE_NAME_MAX + 1];
 } part;
 
@@ -264,11 +266,39 @@ static struct {
     sluice_conn *conn; /* reads meta `partitions` */
     const char *queue;
     sluice_worker_options o;
-} pq;
+    pthread_mutex_t mu; /* the parts' snapshots */
+    sluice_metrics *metrics;
+} pq = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
+#define SNAPSHOT_MS 250 /* how often a partition's counters are copied for --metrics */
+
+static void snapshot(part *p) {
+    sluice_worker_stats s;
+    sluice_worker_get_stats(p->w, &s);
+    pthread_mutex_lock(&pq.mu);
+    p->snap = s;
+    pthread_mutex_unlock(&pq.mu);
+}
+
+static void on_snapshot(uv_timer_t *t) {
+    snapshot(t->data);
+}
+
+/* A partition's thread: its worker on a loop of its own, its counters copied for --metrics. */
 static void *part_main(void *arg) {
     part *p = arg;
-    p->status = sluice_worker_run(p->w, NULL);
+    uv_loop_t loop;
+    uv_timer_t snap;
+    uv_loop_init(&loop);
+    uv_timer_init(&loop, &snap);
+    snap.data = p;
+    uv_timer_start(&snap, on_snapshot, SNAPSHOT_MS, SNAPSHOT_MS);
+    uv_unref((uv_handle_t *)&snap);
+    p->status = sluice_worker_run(p->w, &loop);
+    snapshot(p);
+    uv_close((uv_handle_t *)&snap, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
     atomic_fetch_add(&pq.done, 1);
     uv_async_send(&pq.wake);
     return NULL;
@@ -333,8 +363,34 @@ static void parts_check_cb(uv_timer_t *t) {
     }
 }
 
+/* --metrics: the sum of the partitions' counters (their last snapshots). */
+static void parts_stats(void *arg, sluice_worker_stats *sum) {
+    (void)arg;
+    memset(sum, 0, sizeof(*sum));
+    pthread_mutex_lock(&pq.mu);
+    for (int i = 0; i < pq.n; i++) {
+        const sluice_worker_stats *s = &pq.parts[i].snap;
+        sum->processed += s->processed, sum->failed += s->failed, sum->retried += s->retried;
+        sum->dead += s->dead, sum->reclaimed += s->reclaimed, sum->abandoned += s->abandoned;
+        sum->read += s->read, sum->redis_errors += s->redis_errors;
+        sum->paced_wait_ms += s->paced_wait_ms, sum->in_flight += s->in_flight;
+        for (int b = 0; b < SLUICE_WORKER_LATENCY_BUCKETS; b++) {
+            sum->latency_buckets[b] += s->latency_buckets[b];
+        }
+        sum->latency_sum_s += s->latency_sum_s;
+    }
+    pthread_mutex_unlock(&pq.mu);
+}
+
+static int parts_count(void *arg) {
+    (void)arg;
+    return pq.n;
+}
+
 static void parts_wake_cb(uv_async_t *a) {
     if (atomic_load(&pq.done) >= pq.n) { /* every worker returned (--max-messages, an error) */
+        sw_metrics_stop(pq.metrics);
+        pq.metrics = NULL;
         uv_timer_stop(&pq.check);
         uv_close((uv_handle_t *)&pq.check, NULL);
         uv_close((uv_handle_t *)a, NULL);
@@ -375,6 +431,13 @@ static int run_partitioned(args *a, sluice_conn *conn, int n) {
         if (pq.n == 0) { /* nothing to wait for */
             uv_close((uv_handle_t *)&pq.check, NULL);
             uv_close((uv_handle_t *)&pq.wake, NULL);
+        }
+    } else if (a->metrics != NULL) {
+        sw_metrics_parts src = {pq.parts[0].w, parts_stats, parts_count, NULL};
+        if (sw_metrics_start_parts(loop, a->metrics, &src, &pq.metrics, err, sizeof(err)) != 0) {
+            fprintf(stderr, "sluice-worker: %s\n", err);
+            parts_stop_all();
+            rc = SLUICE_EXIT_USAGE;
         }
     }
     SLUICE_LOG(SLUICE_LOG_INFO, "event=partitioned queue=%s partitions=%d", pq.queue, pq.n);
@@ -443,11 +506,6 @@ int main(int argc, char **argv) {
     sluice_conn *pconn;
     int nparts = partitions_of_queue(&a, &pconn);
     if (nparts > 1) {
-        if (a.metrics != NULL) {
-            sluice_conn_free(pconn);
-            return bad("--metrics: not yet for a partitioned queue (its partitions run on "
-                       "threads of their own)");
-        }
         int rc = run_partitioned(&a, pconn, nparts);
         sluice_conn_free(pconn);
         return rc;

@@ -14,6 +14,12 @@
  * a query every QUERY_MS and are left out when the last answer is older than STALE_MS, so a
  * scaler never acts on a stale number.
  *
+ * A partitioned queue (sw_metrics_start_parts): the workers of its partitions run on threads of
+ * their own, so their counters come as a sum from the caller (snapshots it takes on their
+ * threads), the queue figures are read from every partition (a connection each: on a Redis
+ * Cluster they sit on different nodes) and exposed as the queue's totals plus one series per
+ * partition (sluice_queue_partition_depth, _lag, _pending), and the caller stops the module.
+ *
  * Life cycle: every handle here is unref'd (they never keep the loop alive on their own), and
  * the module closes itself as soon as the worker starts closing (checked every loop iteration
  * and every QUERY_MS), because its Redis connection's handles are ref'd and would otherwise keep
@@ -38,25 +44,35 @@
 #define QUERY_MS 1000 /* queue figures refresh */
 #define STALE_MS 5000 /* older queue figures are not exposed */
 
-struct sluice_metrics {
-    uv_loop_t *loop;
-    sluice_worker *w;
-    sluice_worker_info info;
+/* One queue whose figures are read: the worker's, or one partition of a partitioned queue. */
+typedef struct mqueue {
     sluice_keys keys;
-    sw_http *http;      /* GET /metrics, /healthz */
-    uv_timer_t tick;    /* queue query + shutdown check */
-    uv_check_t watch;   /* notices the worker closing */
-    sluice_aconn *conn; /* queue queries */
-    int handles;        /* our own handles, the HTTP server and the connection, not yet closed */
-    int closing, stop_called;
-    int querying;         /* replies still to come in the current query round */
-    int round_failed;     /* one of them failed */
+    sluice_aconn *conn;   /* its queries */
     sluice_figures round; /* the figures of the current round */
     sluice_figures q;     /* the last complete round's */
     struct query_part {
         sluice_metrics *m;
+        struct mqueue *mq;
         size_t i;
     } parts[SLUICE_FIGURES_MAX_CMDS];
+} mqueue;
+
+struct sluice_metrics {
+    uv_loop_t *loop;
+    sluice_worker *w;        /* one worker on this loop; NULL for a partitioned queue */
+    sw_metrics_parts src;    /* a partitioned queue: its workers' sums and partition count */
+    const sluice_url *url;   /* the workers' Redis */
+    sluice_worker_info info; /* of the worker (of partition 0) */
+    mqueue mq[SLUICE_PARTITIONS_MAX]; /* [0, nq) */
+    int nq;                           /* queues read: 1, or the partitions */
+    sw_http *http;                    /* GET /metrics, /healthz */
+    uv_timer_t tick;                  /* queue query + shutdown check */
+    uv_check_t watch;                 /* notices the worker closing */
+    int handles; /* our own handles, the HTTP server and the connections, not yet closed */
+    int closing, stop_called;
+    int querying;     /* replies still to come in the current query round */
+    int round_failed; /* one of them failed */
+    sluice_figures q; /* the last complete round's totals */
     uint64_t q_at_ms; /* when the last complete answer came (0 = never) */
     unsigned long long q_errors;
     char label_consumer[300]; /* escaped label value */
@@ -77,6 +93,15 @@ static void escape_label(char *out, size_t len, const char *s) {
         }
     }
     out[n] = '\0';
+}
+
+/* The workers' counters: the one worker's, or the caller's sums over the partitions. */
+static void worker_stats(const sluice_metrics *m, sluice_worker_stats *s) {
+    if (m->w != NULL) {
+        sluice_worker_get_stats(m->w, s);
+    } else {
+        m->src.stats(m->src.arg, s);
+    }
 }
 
 static void counter(sluice_text *b, const sluice_metrics *m, const char *name, const char *help,
@@ -146,6 +171,27 @@ static void queue_metrics(sluice_text *b, const sluice_metrics *m) {
                        "# TYPE sluice_queue_limited_total counter\n"
                        "sluice_queue_limited_total{queue=\"%s\",group=\"%s\"} %lld\n",
                        m->info.queue, m->label_group, m->q.counters[SLUICE_COUNTER_LIMITED]);
+    if (m->nq > 1) {
+        static const struct {
+            const char *name, *help;
+        } per[] = {{"depth", "One partition's depth (sluice_queue_depth is their sum)."},
+                   {"lag", "One partition's waiting entries."},
+                   {"pending", "One partition's entries in flight."}};
+        for (size_t k = 0; k < sizeof(per) / sizeof(per[0]); k++) {
+            sluice_text_printf(b,
+                               "# HELP sluice_queue_partition_%s %s\n"
+                               "# TYPE sluice_queue_partition_%s gauge\n",
+                               per[k].name, per[k].help, per[k].name);
+            for (int i = 0; i < m->nq; i++) {
+                const sluice_figures *f = &m->mq[i].q;
+                long long v = k == 0 ? f->depth : k == 1 ? f->waiting : f->in_flight;
+                sluice_text_printf(
+                    b,
+                    "sluice_queue_partition_%s{queue=\"%s\",group=\"%s\",partition=\"%d\"} %lld\n",
+                    per[k].name, m->info.queue, m->label_group, i, v);
+            }
+        }
+    }
     sluice_text_printf(b,
                        "# HELP sluice_queue_age_seconds Age of the depth/lag/pending figures.\n");
     sluice_text_printf(b, "# TYPE sluice_queue_age_seconds gauge\n");
@@ -156,7 +202,7 @@ static void queue_metrics(sluice_text *b, const sluice_metrics *m) {
 
 static void render(sluice_text *b, const sluice_metrics *m) {
     sluice_worker_stats s;
-    sluice_worker_get_stats(m->w, &s);
+    worker_stats(m, &s);
     counter(b, m, "processed_total", "Messages processed (DONE) and acknowledged.", s.processed);
     counter(b, m, "failed_total", "FAIL verdicts.", s.failed);
     counter(b, m, "retried_total", "RETRY verdicts.", s.retried);
@@ -215,7 +261,24 @@ static void route(sw_http_req *req, const char *path, void *arg) {
 
 /* ---- queue figures ---- */
 
-/* Counts one reply of the current round; the round counts once all its replies are in. */
+/* The totals of the partitions' figures (one queue: its own). */
+static void figures_total(sluice_metrics *m) {
+    sluice_figures *t = &m->q;
+    *t = m->mq[0].round;
+    for (int i = 1; i < m->nq; i++) {
+        const sluice_figures *f = &m->mq[i].round;
+        t->depth += f->depth, t->in_flight += f->in_flight, t->waiting += f->waiting;
+        t->dead += f->dead, t->lanes_depth += f->lanes_depth;
+        t->lanes_in_flight += f->lanes_in_flight;
+        t->consumers = f->consumers > t->consumers ? f->consumers : t->consumers;
+        for (int c = 0; c < SLUICE_COUNTER_COUNT_; c++) {
+            t->counters[c] += f->counters[c];
+        }
+    }
+}
+
+/* Counts one reply of the current round; the round counts once all its replies are in (of
+ * every partition). */
 static void query_done(sluice_metrics *m, int ok) {
     m->round_failed |= !ok;
     if (--m->querying > 0) {
@@ -223,11 +286,14 @@ static void query_done(sluice_metrics *m, int ok) {
     }
     if (m->round_failed) {
         m->q_errors++;
-    } else {
-        sluice_figures_finish(&m->round, m->info.backend);
-        m->q = m->round;
-        m->q_at_ms = sluice_now_ms();
+        return;
     }
+    for (int i = 0; i < m->nq; i++) {
+        sluice_figures_finish(&m->mq[i].round, m->info.backend);
+        m->mq[i].q = m->mq[i].round;
+    }
+    figures_total(m);
+    m->q_at_ms = sluice_now_ms();
 }
 
 static void on_figure(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
@@ -239,31 +305,65 @@ static void on_figure(sluice_aconn *c, int status, int sent, redisReply *r, void
         return;
     }
     if (r != NULL && (status == 0 || r->type == REDIS_REPLY_ERROR)) {
-        status = sluice_figures_parse(&m->round, m->info.backend, m->info.group, part->i, r);
+        status = sluice_figures_parse(&part->mq->round, m->info.backend, m->info.group, part->i, r);
     }
     query_done(m, status == 0);
+}
+
+/* Queue i: its keys and a connection of its own (no library load: plain reads). 0 or -1. */
+static int mqueue_open(sluice_metrics *m, int i) {
+    mqueue *mq = &m->mq[i];
+    char name[SLUICE_QUEUE_NAME_MAX + 1];
+    if (sluice_partition_name(m->info.queue, i, name, sizeof(name)) != 0 ||
+        sluice_keys_init(&mq->keys, name, NULL, 0) != 0) {
+        return -1;
+    }
+    sluice_conn_options co;
+    sluice_conn_options_init(&co);
+    co.no_load = 1;
+    co.name = "metrics";
+    co.queue = name;
+    mq->conn = sluice_aconn_new(m->loop, m->url, &co, NULL, NULL);
+    if (mq->conn == NULL) {
+        return -1;
+    }
+    m->handles++;
+    m->nq = i + 1;
+    return 0;
 }
 
 static void query(sluice_metrics *m) {
     if (m->querying > 0) {
         return;
     }
-    if (m->conn == NULL || !sluice_aconn_ready(m->conn)) {
-        m->q_errors++; /* Redis unreachable: the figures age out after STALE_MS */
+    int want = m->w != NULL ? 1 : m->src.partitions(m->src.arg);
+    while (m->nq < want && mqueue_open(m, m->nq) == 0) {
+    }
+    if (m->nq < want) {
+        m->q_errors++; /* out of memory: no figures rather than some partitions' */
         return;
     }
-    sluice_figures_cmd cmds[SLUICE_FIGURES_MAX_CMDS];
-    size_t n = sluice_figures_commands(&m->keys, m->info.backend, cmds);
-    sluice_figures_init(&m->round);
+    for (int i = 0; i < m->nq; i++) {
+        if (!sluice_aconn_ready(m->mq[i].conn)) {
+            m->q_errors++; /* Redis unreachable: the figures age out after STALE_MS */
+            return;
+        }
+    }
     m->round_failed = 0;
     m->querying = 1; /* held until every command is queued */
-    for (size_t i = 0; i < n; i++) {
-        m->parts[i] = (struct query_part){m, i};
-        if (sluice_aconn_command(m->conn, cmds[i].argc, cmds[i].argv, NULL, QUERY_MS, on_figure,
-                                 &m->parts[i]) == 0) {
-            m->querying++;
-        } else {
-            m->round_failed = 1;
+    for (int q = 0; q < m->nq; q++) {
+        mqueue *mq = &m->mq[q];
+        sluice_figures_cmd cmds[SLUICE_FIGURES_MAX_CMDS];
+        size_t n = sluice_figures_commands(&mq->keys, m->info.backend, cmds);
+        sluice_figures_init(&mq->round);
+        for (size_t i = 0; i < n; i++) {
+            mq->parts[i] = (struct query_part){m, mq, i};
+            if (sluice_aconn_command(mq->conn, cmds[i].argc, cmds[i].argv, NULL, QUERY_MS,
+                                     on_figure, &mq->parts[i]) == 0) {
+                m->querying++;
+            } else {
+                m->round_failed = 1;
+            }
         }
     }
     query_done(m, 1);
@@ -299,13 +399,16 @@ static void shut(sluice_metrics *m) {
         sw_http_close(m->http, http_closed, m);
         m->http = NULL;
     }
-    if (m->conn != NULL) {
-        sluice_aconn_close(m->conn, conn_closed, m);
-        m->conn = NULL;
+    for (int i = 0; i < m->nq; i++) {
+        sluice_aconn_close(m->mq[i].conn, conn_closed, m);
+        m->mq[i].conn = NULL;
     }
 }
 
 static int worker_closing(sluice_metrics *m) {
+    if (m->w == NULL) {
+        return 0; /* a partitioned queue's: the caller stops the module */
+    }
     sluice_worker_info info;
     sluice_worker_get_info(m->w, &info);
     return info.stopping == 2;
@@ -336,8 +439,8 @@ static void init_handles(sluice_metrics *m) {
     uv_unref((uv_handle_t *)&m->watch);
 }
 
-int sw_metrics_start(uv_loop_t *loop, const char *addr, sluice_worker *w, sluice_metrics **out,
-                     char *err, size_t errlen) {
+static int start(uv_loop_t *loop, const char *addr, sluice_worker *w, const sw_metrics_parts *src,
+                 sluice_metrics **out, char *err, size_t errlen) {
     sluice_metrics *m = calloc(1, sizeof(*m));
     *out = NULL;
     if (m == NULL) {
@@ -345,9 +448,14 @@ int sw_metrics_start(uv_loop_t *loop, const char *addr, sluice_worker *w, sluice
         return -1;
     }
     m->loop = loop;
-    m->w = w;
-    sluice_worker_get_info(w, &m->info);
-    sluice_keys_init(&m->keys, m->info.queue, NULL, 0); /* the worker checked the name */
+    if (src != NULL) {
+        m->src = *src;
+        sluice_worker_get_info(src->first, &m->info);
+    } else {
+        m->w = w;
+        sluice_worker_get_info(w, &m->info);
+    }
+    m->url = m->info.url;
     escape_label(m->label_consumer, sizeof(m->label_consumer), m->info.consumer);
     escape_label(m->label_group, sizeof(m->label_group), m->info.group);
     init_handles(m);
@@ -357,17 +465,21 @@ int sw_metrics_start(uv_loop_t *loop, const char *addr, sluice_worker *w, sluice
         return -1;
     }
     m->handles++;
-    sluice_conn_options co;
-    sluice_conn_options_init(&co);
-    co.no_load = 1; /* only plain reads here */
-    co.name = "metrics";
-    co.queue = m->info.queue;
-    m->conn = sluice_aconn_new(loop, m->info.url, &co, NULL, NULL);
-    m->handles += m->conn != NULL;
+    mqueue_open(m, 0); /* a queue name the worker checked; no connection: figures stay absent */
     uv_timer_start(&m->tick, on_tick, QUERY_MS / 4, QUERY_MS);
     uv_check_start(&m->watch, on_watch);
     *out = m;
     return 0;
+}
+
+int sw_metrics_start(uv_loop_t *loop, const char *addr, sluice_worker *w, sluice_metrics **out,
+                     char *err, size_t errlen) {
+    return start(loop, addr, w, NULL, out, err, errlen);
+}
+
+int sw_metrics_start_parts(uv_loop_t *loop, const char *addr, const sw_metrics_parts *src,
+                           sluice_metrics **out, char *err, size_t errlen) {
+    return start(loop, addr, NULL, src, out, err, errlen);
 }
 
 void sw_metrics_stop(sluice_metrics *m) {

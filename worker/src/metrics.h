@@ -17,6 +17,20 @@ typedef struct sluice_metrics sluice_metrics;
 int sw_metrics_start(uv_loop_t *loop, const char *addr, sluice_worker *w, sluice_metrics **out,
                      char *err, size_t errlen);
 
+/* A partitioned queue's workers, each on a thread of its own: the module asks the caller (on the
+ * module's loop) for the sum of their counters and for the number of partitions to read. */
+typedef struct sw_metrics_parts {
+    sluice_worker *first; /* partition 0's worker: queue, group, consumer, backend, Redis URL */
+    void (*stats)(void *arg, sluice_worker_stats *sum);
+    int (*partitions)(void *arg);
+    void *arg;
+} sw_metrics_parts;
+
+/* Like sw_metrics_start, for a partitioned queue: the queue's totals and one series per partition.
+ * The caller stops it (sw_metrics_stop) once the workers are done. */
+int sw_metrics_start_parts(uv_loop_t *loop, const char *addr, const sw_metrics_parts *src,
+                           sluice_metrics **out, char *err, size_t errlen);
+
 /* Stops listening and closes every connection (frees once libuv closed them). NULL: no-op. */
 void sw_metrics_stop(sluice_metrics *m);
 
