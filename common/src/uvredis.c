@@ -51,8 +51,9 @@ typedef struct request request;
 typedef void (*step_fn)(sluice_aconn *c, redisReply *r, int fn);
 
 struct request {
-    request *prev, *next; /* the pending list, in send order */
-    sluice_aconn *conn;
+    request *prev, *next;     /* the pending list, in send order */
+    sluice_aconn *conn;       /* whose pending list it is on */
+    sluice_aconn *caller;     /* where the caller submitted it (its ask link may send it on) */
     sluice_aconn_reply_cb cb; /* a caller's request (cb != NULL) ... */
     void *arg;
     step_fn step;      /* ... or an internal one */
@@ -64,6 +65,7 @@ struct request {
     int fn;            /* sluice_fn of an fcall or a SCRIPT LOAD, else -1 */
     int resent;
     int timed_out;
+    int asked; /* sent on once after an ASK */
 };
 
 struct sluice_aconn {
@@ -103,6 +105,20 @@ struct sluice_aconn {
     int next_seed;
     int redirected; /* a MOVED named the node to connect to next */
     int redirects;  /* MOVEDs followed since the last ready (past 5: with the backoff) */
+    /* ASK (the slot is migrating and the keys a call named have moved already): the call is
+     * sent once more, after ASKING, on an ask link to the node the ASK names - a connection of
+     * the same kind, pinned to that node, that does not ask the seeds who owns the slot. Later
+     * calls still go to the slot's owner first. The ask link is closed when the owner's MOVED
+     * says the migration is over, and with this connection. */
+    sluice_aconn *ask;         /* the ask link, NULL when none */
+    sluice_aconn *parent;      /* of an ask link: the connection it serves */
+    request *held, *held_tail; /* calls waiting for the ask link to be ready (by ->next) */
+    /* MOVED: the slot has a new owner. The connection stops taking calls (not ready, without a
+     * "down" report: it is moving, not failing), the calls still pending on the link get their
+     * own MOVED (held) or their reply, the link goes once nothing is pending on it, and the held
+     * calls are sent to the new owner as soon as it is ready - each within its deadline. */
+    int moving;
+    request *moved, *moved_tail; /* calls to send again at the new owner (by ->next) */
 };
 
 static void on_reply(redisAsyncContext *ac, void *r, void *privdata);
@@ -135,7 +151,7 @@ static void list_unlink(sluice_aconn *c, request *q) {
         c->tail = q->prev;
     }
     q->prev = q->next = NULL;
-    if (c->head == NULL && c->armed != 0 && !c->closing) {
+    if (c->head == NULL && c->held == NULL && c->moved == NULL && c->armed != 0 && !c->closing) {
         uv_timer_stop(&c->deadline_timer);
         c->armed = 0;
     }
@@ -166,6 +182,71 @@ static void arm_deadline(sluice_aconn *c, uint64_t deadline) {
 }
 
 /* ---------------------------------------------------------------------------------------- */
+/* Held calls (ASK, MOVED): not written anywhere, waiting for a link, bounded by deadlines      */
+
+static void complete(sluice_aconn *c, request *q, int status, int sent, redisReply *reply);
+
+static void held_push(sluice_aconn *c, request **head, request **tail, request *q) {
+    q->prev = q->next = NULL;
+    if (*tail != NULL) {
+        (*tail)->next = q;
+    } else {
+        *head = q;
+    }
+    *tail = q;
+    arm_deadline(c, q->deadline);
+}
+
+/* Answers every call of a held list with `status` (none of them ran). */
+static void held_fail(sluice_aconn *c, request **head, request **tail, int status) {
+    request *q = *head;
+    *head = *tail = NULL;
+    while (q != NULL) {
+        request *next = q->next;
+        complete(c, q, status, 0, NULL);
+        q = next;
+    }
+}
+
+/* Moves the calls of a held list whose deadline is past onto *late; *next becomes the earliest
+ * deadline left (0: none). */
+static void held_expire(request **head, request **tail, uint64_t now, request **late,
+                        uint64_t *next) {
+    request *keep = NULL, *keep_tail = NULL, *q = *head;
+    while (q != NULL) {
+        request *n = q->next;
+        q->next = NULL;
+        if (q->deadline <= now) {
+            q->next = *late;
+            *late = q;
+        } else {
+            if (*next == 0 || q->deadline < *next) {
+                *next = q->deadline;
+            }
+            if (keep_tail != NULL) {
+                keep_tail->next = q;
+            } else {
+                keep = q;
+            }
+            keep_tail = q;
+        }
+        q = n;
+    }
+    *head = keep;
+    *tail = keep_tail;
+}
+
+/* Arms the deadline timer for the held calls (after a link was let go). */
+static void held_arm(sluice_aconn *c) {
+    request *lists[] = {c->held, c->moved};
+    for (int i = 0; i < 2; i++) {
+        for (request *q = lists[i]; q != NULL; q = q->next) {
+            arm_deadline(c, q->deadline);
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------- */
 /* Losing a link, reconnecting                                                              */
 
 /* Capped exponential backoff with jitter, from this connection's own generator (see
@@ -179,7 +260,7 @@ static void schedule_retry(sluice_aconn *c) {
             uv_timer_start(&c->retry_timer, on_retry, 0, 0);
             return;
         }
-    } else if (c->url.is_cluster) {
+    } else if (c->url.is_cluster && c->parent == NULL) {
         c->node_host[0] = '\0'; /* that node failed us: ask the seeds again */
     }
     if (c->attempt < SLUICE_ATTEMPT_MAX) {
@@ -199,6 +280,10 @@ static void report_down(sluice_aconn *c, int status, int moved) {
                sluice_err_name(status), c->attempt,
                (unsigned long long)uv_timer_get_due_in(&c->retry_timer),
                sluice_log_q(c->err, q, sizeof(q)));
+    if (moved) {
+        return; /* not down: on its way to the slot's owner */
+    }
+    held_fail(c, &c->moved, &c->moved_tail, status);
     if (c->state_cb != NULL) {
         c->state_cb(c, 0, status, c->state_arg);
     }
@@ -215,12 +300,14 @@ static void link_lost(sluice_aconn *c, sluice__uvlink *l, int status, const char
     l->data = NULL;
     c->link = NULL;
     c->ready = 0;
+    c->moving = 0;
     uv_timer_stop(&c->connect_timer);
     uv_timer_stop(&c->deadline_timer);
     c->armed = 0;
     if (c->closing) {
         return;
     }
+    held_arm(c);
     if (detail != NULL) {
         snprintf(c->err, sizeof(c->err), "%s: %s", c->where, detail);
     }
@@ -248,6 +335,17 @@ static void on_deadline(uv_timer_t *t) {
     uint64_t next = 0;
     int expired = 0;
     c->armed = 0;
+    request *late = NULL; /* held calls past their deadline: never sent */
+    held_expire(&c->held, &c->held_tail, now, &late, &next);
+    held_expire(&c->moved, &c->moved_tail, now, &late, &next);
+    while (late != NULL) {
+        request *q = late;
+        late = q->next;
+        snprintf(c->err, sizeof(c->err), "%s: %s", c->where,
+                 c->ask != NULL ? "the ask link was not ready in time"
+                                : "the slot's new owner was not ready in time");
+        complete(c, q, SLUICE_ETIMEDOUT, 0, NULL);
+    }
     for (request *q = c->head; q != NULL; q = q->next) {
         if (q->deadline == 0) {
             continue;
@@ -364,6 +462,16 @@ static void become_ready(sluice_aconn *c) {
     c->ready = 1;
     c->attempt = 0;
     c->redirects = 0;
+    request *q = c->moved; /* the calls a MOVED held go first, in their order */
+    c->moved = c->moved_tail = NULL;
+    while (q != NULL) {
+        request *next = q->next;
+        q->next = NULL;
+        if (append(c, c->link, q, q->cmd, sdslen(q->cmd)) != 0) {
+            complete(c, q, SLUICE_ECONN, 0, NULL);
+        }
+        q = next;
+    }
     if (c->url.is_cluster) {
         SLUICE_LOG(SLUICE_LOG_INFO, "event=redis_ready server=%s node=%s:%d mode=%s", c->where,
                    c->node_host, c->node_port, c->mode == MODE_EVAL ? "evalsha" : "function");
@@ -545,7 +653,7 @@ static void handshake_start(sluice_aconn *c) {
         const char *argv[] = {"SELECT", db};
         st |= send_step(c, 2, argv, NULL, step_select, -1);
     }
-    if (c->url.is_cluster) { /* is this node the owner of the queue's slot? */
+    if (c->url.is_cluster && c->parent == NULL) { /* is this node the owner of the slot? */
         char key[sizeof(c->queue) + 16];
         snprintf(key, sizeof(key), "sluice:{%s}:meta", c->o.queue);
         const char *argv[] = {"EXISTS", key};
@@ -657,14 +765,137 @@ static void on_retry(uv_timer_t *t) {
 }
 
 /* ---------------------------------------------------------------------------------------- */
+/* ASK: the ask link                                                                        */
+
+static void step_asking(sluice_aconn *c, redisReply *r, int fn) {
+    (void)c, (void)r, (void)fn; /* an error shows in the reply to the command behind it */
+}
+
+/* ASKING, the one-command permission an importing node needs, in front of a call. */
+static int send_asking(sluice_aconn *c) {
+    const char *argv[] = {"ASKING"};
+    return send_step(c, 1, argv, NULL, step_asking, -1);
+}
+
+static void on_ask_closed(void *arg) {
+    sluice_aconn *c = arg;
+    c->open_handles--;
+    maybe_finish(c);
+}
+
+/* Answers the calls held for the ask link with `status` (they did not run). */
+static void ask_fail_held(sluice_aconn *c, int status) {
+    held_fail(c, &c->held, &c->held_tail, status);
+}
+
+/* Closes the ask link: the calls held for it get `status`, those in flight on it ECANCELED
+ * (they may have run). */
+static void ask_close(sluice_aconn *c, int status) {
+    sluice_aconn *a = c->ask;
+    if (a != NULL) {
+        c->ask = NULL;
+        sluice_aconn_close(a, on_ask_closed, c);
+    }
+    ask_fail_held(c, status);
+}
+
+/* Sends q on the ask link, after ASKING. 0, or -1 (not sent). */
+static int ask_send(sluice_aconn *a, request *q) {
+    if (send_asking(a) != 0) {
+        return -1;
+    }
+    q->conn = a;
+    q->resent = 0;
+    if (append(a, a->link, q, q->cmd, sdslen(q->cmd)) != 0) {
+        q->conn = q->caller;
+        return -1;
+    }
+    return 0;
+}
+
+/* The ask link is ready (the held calls go now) or failed (they are answered busy). */
+static void on_ask_state(sluice_aconn *a, int ready, int status, void *arg) {
+    (void)status;
+    sluice_aconn *c = arg;
+    if (!ready || c->ask != a) {
+        ask_fail_held(c, SLUICE_EBUSY);
+        return;
+    }
+    request *q = c->held;
+    c->held = c->held_tail = NULL;
+    while (q != NULL) {
+        request *next = q->next;
+        q->next = NULL;
+        if (ask_send(a, q) != 0) {
+            complete(c, q, SLUICE_EBUSY, 0, NULL);
+        }
+        q = next;
+    }
+}
+
+/* The ask link to the node `rd` names, opened now when there is none to it (it connects on the
+ * next loop iteration, within the call's deadline). NULL when out of memory. */
+static sluice_aconn *ask_link(sluice_aconn *c, const sluice_cluster_redirect *rd,
+                              uint64_t deadline) {
+    const char *host = rd->addr.host[0] != '\0' ? rd->addr.host : c->node_host;
+    if (c->ask != NULL &&
+        (strcmp(c->ask->node_host, host) != 0 || c->ask->node_port != rd->addr.port)) {
+        ask_close(c, SLUICE_EBUSY); /* the keys went somewhere else */
+    }
+    if (c->ask == NULL) {
+        sluice_aconn *a = sluice_aconn_new(c->loop, &c->url, &c->o, on_ask_state, c);
+        if (a == NULL) {
+            return NULL;
+        }
+        uint64_t now = uv_now(c->loop);
+        uint64_t left = deadline > now ? deadline - now : 1;
+        if (left < (uint64_t)a->o.connect_timeout_ms) {
+            a->o.connect_timeout_ms = (int)left; /* the held calls wait no longer than that */
+        }
+        a->parent = c;
+        snprintf(a->node_host, sizeof(a->node_host), "%s", host);
+        a->node_port = rd->addr.port;
+        snprintf(a->name, sizeof(a->name), "%.27s-ask", c->name);
+        c->ask = a;
+        c->open_handles++; /* this connection is freed only after its ask link */
+        SLUICE_LOG(SLUICE_LOG_INFO, "event=cluster_ask conn=%s queue=%s slot=%d node=%s:%d",
+                   c->name, c->queue, rd->slot, host, rd->addr.port);
+    }
+    return c->ask;
+}
+
+/*
+ * A caller's call answered ASK: sends it once more, after ASKING, on the ask link - or holds it
+ * until the link is ready. Returns 0 when taken (it completes there), -1 when not: it was
+ * already sent on once, or this is an ask link itself; the caller then hears EBUSY (not run).
+ */
+static int ask_forward(sluice_aconn *c, request *q, const sluice_cluster_redirect *rd) {
+    if (c->parent != NULL || c->closing || q->conn != q->caller || q->asked) {
+        return -1;
+    }
+    sluice_aconn *a = ask_link(c, rd, q->deadline);
+    if (a == NULL) {
+        return -1;
+    }
+    q->asked = 1;
+    if (sluice_aconn_ready(a) && a->link != NULL) {
+        return ask_send(a, q);
+    }
+    held_push(c, &c->held, &c->held_tail, q);
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------- */
 /* Replies                                                                                  */
 
 static void complete(sluice_aconn *c, request *q, int status, int sent, redisReply *reply) {
+    (void)c;
+    sluice_aconn *caller = q->caller;
     sluice_aconn_reply_cb cb = q->cb;
     void *arg = q->arg;
-    c->npending--;
+    caller->npending--;
     request_free(q);
-    cb(c, status, sent, reply, arg);
+    cb(caller, status, sent, reply, arg);
 }
 
 /*
@@ -695,7 +926,18 @@ static int resend(sluice_aconn *c, sluice__uvlink *l, request *q) {
                    sluice_fn_name((sluice_fn)q->fn));
     }
     q->resent = 1;
-    return append(c, l, q, q->cmd, sdslen(q->cmd)) == 0 ? 0 : -1;
+    return (c->parent != NULL ? send_asking(c) : 0) == 0 &&
+                   append(c, l, q, q->cmd, sdslen(q->cmd)) == 0
+               ? 0
+               : -1;
+}
+
+/* Moving to a slot's new owner: once everything sent on the old link is answered, let it go
+ * (the reconnect to the new owner starts at once). */
+static void moved_maybe_drop(sluice_aconn *c, sluice__uvlink *l) {
+    if (c->moving && c->head == NULL && c->link == l && l->ac != NULL && !c->closing) {
+        drop(c, SLUICE_ECONN, "the queue's slot moved");
+    }
 }
 
 static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
@@ -720,6 +962,7 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
             q->step(c, reply, q->fn);
         }
         request_free(q);
+        moved_maybe_drop(c, l);
         return;
     }
     int st = reply_status(reply);
@@ -730,14 +973,26 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
         sluice_cluster_redirect rd;
         sluice_cluster_redirect_kind k =
             sluice__cluster_redirect_parse(reply->str, reply->len, &rd);
-        if (k != SLUICE_REDIRECT_NONE) {
-            /* the command did not run: fail it as not sent (the caller may send it again) */
-            snprintf(c->err, sizeof(c->err), "%s: %.*s", c->where, (int)reply->len, reply->str);
-            int moved = follow_moved(c, reply);
-            complete(c, q, moved ? SLUICE_ECONN : SLUICE_EBUSY, 0, reply);
-            if (moved && !c->closing && c->link == l && l->ac != NULL) {
-                drop(c, SLUICE_ECONN, "the queue's slot moved");
+        if (k == SLUICE_REDIRECT_ASK && ask_forward(c, q, &rd) == 0) {
+            return; /* sent on, after ASKING, to the node the keys moved to */
+        }
+        if (k == SLUICE_REDIRECT_MOVED && c->parent == NULL && !c->closing && c->link == l) {
+            if (!c->moving) {
+                follow_moved(c, reply);
+                c->moving = 1;
+                c->ready = 0;               /* new calls wait for the new owner */
+                ask_close(c, SLUICE_EBUSY); /* the migration is over (or was undone) */
             }
+            held_push(c, &c->moved, &c->moved_tail, q); /* it did not run: sent again there */
+            moved_maybe_drop(c, l);
+            return;
+        }
+        if (k != SLUICE_REDIRECT_NONE) {
+            /* TRYAGAIN, CLUSTERDOWN, an ASK not followed, a MOVED on an ask link: the command
+             * did not run; busy (the caller may send it again) */
+            snprintf(c->err, sizeof(c->err), "%s: %.*s", c->where, (int)reply->len, reply->str);
+            complete(c, q, SLUICE_EBUSY, 0, reply);
+            moved_maybe_drop(c, l);
             return;
         }
     }
@@ -745,6 +1000,7 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
         snprintf(c->err, sizeof(c->err), "%s: %.*s", c->where, (int)reply->len, reply->str);
     }
     complete(c, q, st, 1, reply);
+    moved_maybe_drop(c, l);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -810,6 +1066,7 @@ static int submit(sluice_aconn *c, sds cmd, int fn, int timeout_ms, sluice_aconn
         return SLUICE_ENOMEM;
     }
     q->conn = c;
+    q->caller = c;
     q->cb = cb;
     q->arg = arg;
     q->cmd = cmd;
@@ -900,6 +1157,8 @@ void sluice_aconn_close(sluice_aconn *c, void (*closed)(void *arg), void *arg) {
     c->ready = 0;
     c->closed = closed;
     c->closed_arg = arg;
+    ask_close(c, SLUICE_ECANCELED);
+    held_fail(c, &c->moved, &c->moved_tail, SLUICE_ECANCELED);
     uv_close((uv_handle_t *)&c->retry_timer, on_handle_closed);
     uv_close((uv_handle_t *)&c->connect_timer, on_handle_closed);
     uv_close((uv_handle_t *)&c->deadline_timer, on_handle_closed);

@@ -110,6 +110,62 @@ curl -s --max-time 10 "http://127.0.0.1:$port/v1/queues/$pq" >"$tmp/b"
 grep -q '"depth":60,"capacity":600,.*"partitions":6,"by_partition"' "$tmp/b" ||
     fail "gateway info of $pq: $(cat "$tmp/b")"
 
+# ---- a slot migrated under the gateway and a worker: ASK (then ASKING on the new owner), then
+# MOVED; every POST answered 202, every message processed once, no redirect error seen ----
+mq=${queues[2]}
+msrc=$(owner "$mq")
+mdst=$(owner "${queues[0]}")
+mslot=$(rc "$p1" CLUSTER KEYSLOT "sluice:{$mq}:stream")
+nid() { rc "$1" CLUSTER MYID; }
+stat() { # port section name -> its count (0 when absent)
+    rc "$1" INFO "$2" | tr -d '\r' | sed -n "s/^$3:\(calls\|count\)=\([0-9]*\).*/\2/p" | head -n 1 | grep . || echo 0
+}
+"$bin/sluice-worker" --redis "$curl" --queue "$mq" --handler noop --record "$tmp/mig" \
+    --log-level info 2>"$tmp/mig.log" >/dev/null &
+mw=$!
+pids+=("$mw")
+gateway_start --redis "$curl" --queue "$mq" --log-level info
+for i in $(seq 1 100); do
+    curl -sf "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
+    sleep 0.05
+done
+mpost() { # N PREFIX: N POSTs, one at a time; prints the status codes
+    local i
+    for i in $(seq 1 "$1"); do
+        curl -s --max-time 10 -o /dev/null -w '%{http_code}\n' -d "$2-$i" \
+            "http://127.0.0.1:$port/v1/queues/$mq/messages"
+    done
+}
+mpost 20 before >"$tmp/codes"
+asking0=$(stat "$mdst" commandstats cmdstat_asking)
+rc "$mdst" CLUSTER SETSLOT "$mslot" IMPORTING "$(nid "$msrc")" | grep -q OK || fail "IMPORTING"
+rc "$msrc" CLUSTER SETSLOT "$mslot" MIGRATING "$(nid "$mdst")" | grep -q OK || fail "MIGRATING"
+for i in $(seq 1 20); do
+    mapfile -t ks < <(rc "$msrc" CLUSTER GETKEYSINSLOT "$mslot" 1000 | grep .)
+    [ "${#ks[@]}" -eq 0 ] && break
+    rc "$msrc" MIGRATE 127.0.0.1 "$mdst" "" 0 5000 KEYS "${ks[@]}" >/dev/null || fail "MIGRATE"
+done
+[ "$(rc "$msrc" CLUSTER COUNTKEYSINSLOT "$mslot")" = 0 ] || fail "keys left on the source"
+mpost 30 during >>"$tmp/codes" # the keys are on the target, the slot still the source's: ASK
+asking1=$(stat "$mdst" commandstats cmdstat_asking)
+[ "$asking1" -gt "$asking0" ] || fail "no ASKING on the target: the async clients did not follow ASK"
+for p in "$mdst" "$msrc" $(printf '%s\n' "${queues[@]}" | while read -r x; do owner "$x"; done | sort -u); do
+    rc "$p" CLUSTER SETSLOT "$mslot" NODE "$(nid "$mdst")" >/dev/null
+done
+mpost 30 after >>"$tmp/codes" # the source answers MOVED now: both follow it to the target
+[ "$(grep -cx 202 "$tmp/codes")" = 80 ] ||
+    fail "POSTs across the migration: $(sort "$tmp/codes" | uniq -c | tr '\n' ' ')"
+wait_lines "$tmp/mig" 81 15 # and the one the first gateway left in this queue
+mig() { awk '$2 ~ /^(before|during|after)-/ { print $2 }' "$tmp/mig"; }
+[ "$(mig | sort -u | wc -l)" = 80 ] && [ "$(mig | wc -l)" = 80 ] ||
+    fail "the worker processed $(mig | sort -u | wc -l) of 80 ($(mig | wc -l) records) across the migration"
+[ "$(rc "$mdst" XLEN "sluice:{$mq}:stream")" = 0 ] || fail "$mq not drained on its new owner"
+grep -q 'event=cluster_ask' "$tmp/gw.log" || fail "the gateway never used an ask link"
+grep -q 'event=cluster_moved' "$tmp/gw.log" || fail "the gateway never followed the MOVED"
+kill -TERM "$mw"
+wait "$mw" || fail "worker across the migration: $(tail -n 3 "$tmp/mig.log")"
+! grep -q 'level=error' "$tmp/mig.log" "$tmp/gw.log" || fail "errors: $(grep -h level=error "$tmp/mig.log" "$tmp/gw.log")"
+
 # ---- failover: kill -9 the primary of a queue under a producer and a worker ----
 vq=${queues[1]}
 victim=$(owner "$vq")

@@ -9,9 +9,12 @@
  * exponential backoff and jitter. Does not own: what the calls mean (producer/, worker/).
  *
  * With a redis+cluster:// URL the blocking connection routes each call to the primary of its
- * first key's slot and follows the cluster's redirections (see README, "Redis Cluster"); the
- * async connection does not support cluster URLs yet and reports SLUICE_EINVAL through its
- * state callback.
+ * first key's slot and follows the cluster's redirections (see README, "Redis Cluster"). An
+ * async connection serves one queue (sluice_conn_options.queue; without one it reports
+ * SLUICE_EINVAL through its state callback): it connects to the owner of the queue's slot,
+ * holds a call answered MOVED and sends it to the new owner, and sends a call answered ASK once
+ * more, after ASKING, on a second connection to the node the ASK names - all within each call's
+ * deadline.
  *
  * Both kinds of connection are for one thread. A blocking connection is lazily (re)connected
  * by the next call after a failure. An async connection lives on one uv_loop_t.
