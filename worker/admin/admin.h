@@ -115,4 +115,26 @@ int admin_partitions(admin *a); /* admin_parts.c */
 /* capacity QUEUE N on a partitioned queue: N in all, spread; *handled 0 when not partitioned */
 int admin_partitioned_capacity(admin *a, long long total, int *handled);
 
+/*
+ * A partitioned queue's configuration is the queue's: limits, fair mode and weights and the
+ * per-tenant share are written into every partition. Scopes that count the whole queue (queue,
+ * client, drain, inflight) are split like the capacity, ceil(N / P) per partition, and the whole
+ * is kept in QUEUE's meta (`limit_whole:NAME`) so that growth can split it again; per-tenant
+ * scopes, the share and the weights are copied as they are (a tenant lives in one partition).
+ */
+/* The partitions of a->queue (1: not partitioned, or a partition named on its own). */
+int admin_parts_count(admin *a, long long *parts);
+/* The keys of partition i of a->queue; 0, or EXIT_USAGE with a message. */
+int admin_part_keys(admin *a, long long i, sluice_keys *k);
+/* 1 when a limit of this scope counts the whole queue (split over partitions). */
+int admin_scope_split(const char *scope);
+/* One partition's share of a limit spec: "ALG:N:..." or "N" with N -> ceil(N / parts) (a gate,
+ * one per interval, is kept as it is). */
+void admin_spec_split(const char *spec, long long parts, char *out, size_t len);
+/* sluice_limits_config / sluice_fair_config on the queue of keys `k` (admin_limit.c,
+ * admin_fair.c); exit codes, with a message printed. */
+int admin_limits_config(admin *a, const sluice_keys *k, int nargs, const char **args);
+int admin_fair_config(admin *a, const sluice_keys *k, int nargs, const char **args,
+                      redisReply **out);
+
 #endif

@@ -18,8 +18,9 @@
 
 #include "admin.h"
 
-static int fair_call(admin *a, int nargs, const char **args, redisReply **out) {
-    const char *keys[] = {a->keys.stream, a->keys.meta};
+int admin_fair_config(admin *a, const sluice_keys *k, int nargs, const char **args,
+                      redisReply **out) {
+    const char *keys[] = {k->stream, k->meta};
     redisReply *r = NULL;
     int st = sluice_conn_fcall(a->conn, SLUICE_FN_FAIR_CONFIG, 2, keys, NULL, nargs, args, NULL, &r,
                                NULL);
@@ -56,13 +57,32 @@ static int check_weights(admin *a) {
     return 0;
 }
 
+/* The same call on every partition (one: a queue not partitioned); *out is partition 0's reply,
+ * *holding (may be NULL) adds up each partition's lanes holding entries. */
+static int fair_all(admin *a, int nargs, const char **args, long long *holding) {
+    long long parts;
+    int rc = admin_parts_count(a, &parts);
+    for (long long i = 0; rc == 0 && i < parts; i++) {
+        sluice_keys k;
+        redisReply *r = NULL;
+        if ((rc = admin_part_keys(a, i, &k)) == 0 &&
+            (rc = admin_fair_config(a, &k, nargs, args, &r)) == 0) {
+            if (holding != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 3) {
+                *holding += sluice_reply_ll(r->element[1], 0);
+            }
+            freeReplyObject(r);
+        }
+    }
+    return rc;
+}
+
 static int set_weights(admin *a) {
     for (int i = 0; i < a->nweights; i++) {
         char tenant[512];
         const char *eq = strrchr(a->weights[i], '=');
         snprintf(tenant, sizeof(tenant), "%.*s", (int)(eq - a->weights[i]), a->weights[i]);
         const char *args[] = {"weight", tenant, eq + 1};
-        int rc = fair_call(a, 3, args, NULL);
+        int rc = fair_all(a, 3, args, NULL);
         if (rc != 0) {
             return rc;
         }
@@ -210,13 +230,11 @@ int admin_fair(admin *a) {
     if ((rc = admin_connect(a)) != 0 || (rc = set_weights(a)) != 0 || strcmp(act, "show") == 0) {
         return rc;
     }
-    redisReply *r = NULL;
     const char *args[] = {act};
-    if ((rc = fair_call(a, 1, args, &r)) != 0) {
+    long long holding = 0;
+    if ((rc = fair_all(a, 1, args, &holding)) != 0) {
         return rc;
     }
-    long long holding =
-        r->type == REDIS_REPLY_ARRAY && r->elements == 3 ? sluice_reply_ll(r->element[1], 0) : 0;
     if (strcmp(act, "on") == 0) {
         printf("fair %s: on (workers serve the tenants' lanes in turn within about a second)\n",
                a->queue);
@@ -224,6 +242,5 @@ int admin_fair(admin *a) {
         printf("fair %s: off (%lld tenant lane%s still holding entries drain first-come)\n",
                a->queue, holding, holding == 1 ? "" : "s");
     }
-    freeReplyObject(r);
     return 0;
 }

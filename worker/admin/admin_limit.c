@@ -24,8 +24,8 @@
 
 #include "admin.h"
 
-static int config_call(admin *a, int nargs, const char **args) {
-    const char *keys[] = {a->keys.limits, a->keys.meta};
+int admin_limits_config(admin *a, const sluice_keys *k, int nargs, const char **args) {
+    const char *keys[] = {k->limits, k->meta};
     redisReply *r = NULL;
     int st = sluice_conn_fcall(a->conn, SLUICE_FN_LIMITS_CONFIG, 2, keys, NULL, nargs, args, NULL,
                                &r, NULL);
@@ -37,6 +37,58 @@ static int config_call(admin *a, int nargs, const char **args) {
     }
     freeReplyObject(r);
     return 0;
+}
+
+/* `set NAME SCOPE SPEC` or `del NAME` on every partition (one: a queue not partitioned); a
+ * whole-queue scope gets each partition's share, and QUEUE's meta keeps the whole. */
+static int config_all(admin *a, const char *act, const char *name, const char *scope,
+                      const char *spec, long long *parts) {
+    int rc = admin_parts_count(a, parts);
+    for (long long i = 0; rc == 0 && i < *parts; i++) {
+        sluice_keys k;
+        char share[96];
+        if ((rc = admin_part_keys(a, i, &k)) != 0) {
+            break;
+        }
+        if (scope != NULL) {
+            admin_spec_split(spec, admin_scope_split(scope) ? *parts : 1, share, sizeof(share));
+            const char *args[] = {act, name, scope, share};
+            rc = admin_limits_config(a, &k, 4, args);
+        } else {
+            const char *args[] = {act, name};
+            rc = admin_limits_config(a, &k, 2, args);
+        }
+    }
+    if (rc == 0 && *parts > 1) {
+        char field[128], whole[128];
+        snprintf(field, sizeof(field), "limit_whole:%s", name);
+        snprintf(whole, sizeof(whole), "%s %s", scope != NULL ? scope : "", spec ? spec : "");
+        redisReply *r;
+        rc =
+            scope != NULL && admin_scope_split(scope)
+                ? admin_call(a, &r, "recording the whole limit", "HSET", a->keys.meta, field, whole,
+                             NULL)
+                : admin_call(a, &r, "recording the whole limit", "HDEL", a->keys.meta, field, NULL);
+        if (rc == 0) {
+            freeReplyObject(r);
+        }
+    }
+    return rc;
+}
+
+/* "gcra:5:1000" as "gcra    5/1000ms"; an inflight count or anything else as it is. */
+static const char *fmt_rate(const char *spec, char *buf, size_t len) {
+    char alg[16];
+    long long n, p, prec = 0;
+    if (sscanf(spec, "%15[a-z]:%lld:%lld:%lld", alg, &n, &p, &prec) >= 3) {
+        int k = snprintf(buf, len, "%-7s %lld/%lldms", alg, n, p);
+        if (prec > 0 && k > 0 && (size_t)k < len) {
+            snprintf(buf + k, len - (size_t)k, "~%lldms", prec);
+        }
+    } else {
+        snprintf(buf, len, "%-7s %s", "leases", spec);
+    }
+    return buf;
 }
 
 static int limit_set(admin *a) {
@@ -77,12 +129,21 @@ static int limit_set(admin *a) {
             return SLUICE_EXIT_USAGE;
         }
     }
+    long long parts = 1;
     int rc = admin_connect(a);
-    const char *args[] = {"set", name, scope, spec};
-    if (rc == 0 && (rc = config_call(a, 4, args)) == 0) {
+    if (rc == 0 && (rc = config_all(a, "set", name, scope, spec, &parts)) == 0) {
         printf("limit %s on %s: %s %s %s\n", name, a->queue, scope,
                count ? "leases" : sluice_limit_alg_name((sluice_limit_alg)a->algorithm),
                a->args[4]);
+        if (parts > 1) {
+            char share[96], shown[80];
+            admin_spec_split(spec, admin_scope_split(scope) ? parts : 1, share, sizeof(share));
+            printf("in each of its %lld partitions: %s (%s)\n", parts,
+                   fmt_rate(share, shown, sizeof(shown)),
+                   !admin_scope_split(scope)        ? "as it is: a tenant lives in one partition"
+                   : strncmp(spec, "gate:", 5) == 0 ? "a gate: one per interval in each partition"
+                                                    : "its share of the whole, like the capacity");
+        }
         if (strstr(scope, "-tenant") != NULL) {
             printf("note: %s applies to fair queues (sluice-admin fair %s on): a plain queue "
                    "is one line, where holding one tenant back would hold back all behind it\n",
@@ -97,37 +158,42 @@ static int limit_del(admin *a) {
         admin_err(a, "usage: limit QUEUE del NAME");
         return SLUICE_EXIT_USAGE;
     }
+    long long parts = 1;
     int rc = admin_connect(a);
-    const char *args[] = {"del", a->args[2]};
-    if (rc == 0 && (rc = config_call(a, 2, args)) == 0) {
+    if (rc == 0 && (rc = config_all(a, "del", a->args[2], NULL, NULL, &parts)) == 0) {
         printf("limit %s on %s deleted\n", a->args[2], a->queue);
     }
     return rc;
 }
 
-/* "gcra:5:1000" as "gcra    5/1000ms"; an inflight count or anything else as it is. */
-static const char *fmt_rate(const char *spec, char *buf, size_t len) {
-    char alg[16];
-    long long n, p, prec = 0;
-    if (sscanf(spec, "%15[a-z]:%lld:%lld:%lld", alg, &n, &p, &prec) >= 3) {
-        int k = snprintf(buf, len, "%-7s %lld/%lldms", alg, n, p);
-        if (prec > 0 && k > 0 && (size_t)k < len) {
-            snprintf(buf + k, len - (size_t)k, "~%lldms", prec);
-        }
-    } else {
-        snprintf(buf, len, "%-7s %s", "leases", spec);
+/* A stats counter summed over the partitions' stats hashes. */
+static long long counted(redisReply *const *st, long long parts, const char *field) {
+    long long n = 0;
+    for (long long i = 0; i < parts; i++) {
+        n += sluice_reply_ll(sluice_reply_field(st[i], field), 0);
     }
-    return buf;
+    return n;
 }
 
 static int limit_list(admin *a) {
-    redisReply *r, *st;
+    redisReply *r, *st[SLUICE_PARTITIONS_MAX] = {NULL};
+    long long parts = 1;
     int rc = admin_connect(a);
-    if (rc != 0 || (rc = admin_call(a, &r, "HGETALL", "HGETALL", a->keys.limits, NULL)) != 0) {
+    if (rc != 0 || (rc = admin_parts_count(a, &parts)) != 0 ||
+        (rc = admin_call(a, &r, "HGETALL", "HGETALL", a->keys.limits, NULL)) != 0) {
         return rc;
     }
-    if ((rc = admin_call(a, &st, "HGETALL", "HGETALL", a->keys.stats, NULL)) != 0) {
+    for (long long i = 0; rc == 0 && i < parts; i++) { /* refusals: in every partition */
+        sluice_keys k;
+        if ((rc = admin_part_keys(a, i, &k)) == 0) {
+            rc = admin_call(a, &st[i], "HGETALL", "HGETALL", k.stats, NULL);
+        }
+    }
+    if (rc != 0) {
         freeReplyObject(r);
+        for (long long i = 0; i < parts; i++) {
+            freeReplyObject(st[i]);
+        }
         return rc;
     }
     if (a->json) {
@@ -140,7 +206,7 @@ static int limit_list(admin *a) {
     for (size_t i = 0; i + 1 < r->elements; i += 2) {
         char field[128], scope[24] = "?", spec[96] = "?";
         snprintf(field, sizeof(field), "limited:%s", r->element[i]->str);
-        long long refused = sluice_reply_ll(sluice_reply_field(st, field), 0);
+        long long refused = counted(st, parts, field);
         sscanf(r->element[i + 1]->str, "%23s %95s", scope, spec);
         if (a->json) {
             printf("%s{\"name\":\"%s\",\"scope\":\"%s\",\"spec\":\"%s\",\"refused\":%lld}",
@@ -152,10 +218,12 @@ static int limit_list(admin *a) {
         }
     }
     if (a->json) {
-        printf("],\"limited\":%lld}\n", sluice_reply_ll(sluice_reply_field(st, "limited"), 0));
+        printf("],\"limited\":%lld}\n", counted(st, parts, "limited"));
     }
     freeReplyObject(r);
-    freeReplyObject(st);
+    for (long long i = 0; i < parts; i++) {
+        freeReplyObject(st[i]);
+    }
     return 0;
 }
 

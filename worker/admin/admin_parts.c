@@ -38,6 +38,42 @@ static int read_parts(admin *a, long long *parts, long long *total) {
     return 0;
 }
 
+int admin_parts_count(admin *a, long long *parts) {
+    long long total;
+    *parts = 1;
+    return strchr(a->queue, '~') != NULL ? 0 : read_parts(a, parts, &total);
+}
+
+int admin_part_keys(admin *a, long long i, sluice_keys *k) {
+    char name[SLUICE_QUEUE_NAME_MAX + 1], err[200];
+    if (sluice_partition_name(a->queue, (int)i, name, sizeof(name)) != 0 ||
+        sluice_keys_init(k, name, err, sizeof(err)) != 0) {
+        admin_err(a, "partition %lld of %s: the name would be longer than %d characters", i,
+                  a->queue, SLUICE_QUEUE_NAME_MAX);
+        return SLUICE_EXIT_USAGE;
+    }
+    return 0;
+}
+
+int admin_scope_split(const char *scope) {
+    return strcmp(scope, "queue") == 0 || strcmp(scope, "client") == 0 ||
+           strcmp(scope, "drain") == 0 || strcmp(scope, "inflight") == 0;
+}
+
+void admin_spec_split(const char *spec, long long parts, char *out, size_t len) {
+    char alg[16];
+    long long n;
+    int used = 0;
+    if (parts > 1 && sscanf(spec, "%15[a-z]:%lld%n", alg, &n, &used) == 2 &&
+        strcmp(alg, "gate") != 0 && n > 0) {
+        snprintf(out, len, "%s:%lld%s", alg, (n + parts - 1) / parts, spec + used);
+    } else if (parts > 1 && sscanf(spec, "%lld%n", &n, &used) == 1 && spec[used] == '\0' && n > 0) {
+        snprintf(out, len, "%lld", (n + parts - 1) / parts); /* inflight N */
+    } else {
+        snprintf(out, len, "%s", spec);
+    }
+}
+
 /* Writes capacity ceil(total / parts) into each partition's meta, then the totals. */
 static int write_parts(admin *a, long long parts, long long total) {
     char per[24], p[24], t[24];
@@ -45,18 +81,11 @@ static int write_parts(admin *a, long long parts, long long total) {
     snprintf(p, sizeof(p), "%lld", parts);
     snprintf(t, sizeof(t), "%lld", total);
     for (long long i = 0; i < parts; i++) {
-        char name[SLUICE_QUEUE_NAME_MAX + 1], err[200];
         sluice_keys k;
-        if (sluice_partition_name(a->queue, (int)i, name, sizeof(name)) != 0 ||
-            sluice_keys_init(&k, name, err, sizeof(err)) != 0) {
-            admin_err(a, "partition %lld of %s: the name would be longer than %d characters", i,
-                      a->queue, SLUICE_QUEUE_NAME_MAX);
-            return SLUICE_EXIT_USAGE;
-        }
+        int rc = admin_part_keys(a, i, &k);
         redisReply *r;
-        int rc = admin_call(a, &r, "setting a partition's capacity", "HSET", k.meta, "capacity",
-                            per, NULL);
-        if (rc != 0) {
+        if (rc != 0 || (rc = admin_call(a, &r, "setting a partition's capacity", "HSET", k.meta,
+                                        "capacity", per, NULL)) != 0) {
             return rc;
         }
         freeReplyObject(r);
@@ -78,10 +107,124 @@ int admin_partitioned_capacity(admin *a, long long total, int *handled) {
         return rc;
     }
     *handled = 1;
-    if ((rc = write_parts(a, parts, total)) == 0) {
-        printf("capacity of %s: %lld in all, %lld in each of its %lld partitions\n", a->queue,
-               total, (total + parts - 1) / parts, parts);
+    if (a->per_tenant > total) {
+        admin_err(a, "--per-tenant %lld is more than the capacity %lld", a->per_tenant, total);
+        return SLUICE_EXIT_USAGE;
     }
+    if ((rc = write_parts(a, parts, total)) != 0) {
+        return rc;
+    }
+    printf("capacity of %s: %lld in all, %lld in each of its %lld partitions\n", a->queue, total,
+           (total + parts - 1) / parts, parts);
+    if (a->per_tenant < 0) {
+        return 0;
+    }
+    char share[24]; /* a tenant lives in one partition: its share there is the whole share */
+    snprintf(share, sizeof(share), "%lld", a->per_tenant);
+    for (long long i = 0; i < parts; i++) {
+        sluice_keys k;
+        redisReply *r;
+        if ((rc = admin_part_keys(a, i, &k)) != 0 ||
+            (rc = a->per_tenant > 0 ? admin_call(a, &r, "setting the per-tenant share", "HSET",
+                                                 k.meta, "per_tenant", share, NULL)
+                                    : admin_call(a, &r, "switching the per-tenant share off",
+                                                 "HDEL", k.meta, "per_tenant", NULL)) != 0) {
+            return rc;
+        }
+        freeReplyObject(r);
+    }
+    if (a->per_tenant > 0) {
+        printf("per-tenant share: no tenant holds more than %lld entries (waiting + in flight)\n",
+               a->per_tenant);
+    } else {
+        printf("per-tenant share: off\n");
+    }
+    return 0;
+}
+
+/* A field of a flat HGETALL/HMGET-style reply, NULL when absent. */
+static const redisReply *hfield(const redisReply *h, const char *name) {
+    for (size_t i = 0; h->type == REDIS_REPLY_ARRAY && i + 1 < h->elements; i += 2) {
+        if (h->element[i]->type == REDIS_REPLY_STRING && strcmp(h->element[i]->str, name) == 0) {
+            return h->element[i + 1];
+        }
+    }
+    return NULL;
+}
+
+/* Growth from `from` to `to` partitions: the new ones get partition 0's configuration (limits,
+ * fair mode and weights, per-tenant share), and every partition the new share of whole-queue
+ * limits. */
+static int copy_config(admin *a, long long from, long long to) {
+    sluice_keys k0;
+    redisReply *lim = NULL, *meta = NULL, *w = NULL;
+    char wkey[SLUICE_KEY_MAX + 16];
+    int rc = admin_part_keys(a, 0, &k0);
+    snprintf(wkey, sizeof(wkey), "%sweights", k0.prefix);
+    if (rc == 0) {
+        rc = admin_call(a, &lim, "reading the limits", "HGETALL", k0.limits, NULL);
+    }
+    if (rc == 0) {
+        rc = admin_call(a, &meta, "reading meta", "HGETALL", k0.meta, NULL);
+    }
+    if (rc == 0) {
+        rc = admin_call(a, &w, "reading the fair weights", "HGETALL", wkey, NULL);
+    }
+    for (size_t j = 0; rc == 0 && j + 1 < lim->elements; j += 2) {
+        const char *name = lim->element[j]->str;
+        char scope[24], spec[96], field[128], whole[128];
+        if (sscanf(lim->element[j + 1]->str, "%23s %95s", scope, spec) != 2) {
+            continue;
+        }
+        int split = admin_scope_split(scope);
+        snprintf(field, sizeof(field), "limit_whole:%s", name);
+        const redisReply *wh = hfield(meta, field);
+        char wscope[24], wspec[96];
+        if (split && wh != NULL && sscanf(wh->str, "%23s %95s", wscope, wspec) == 2) {
+            snprintf(spec, sizeof(spec), "%s", wspec); /* the whole, kept at the last split */
+        }
+        for (long long i = split ? 0 : from; rc == 0 && i < to; i++) {
+            sluice_keys k;
+            char share[96];
+            admin_spec_split(spec, split ? to : 1, share, sizeof(share));
+            const char *args[] = {"set", name, scope, share};
+            if ((rc = admin_part_keys(a, i, &k)) == 0) {
+                rc = admin_limits_config(a, &k, 4, args);
+            }
+        }
+        redisReply *r;
+        snprintf(whole, sizeof(whole), "%s %s", scope, spec);
+        if (rc == 0 && split &&
+            (rc = admin_call(a, &r, "recording the whole limit", "HSET", k0.meta, field, whole,
+                             NULL)) == 0) {
+            freeReplyObject(r);
+        }
+    }
+    const redisReply *fair = rc == 0 ? hfield(meta, "fair") : NULL;
+    const redisReply *share = rc == 0 ? hfield(meta, "per_tenant") : NULL;
+    for (long long i = from; rc == 0 && i < to; i++) {
+        sluice_keys k;
+        redisReply *r;
+        if ((rc = admin_part_keys(a, i, &k)) != 0) {
+            break;
+        }
+        for (size_t j = 0; rc == 0 && j + 1 < w->elements; j += 2) {
+            const char *args[] = {"weight", w->element[j]->str, w->element[j + 1]->str};
+            rc = admin_fair_config(a, &k, 3, args, NULL);
+        }
+        if (rc == 0 && fair != NULL && sluice_reply_ll(fair, 0) == 1) {
+            const char *args[] = {"on"};
+            rc = admin_fair_config(a, &k, 1, args, NULL);
+        }
+        if (rc == 0 && share != NULL &&
+            (rc = admin_call(a, &r, "copying the per-tenant share", "HSET", k.meta, "per_tenant",
+                             share->str, NULL)) == 0) {
+            freeReplyObject(r);
+        }
+    }
+    freeReplyObject(lim);
+    freeReplyObject(meta);
+    freeReplyObject(w);
     return rc;
 }
 
@@ -166,7 +309,7 @@ int admin_partitions(admin *a) {
     if (total < 0) {
         total = 1000; /* the producers' default: a queue that never had a capacity set */
     }
-    if ((rc = write_parts(a, want, total)) != 0) {
+    if ((rc = write_parts(a, want, total)) != 0 || (rc = copy_config(a, parts, want)) != 0) {
         return rc;
     }
     printf("partitions of %s: %lld (capacity %lld in all, %lld each); producers and workers "
