@@ -142,10 +142,13 @@ for k in stream meta stats dead; do rcli DEL "sluice:{$q}:$k" >/dev/null; done
 pq="$q-p"
 A() { "$bin/sluice-admin" --redis "$url" "$@"; }
 A capacity "$pq" 300 >/dev/null
+E10() { seq -f 'p%g' 1 10 | "$bin/sluice-enqueue" --redis "$url" --queue "$1" >/dev/null; }
+E10 "$pq" # 10 in each partition: the first before it is partitioned (no routing then)
 A partitions "$pq" 3 >/dev/null
-seq -f 'p%g' 1 30 | "$bin/sluice-enqueue" --redis "$url" --queue "$pq" >/dev/null
-worker_start "$pq" --concurrency 1 --handler sleep:300
-# three workers (one per partition), one at a time each: 3 in flight, the depths add up
+E10 "$pq~1" # a partition named on its own is a plain queue
+E10 "$pq~2"
+worker_start "$pq" --concurrency 1 --handler sleep:800
+# three workers (one per partition), one at a time each (for 8 s): 3 in flight, the depths add up
 poll 5 '[ "$(metric "sluice_queue_pending{queue=\"$pq\"")" = 3 ]' ||
     fail "partitioned: pending: $(grep -v '^#' "$tmp/m" | grep -E 'queue_(depth|pending)')"
 sum=0
