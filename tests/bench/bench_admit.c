@@ -6,7 +6,9 @@
  * thread-per-request web handler does), then batches of --batch payloads per round trip. The
  * queue is deleted afterwards. With --keep-config only its data is deleted, before and after:
  * its settings and rate limits (sluice-admin capacity / limit) stay in force, so a queue with
- * limits is measured with them.
+ * limits is measured with them, and a partitioned queue (sluice-admin partitions) is admitted to
+ * as the blocking producer spreads it. --keep-data leaves what was admitted in the queue for a
+ * drain to follow (scripts/bench-cluster).
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -24,7 +26,8 @@
 
 static const char usage[] =
     "usage: sluice-bench admit [--redis URL] [--queue Q] [--count N] [--batch-count N]\n"
-    "                          [--batch K] [--size BYTES] [--keep-config] [--json]\n"
+    "                          [--batch K] [--size BYTES] [--keep-config [--keep-data]]\n"
+    "                          [--json]\n"
     "  --count N        single admissions (default 50000)\n"
     "  --batch-count N  payloads admitted in batches (default 1000000)\n"
     "  --batch K        payloads per batch call, 1..10000 (default 100)\n"
@@ -33,7 +36,11 @@ static const char usage[] =
     "                   only its data is deleted, before and after (stream, dead letters,\n"
     "                   counters; not the limiter state). Without it the queue is deleted\n"
     "                   whole, and limits set on it are gone before the first admission.\n"
-    "                   Set the limits before, delete the queue after (sluice-admin purge).\n";
+    "                   Set the limits before, delete the queue after (sluice-admin purge).\n"
+    "                   A partitioned queue (sluice-admin partitions) keeps its partitions and\n"
+    "                   is admitted to as the producer spreads it (their data is deleted too).\n"
+    "  --keep-data      with --keep-config: what was admitted stays in the queue afterwards\n"
+    "                   (to drain it next); only what was there before is deleted\n";
 
 static int run_single(sluice_producer *p, long long count, const char *payload, size_t size,
                       double *rate) {
@@ -82,15 +89,14 @@ out:
 
 int bench_admit(int argc, char **argv) {
     static const struct option opts[] = {
-        {"redis", 1, NULL, 'r'},       {"queue", 1, NULL, 'q'},
-        {"count", 1, NULL, 'n'},       {"batch-count", 1, NULL, 'N'},
-        {"batch", 1, NULL, 'b'},       {"size", 1, NULL, 's'},
-        {"json", 0, NULL, 'j'},        {"help", 0, NULL, 'h'},
-        {"keep-config", 0, NULL, 'k'}, {NULL, 0, NULL, 0}};
+        {"redis", 1, NULL, 'r'},       {"queue", 1, NULL, 'q'}, {"count", 1, NULL, 'n'},
+        {"batch-count", 1, NULL, 'N'}, {"batch", 1, NULL, 'b'}, {"size", 1, NULL, 's'},
+        {"json", 0, NULL, 'j'},        {"help", 0, NULL, 'h'},  {"keep-config", 0, NULL, 'k'},
+        {"keep-data", 0, NULL, 'K'},   {NULL, 0, NULL, 0}};
     const char *url = sluice_url_default();
     char queue[80], err[256];
     long long count = 50000, bcount = 1000000, batch = 100, size = 64;
-    int json = 0, keep_config = 0, ch, rc = 0;
+    int json = 0, keep_config = 0, keep_data = 0, ch, rc = 0;
     snprintf(queue, sizeof(queue), "bench-admit-%d", (int)getpid());
     while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         rc = 0;
@@ -120,6 +126,9 @@ int bench_admit(int argc, char **argv) {
         case 'k':
             keep_config = 1;
             break;
+        case 'K':
+            keep_data = 1;
+            break;
         case 'h':
             fputs(usage, stdout);
             return 0;
@@ -131,6 +140,10 @@ int bench_admit(int argc, char **argv) {
             fprintf(stderr, "sluice-bench admit: %s\n", err);
             return SLUICE_EXIT_USAGE;
         }
+    }
+    if (keep_data && !keep_config) {
+        fprintf(stderr, "sluice-bench admit: --keep-data needs --keep-config (see --help)\n");
+        return SLUICE_EXIT_USAGE;
     }
     sluice_producer_options o;
     sluice_producer_options_init(&o);
@@ -154,7 +167,9 @@ int bench_admit(int argc, char **argv) {
     if (rc == 0) {
         rc = run_batched(p, bcount, batch, payload, (size_t)size, &batched);
     }
-    purge(url, queue);
+    if (!keep_data || rc != 0) {
+        purge(url, queue);
+    }
     sluice_producer_free(p);
     free(payload);
     if (rc != 0) {

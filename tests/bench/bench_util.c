@@ -8,6 +8,7 @@
 #include "sluice/producer.h"
 #include "sluice/queue.h"
 #include "sluice/redis.h"
+#include "sluice/reply.h"
 #include "sluice/url.h"
 
 #include "bench_util.h"
@@ -98,7 +99,8 @@ static int purge_fair(sluice_conn *c, const sluice_keys *k, int keep_config) {
     return rc != 0 || !keep_config ? rc : command(c, 4, hdel, NULL, NULL);
 }
 
-/* DELs the queue's keys; keep_config spares meta, the limits hash and the lane weights (see
+/* DELs the queue's keys, and those of its partitions 1..P-1 when it is partitioned (meta
+ * `partitions`, read first); keep_config spares meta, the limits hash and the lane weights (see
  * bench_util.h). */
 static int purge(const char *url, const char *queue, int keep_config) {
     sluice_keys k;
@@ -107,12 +109,27 @@ static int purge(const char *url, const char *queue, int keep_config) {
     if (c == NULL) {
         return rc;
     }
+    long long parts = 1;
+    redisReply *r = NULL;
+    const char *hget[] = {"HGET", k.meta, "partitions"};
+    if (strchr(queue, '~') == NULL && (rc = command(c, 3, hget, NULL, &r)) == 0) {
+        parts = sluice_reply_ll(r, 1);
+        freeReplyObject(r);
+    }
     const char *argv[] = {"DEL", k.stream, k.dead, k.stats, k.list, k.procs, k.meta, k.limits};
-    rc = purge_fair(c, &k, keep_config);
+    if (rc == 0) {
+        rc = purge_fair(c, &k, keep_config);
+    }
     if (rc == 0) {
         rc = command(c, keep_config ? 6 : 8, argv, NULL, NULL);
     }
     sluice_conn_free(c);
+    for (int i = 1; rc == 0 && i < parts && i < SLUICE_PARTITIONS_MAX; i++) {
+        char name[SLUICE_QUEUE_NAME_MAX + 1];
+        rc = sluice_partition_name(queue, i, name, sizeof(name)) == 0
+                 ? purge(url, name, keep_config)
+                 : SLUICE_EXIT_USAGE;
+    }
     return rc;
 }
 

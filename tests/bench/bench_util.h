@@ -9,13 +9,15 @@
 #include "sluice/redis.h"
 
 /* Deletes the keys of `queue` (stream, dead, meta, stats, list, limits, and a fair queue's lanes
- * and their bookkeeping; not the limiter state sluice:{Q}:lim:*). Returns 0 or exit code 3. */
+ * and their bookkeeping; not the limiter state sluice:{Q}:lim:*), and of each of its partitions
+ * when it is partitioned (sluice-admin partitions). Returns 0 or exit code 3. */
 int bench_purge(const char *url, const char *queue);
 
 /* As bench_purge, but keeps the queue's configuration: its meta hash (capacity, backend, the
  * count of limits, per-tenant share) and its limits hash are not touched, so limits set with
  * `sluice-admin limit` stay in force, and so do a fair queue's switch and weights (its lanes are
- * deleted and meta's lane counts cleared). Stream backend only (a list queue's depth is in meta).
+ * deleted and meta's lane counts cleared), and a partitioned queue's partitions (each keeps its
+ * meta). Stream backend only (a list queue's depth is in meta).
  * Limiter state (sluice:{Q}:lim:*) is left as it is. Returns 0 or exit code 3. */
 int bench_purge_data(const char *url, const char *queue);
 

@@ -15,8 +15,9 @@ Inputs:
                     entries a worker held when it was killed); a duplicate outside this set is
                     reported as unexplained and fails the check
   --max-duplicates N  fail when more ids than N were processed more than once
-  --by-payload      match by payload only (a fair queue: entry ids are unique per lane, not
-                    across lanes); duplicates are payloads processed more than once; dead
+  --by-payload      match by payload only (a fair queue or a partitioned queue: entry ids
+                    are unique per lane or partition, not across them, so two entries can
+                    share an id); duplicates are payloads processed more than once; dead
                     letters are not matched (their envelopes are not decoded here), so a run
                     that dead-letters reports those as lost
 

@@ -7,9 +7,10 @@
  *
  *   sluice-faultload --redis URL --queue Q --count N --out FILE [options]
  *
- * Outcomes, per call:
+ * Outcomes, per message (a batch into a partitioned queue is one call per partition, so its
+ * messages can come back with different outcomes):
  *   admitted / duplicate   "<id> <payload>\n" appended to --out (one write(2) per call)
- *   full                   the same payloads are offered again after a short pause
+ *   full, limited          the same payloads are offered again after a short pause
  *   ECONN, ETIMEDOUT, ...  (transient, the call did not run) offered again after a short pause
  *   EUNKNOWN               the reply was lost: with --idempotent the same payload is offered
  *                          again under the same key (it must then be admitted exactly once);
@@ -145,85 +146,99 @@ static int parse(load *l, int argc, char **argv, const char **out, const char **
     return 0;
 }
 
-/* Appends "<id> <payload>\n" (or "<payload>\n" when id is NULL) lines to fd, one write. */
-static void record(int fd, char (*payloads)[PAYLOAD_MAX], const sluice_admit_result *res,
-                   size_t from, size_t to) {
+/* Appends "<id> <payload>\n" for each payloads[idx[i]] (i in 0..n) whose outcome in res is
+ * ADMITTED or DUPLICATE (or "<payload>\n" for every one when res is NULL), one write. */
+static void record(int fd, char (*payloads)[PAYLOAD_MAX], const size_t *idx,
+                   const sluice_admit_result *res, size_t n) {
     static char buf[MAX_BATCH * (PAYLOAD_MAX + SLUICE_ID_MAX + 2)];
-    size_t n = 0;
-    for (size_t i = from; i < to; i++) {
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) {
         if (res != NULL && res[i].outcome != SLUICE_ADMITTED &&
             res[i].outcome != SLUICE_DUPLICATE) {
             continue;
         }
-        n += (size_t)snprintf(buf + n, sizeof(buf) - n, "%s%s%s\n", res ? res[i].id : "",
-                              res ? " " : "", payloads[i]);
+        len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%s%s%s\n", res ? res[i].id : "",
+                                res ? " " : "", payloads[idx[i]]);
     }
-    if (fd >= 0 && n > 0 && write(fd, buf, n) != (ssize_t)n) {
+    if (fd >= 0 && len > 0 && write(fd, buf, len) != (ssize_t)len) {
         perror("sluice-faultload: write");
     }
 }
 
-/* Offers payloads [next, next+n) until each has an outcome. Returns 0, 3 fatal, 4 deadline. */
+/* Offers payloads [next, next+n) until each has an outcome. Returns 0, 3 fatal, 4 deadline.
+ * Each message is judged by its own outcome, not by the call's status: on a partitioned queue
+ * one call goes to each partition used, so one batch can come back partly admitted, partly
+ * full and partly failed (a partition's primary was down). Admitted and duplicate: recorded;
+ * full, limited, transient failures (and EUNKNOWN with --idempotent): offered again; EUNKNOWN
+ * otherwise: to --unknown; OPEN: counted. */
 static int offer(load *l, sluice_producer *p, long long next, size_t n, uint64_t t0) {
     static char payloads[MAX_BATCH][PAYLOAD_MAX];
-    static sluice_message msgs[MAX_BATCH];
     static char tenants[MAX_BATCH][24];
+    static sluice_message msgs[MAX_BATCH];
     static sluice_admit_result res[MAX_BATCH];
+    static size_t idx[MAX_BATCH]; /* msgs[i] is payloads[idx[i]] */
     for (size_t i = 0; i < n; i++) {
         snprintf(payloads[i], PAYLOAD_MAX, "%s-%07lld", l->prefix, next + (long long)i);
-        msgs[i] = (sluice_message){
-            payloads[i], strlen(payloads[i]), NULL, 0, NULL, l->idempotent ? payloads[i] : NULL,
-            NULL};
         if (l->tenants > 0) {
             snprintf(tenants[i], sizeof(tenants[i]), "t%lld", (next + (long long)i) % l->tenants);
-            msgs[i].tenant = tenants[i];
         }
+        idx[i] = i;
     }
-    size_t from = 0;
-    while (from < n) {
+    size_t left = n; /* messages still without an outcome: idx[0..left) */
+    while (left > 0) {
         if (sluice_now_ms() - t0 > (uint64_t)l->deadline_ms) {
             return 4;
         }
+        for (size_t i = 0; i < left; i++) {
+            const char *pl = payloads[idx[i]];
+            msgs[i] = (sluice_message){.payload = pl,
+                                       .len = strlen(pl),
+                                       .tenant = l->tenants > 0 ? tenants[idx[i]] : NULL,
+                                       .idempotency_key = l->idempotent ? pl : NULL};
+        }
         uint64_t c0 = sluice_now_ms();
-        size_t admitted = 0;
-        int st = sluice_producer_admit_batch(p, msgs + from, n - from, res + from, &admitted);
+        int st = sluice_producer_admit_batch(p, msgs, left, res, NULL);
         uint64_t took = sluice_now_ms() - c0;
         l->calls++;
         if (took > l->max_call_ms) {
             l->max_call_ms = took;
         }
-        if (st == 0) {
-            record(l->out_fd, payloads, res, from, n);
-            for (size_t i = from; i < from + admitted; i++) {
-                l->admitted++;
-                l->duplicates += res[i].outcome == SLUICE_DUPLICATE;
-            }
-            from += admitted;
-            if (from < n) {
-                l->full += n - from;
-                sleep_ms(20);
-            }
-            continue;
-        }
-        if (-st > 0 && -st < 32) {
+        if (st != 0 && -st > 0 && -st < 32) {
             l->errors[-st]++;
         }
-        if (res[from].outcome == SLUICE_OPEN) {
-            l->open += n - from;
-            return 0;
+        record(l->out_fd, payloads, idx, res, left);
+        static size_t unk[MAX_BATCH]; /* payloads whose outcome is unknown */
+        size_t keep = 0, nunk = 0;
+        int fatal = 0;
+        for (size_t i = 0; i < left; i++) {
+            const sluice_admit_result *r = &res[i];
+            if (r->outcome == SLUICE_ADMITTED || r->outcome == SLUICE_DUPLICATE) {
+                l->admitted++;
+                l->duplicates += r->outcome == SLUICE_DUPLICATE;
+            } else if (r->outcome == SLUICE_OPEN) {
+                l->open++;
+            } else if (r->outcome == SLUICE_FAILED && r->status == SLUICE_EUNKNOWN &&
+                       !l->idempotent) {
+                unk[nunk++] = idx[i];
+                l->unknown++;
+            } else if (r->outcome == SLUICE_FULL || r->outcome == SLUICE_LIMITED ||
+                       r->status == SLUICE_EUNKNOWN || sluice_status_is_transient(r->status)) {
+                l->full += r->outcome == SLUICE_FULL || r->outcome == SLUICE_LIMITED;
+                idx[keep++] = idx[i]; /* offered again */
+            } else {
+                fatal = r->status != 0 ? r->status : st != 0 ? st : SLUICE_EINVAL;
+            }
         }
-        if (st == SLUICE_EUNKNOWN && !l->idempotent) {
-            record(l->unknown_fd, payloads, NULL, from, n);
-            l->unknown += n - from;
-            return 0;
+        record(l->unknown_fd, payloads, unk, NULL, nunk);
+        if (fatal != 0) {
+            fprintf(stderr, "sluice-faultload: %s: %s\n", sluice_strerror(fatal),
+                    sluice_producer_errstr(p));
+            return 3;
         }
-        if (st == SLUICE_EUNKNOWN || sluice_status_is_transient(st)) {
+        left = keep;
+        if (left > 0) {
             sleep_ms(20);
-            continue;
         }
-        fprintf(stderr, "sluice-faultload: %s: %s\n", sluice_strerror(st),
-                sluice_producer_errstr(p));
-        return 3;
     }
     return 0;
 }

@@ -167,4 +167,22 @@ for _ in $(seq 1 50); do kill -0 "$wpid" 2>/dev/null || break; sleep 0.1; done
 kill -0 "$wpid" 2>/dev/null && fail "partitioned worker with --metrics still running 5 s after SIGTERM"
 wait "$wpid" || fail "partitioned worker exited $? after SIGTERM"
 for i in "" ~1 ~2 ~3; do A purge "$pq$i" --yes >/dev/null; done
+
+# ---- a plain queue partitioned while its worker runs: the endpoint follows the partitions ----
+gq="$q-g"
+worker_start "$gq" --concurrency 1 --handler sleep:800
+poll 5 '[ "$(metric "sluice_queue_depth{queue=\"$gq\"")" = 0 ]' || fail "plain: no depth"
+! grep -q partition_depth "$tmp/m" || fail "a plain queue shows partition series"
+A capacity "$gq" 300 >/dev/null
+A partitions "$gq" 2 >/dev/null
+E10 "$gq~1"
+poll 8 '[ "$(metric "sluice_queue_partition_depth{queue=\"$gq\",group=\"workers\",partition=\"1\"}")" -gt 0 ] 2>/dev/null' ||
+    fail "grown plain queue: no partition 1 series: $(grep -E 'queue_(depth|partition)' "$tmp/m")"
+poll 8 '[ "$(metric "sluice_worker_processed_total{queue=\"$gq\"")" -ge 2 ]' ||
+    fail "grown plain queue: processed_total does not count the new partition's worker"
+kill -TERM "$wpid"
+for _ in $(seq 1 50); do kill -0 "$wpid" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$wpid" 2>/dev/null && fail "grown plain queue's worker still running 5 s after SIGTERM"
+wait "$wpid" || fail "grown plain queue's worker exited $? after SIGTERM"
+for i in "" ~1; do A purge "$gq$i" --yes >/dev/null; done
 echo "test_metrics: ok"

@@ -3,16 +3,17 @@
 # Partitioned queues (sluice-admin partitions Q P): Q, Q~1 ... Q~P-1, each its own queue and
 # hash tag, capacity split evenly so the whole never exceeds the queue's; producers spread
 # messages without a tenant over the partitions and keep a tenant's messages in one (so its
-# order holds there); one sluice-worker drains them all, and partitions added while it runs
-# are picked up and lose nothing.
+# order holds there); one sluice-worker drains them all, and a plain queue grown to 4
+# partitions while its worker and a producer run loses nothing and exceeds nothing.
 . "$(dirname "$0")/lib.sh"
 q="parts-$$"
 A() { "$bin/sluice-admin" --redis "$url" "$@"; }
 E() { "$bin/sluice-enqueue" --redis "$url" "$@"; }
 purge_all() {
     local i
-    for i in "" ~1 ~2 ~3 ~4 ~5; do A purge "$q$i" --yes >/dev/null 2>&1 || true; done
+    for i in "" ~1 ~2; do A purge "$q$i" --yes >/dev/null 2>&1 || true; done
     for i in "" ~1 ~2; do A purge "$q-t$i" --yes >/dev/null 2>&1 || true; done
+    for i in "" ~1 ~2 ~3; do A purge "$q-g$i" --yes >/dev/null 2>&1 || true; done
 }
 trap 'purge_all; lib_cleanup' EXIT
 xlen() { rcli XLEN "sluice:{$1}:stream"; }
@@ -35,33 +36,73 @@ run 0 "capacity of $q: 600 in all, 200 in each of its 3 partitions" A capacity "
 run 0 'partitions 3, all together: depth 300, waiting 300, in flight 0' A stats "$q" --sample 0
 run 0 '"all_partitions":\{"depth":300,' A stats "$q" --sample 0 --json
 
-# one worker drains every partition; partitions added while it runs are picked up
+# one worker drains every partition
 "$bin/sluice-worker" --redis "$url" --queue "$q" --handler noop --record "$tmp/r" \
     --log-level info 2>"$tmp/w.log" >/dev/null &
 wpid=$!
 pids+=("$wpid")
 wait_lines "$tmp/r" 300
-run 0 'partitions of .*: 5 ' A partitions "$q" 5
-sleep 1.5 # the worker and the producers look again once a second
-seq 1 500 | sed 's/^/g/' | E --queue "$q" --capacity 10 >/dev/null || true
-for i in $(seq 1 100); do
-    n=0
-    for p in "$q" "$q~1" "$q~2" "$q~3" "$q~4"; do n=$((n + $(xlen "$p"))); done
-    [ "$n" = 0 ] && break
-    sleep 0.1
-done
 kill -TERM "$wpid"
 wait "$wpid" || fail "worker exit: $(tail -n 3 "$tmp/w.log")"
-[ "$(grep -c 'event=partition_started' "$tmp/w.log")" = 5 ] || fail "partitions started: $(grep partition "$tmp/w.log")"
-admitted=$(rcli HGET "sluice:{$q}:stats" admitted)
-for p in "$q~1" "$q~2" "$q~3" "$q~4"; do
-    admitted=$((admitted + $(rcli HGET "sluice:{$p}:stats" admitted)))
-done
-[ "$(wc -l <"$tmp/r")" = "$admitted" ] || fail "processed $(wc -l <"$tmp/r") of $admitted admitted"
+[ "$(grep -c 'event=partition_started' "$tmp/w.log")" = 3 ] || fail "partitions started: $(grep partition "$tmp/w.log")"
+[ "$(wc -l <"$tmp/r")" = 300 ] || fail "processed $(wc -l <"$tmp/r") of 300"
 [ -z "$(awk '{ print $2 }' "$tmp/r" | sort | uniq -d)" ] || fail "processed twice"
-for p in "$q~3" "$q~4"; do
-    [ "$(rcli HGET "sluice:{$p}:stats" admitted)" -gt 0 ] || fail "$p got nothing after the growth"
+
+# A plain queue grows to 4 partitions mid-run: entries waiting, a worker (100/s) and a producer
+# (100/s) running; the worker starts workers for the new partitions, the producers spread over
+# them, and a burst after the growth fills all four. The total depth (sampled atomically) never
+# exceeds the capacity (+3 of rounding), and every admitted entry is processed exactly once.
+# The queue holds less than its new share (100) when it grows: above it, the old partition
+# keeps what it holds while the new ones fill (README: what is not yet).
+g="$q-g"
+gparts=("$g" "$g~1" "$g~2" "$g~3")
+total_depth() {
+    rcli EVAL "local n = 0 for _, k in ipairs(KEYS) do n = n + redis.call('XLEN', k) end return n" \
+        4 "sluice:{$g}:stream" "sluice:{$g~1}:stream" "sluice:{$g~2}:stream" "sluice:{$g~3}:stream"
+}
+run 0 "capacity of $g: 400" A capacity "$g" 400
+seq 1 40 | sed 's/^/p/' | E --queue "$g" --ids >"$tmp/g.pre" || fail "prefill: $(tail -n 1 "$tmp/g.pre")"
+"$bin/sluice-worker" --redis "$url" --queue "$g" --handler sleep:10 --concurrency 1 \
+    --record "$tmp/g.rec" --log-level info 2>"$tmp/g.log" >"$tmp/g.out" &
+gw=$!
+pids+=("$gw")
+seq 1 200 | sed 's/^/s/' | E --queue "$g" --rate 100 --batch 1 --ids >"$tmp/g.slow" 2>"$tmp/g.slow.err" &
+gp=$!
+pids+=("$gp")
+(while :; do total_depth; sleep 0.05; done) >"$tmp/g.depths" 2>/dev/null &
+gs=$!
+pids+=("$gs")
+sleep 0.5
+d0=$(xlen "$g")
+[ "$d0" -gt 0 ] && [ "$d0" -lt 90 ] || fail "before the growth $g should hold some entries, under 90: $d0"
+run 0 "partitions of $g: 4 \(capacity 400 in all, 100 each\)" A partitions "$g" 4
+sleep 1.5 # the worker and the producers look again once a second
+seq 1 600 | sed 's/^/b/' | E --queue "$g" --batch 10 --ids >"$tmp/g.burst" || true
+grep -q '^admitted=[1-9][0-9]* rejected=[1-9]' "$tmp/g.burst" || fail "burst: $(tail -n 1 "$tmp/g.burst")"
+wait "$gp" || true # exit 1 when the burst left it a full partition: rejected, not lost
+grep -q '^admitted=' "$tmp/g.slow" || fail "producer: $(cat "$tmp/g.slow.err")"
+for i in $(seq 1 150); do # at most 15 s
+    [ "$(total_depth)" = 0 ] && break
+    sleep 0.1
 done
+kill "$gs"
+kill -TERM "$gw"
+wait "$gw" || fail "worker exit: $(tail -n 3 "$tmp/g.log")"
+grep -q 'partitions=4$' "$tmp/g.out" || fail "worker summary: $(cat "$tmp/g.out")"
+[ "$(grep -c 'event=partition_started' "$tmp/g.log")" = 3 ] || fail "partitions started: $(grep partition "$tmp/g.log")"
+max=$(sort -n "$tmp/g.depths" | tail -n 1)
+[ "$max" -le 403 ] || fail "the 4 partitions held $max together; capacity 400 (+3 of rounding)"
+awk '!/=/ { print $2 }' "$tmp/g.pre" "$tmp/g.slow" "$tmp/g.burst" | sort >"$tmp/g.admitted"
+awk '{ print $2 }' "$tmp/g.rec" | sort >"$tmp/g.processed"
+diff "$tmp/g.admitted" "$tmp/g.processed" >"$tmp/g.diff" ||
+    fail "admitted vs processed (< lost, > not admitted or twice): $(head -n 5 "$tmp/g.diff" | tr '\n' ' ')"
+admitted=0
+for p in "${gparts[@]}"; do
+    n=$(rcli HGET "sluice:{$p}:stats" admitted)
+    admitted=$((admitted + n))
+    [ "$p" = "$g" ] || [ "$n" -gt 0 ] || fail "$p got nothing after the growth"
+done
+[ "$admitted" = "$(wc -l <"$tmp/g.admitted")" ] || fail "counters say $admitted admitted, producers $(wc -l <"$tmp/g.admitted")"
 
 # a tenant's messages go to one partition, in order
 qt="$q-t"
@@ -88,4 +129,5 @@ for t in A B C D; do # concurrency 1 per partition: a tenant's entries come in t
     grep " $t-" "$tmp/t" | awk '{ split($2, a, "-"); print a[2] }' >"$tmp/order"
     sort -n -c "$tmp/order" 2>/dev/null || fail "tenant $t out of order: $(tr '\n' ' ' <"$tmp/order")"
 done
-echo "test_partitions: ok"
+echo "test_partitions: ok (growth 1 -> 4 with $d0 waiting: $admitted admitted and processed once," \
+    "total depth at most $max of 400)"

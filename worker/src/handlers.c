@@ -86,7 +86,8 @@ typedef struct sleeper {
 } sleeper;
 
 static unsigned sleep_ms;
-static sleeper *sleepers;
+/* per thread: each partition of a partitioned queue runs its worker and loop on its own */
+static _Thread_local sleeper *sleepers;
 
 static void sleeper_closed(uv_handle_t *h) {
     sleeper *s = h->data;

@@ -56,8 +56,9 @@ static const char usage[] =
     "\n"
     "A partitioned queue (sluice-admin partitions QUEUE P) is drained as a whole: one worker\n"
     "per partition, each on a thread of its own (--concurrency and --max-messages apply to\n"
-    "each; partitions added later are picked up within a second; --metrics shows the queue\n"
-    "as one, with a series per partition).\n"
+    "each; partitions added later, also to a queue that was plain when the worker started,\n"
+    "are picked up within a second; --metrics shows the queue as one, with a series per\n"
+    "partition).\n"
     "\n"
     "SIGTERM/SIGINT: stop reading, finish in-flight work within the grace period, exit 0.\n"
     "A second signal exits at once (130); unfinished entries are reclaimed by other workers.\n"
@@ -77,6 +78,8 @@ static void abandon_cb(uv_timer_t *t) {
     sw_handlers_abandon(t->loop);
 }
 
+static void parts_stop_all(void);
+
 static void on_signal(uv_signal_t *s, int signum) {
     if (++signals_seen > 1) {
         fprintf(stderr, "sluice-worker: second signal: exiting now; in-flight entries stay "
@@ -84,6 +87,7 @@ static void on_signal(uv_signal_t *s, int signum) {
         _exit(130);
     }
     sluice_worker_stop(worker);
+    parts_stop_all(); /* partitions added while it ran (none: a no-op) */
     /* the worker stops waiting after the grace period; then end what its handlers still run */
     uv_timer_start(&abandon_timer, abandon_cb, (uint64_t)grace_ms + 50, 0);
 }
@@ -244,7 +248,11 @@ static int parse_args(args *a, int argc, char **argv, char *err, size_t n) {
     return sw_handler_parse(a->handler, a->o.queue, &a->o, err, n);
 }
 
-/* ---- a partitioned queue: a worker per partition, each on its own thread and loop ---- */
+/* ---- a partitioned queue: a worker per partition, each on its own thread and loop ----
+ *
+ * The worker of a plain queue (the single path of main) runs on the main loop as partition 0
+ * (pq.plain): the same check starts workers for partitions added later on threads of their
+ * own, so a queue partitioned while its worker runs is still drained as a whole. */
 
 #define PARTS_CHECK_MS 1000
 
@@ -258,16 +266,19 @@ typedef struct part {
 
 static struct {
     part parts[SLUICE_PARTITIONS_MAX];
-    int n;             /* partitions with a worker */
-    int stopping;      /* a signal came: start no more */
-    atomic_int done;   /* workers that returned */
-    uv_async_t wake;   /* a worker returned */
-    uv_timer_t check;  /* the partitions of the queue, once a second */
-    sluice_conn *conn; /* reads meta `partitions` */
+    int n;            /* partitions with a worker */
+    int stopping;     /* a signal came: start no more */
+    atomic_int done;  /* workers that returned */
+    uv_async_t wake;  /* a worker returned */
+    uv_timer_t check; /* the partitions of the queue, once a second */
+    uv_work_t check_req;
+    int checking, seen; /* a check under way; the partitions it saw */
+    sluice_conn *conn;  /* reads meta `partitions` */
     const char *queue;
     sluice_worker_options o;
-    pthread_mutex_t mu; /* the parts' snapshots */
-    sluice_metrics *metrics;
+    int plain;               /* partition 0 is the main loop's worker, not a thread of parts[] */
+    pthread_mutex_t mu;      /* the parts' snapshots */
+    sluice_metrics *metrics; /* --metrics of a queue partitioned at start */
 } pq = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 #define SNAPSHOT_MS 250 /* how often a partition's counters are copied for --metrics */
@@ -300,7 +311,9 @@ static void *part_main(void *arg) {
     uv_run(&loop, UV_RUN_DEFAULT);
     uv_loop_close(&loop);
     atomic_fetch_add(&pq.done, 1);
-    uv_async_send(&pq.wake);
+    if (!pq.plain) { /* a plain queue's main loop ends with its own worker, not with these */
+        uv_async_send(&pq.wake);
+    }
     return NULL;
 }
 
@@ -345,30 +358,50 @@ static int parts_grow(int n, char *err, size_t errlen) {
 }
 
 static void parts_stop_all(void) {
+    if (pq.stopping) {
+        return; /* once: a second stop would end in-flight work at once */
+    }
     pq.stopping = 1;
-    for (int i = 0; i < pq.n; i++) {
+    for (int i = pq.plain; i < pq.n; i++) {
         sluice_worker_stop(pq.parts[i].w);
     }
 }
 
-static void parts_check_cb(uv_timer_t *t) {
-    (void)t;
+/* The check asks Redis off the loop (libuv's thread pool): on a plain queue the loop also runs
+ * the queue's own worker, which must not wait for a connect timeout. One check at a time. */
+static void parts_check_work(uv_work_t *req) {
     sluice_keys k;
+    pq.seen = sluice_keys_init(&k, pq.queue, NULL, 0) == 0 ? parts_of(pq.conn, &k) : -1;
+}
+
+static void parts_check_done(uv_work_t *req, int status) {
     char err[256];
-    if (sluice_keys_init(&k, pq.queue, NULL, 0) == 0) {
-        int n = parts_of(pq.conn, &k);
-        if (n > pq.n && parts_grow(n, err, sizeof(err)) != 0) {
-            SLUICE_LOG(SLUICE_LOG_ERROR, "event=partition_failed detail=\"%s\"", err);
-        }
+    pq.checking = 0;
+    if (status != 0 || pq.seen <= pq.n || pq.stopping) {
+        return;
+    }
+    if (parts_grow(pq.seen, err, sizeof(err)) != 0) {
+        SLUICE_LOG(SLUICE_LOG_ERROR, "event=partition_failed detail=\"%s\"", err);
     }
 }
 
-/* --metrics: the sum of the partitions' counters (their last snapshots). */
+static void parts_check_cb(uv_timer_t *t) {
+    if (!pq.checking && !pq.stopping &&
+        uv_queue_work(t->loop, &pq.check_req, parts_check_work, parts_check_done) == 0) {
+        pq.checking = 1;
+    }
+}
+
+/* --metrics: the sum of the partitions' counters (the threads' last snapshots; a plain queue's
+ * own worker, on this loop, read directly). */
 static void parts_stats(void *arg, sluice_worker_stats *sum) {
     (void)arg;
     memset(sum, 0, sizeof(*sum));
+    if (pq.plain) {
+        sluice_worker_get_stats(worker, sum);
+    }
     pthread_mutex_lock(&pq.mu);
-    for (int i = 0; i < pq.n; i++) {
+    for (int i = pq.plain; i < pq.n; i++) {
         const sluice_worker_stats *s = &pq.parts[i].snap;
         sum->processed += s->processed, sum->failed += s->failed, sum->retried += s->retried;
         sum->dead += s->dead, sum->reclaimed += s->reclaimed, sum->abandoned += s->abandoned;
@@ -389,6 +422,7 @@ static int parts_count(void *arg) {
 
 static void parts_wake_cb(uv_async_t *a) {
     if (atomic_load(&pq.done) >= pq.n) { /* every worker returned (--max-messages, an error) */
+        pq.stopping = 1;
         sw_metrics_stop(pq.metrics);
         pq.metrics = NULL;
         uv_timer_stop(&pq.check);
@@ -405,6 +439,48 @@ static void parts_signal(uv_signal_t *s, int signum) {
         _exit(130);
     }
     parts_stop_all();
+}
+
+/* Waits for the partitions' threads, adds their counts to *sum and frees their workers; one
+ * that failed makes *rc SLUICE_EXIT_REDIS (the first says why on stderr). */
+static void parts_join(sluice_worker_stats *sum, int *rc) {
+    for (int i = pq.plain; i < pq.n; i++) {
+        pthread_join(pq.parts[i].thread, NULL);
+        sluice_worker_stats s;
+        sluice_worker_get_stats(pq.parts[i].w, &s);
+        sum->processed += s.processed, sum->failed += s.failed, sum->retried += s.retried;
+        sum->dead += s.dead, sum->reclaimed += s.reclaimed;
+        if (pq.parts[i].status != 0 && *rc == 0) {
+            fprintf(stderr, "sluice-worker: %s: %s\n", pq.parts[i].name,
+                    sluice_worker_errstr(pq.parts[i].w));
+            *rc = SLUICE_EXIT_REDIS;
+        }
+        sluice_worker_free(pq.parts[i].w);
+    }
+}
+
+/* A plain queue: its worker runs on `loop` as partition 0; once a second the check looks for
+ * partitions added since (see above). conn reads meta `partitions`. */
+static void plain_watch_start(uv_loop_t *loop, const args *a, sluice_conn *conn) {
+    pq.conn = conn;
+    pq.queue = a->o.queue;
+    pq.o = a->o;
+    pq.plain = 1;
+    pq.n = 1;
+    snprintf(pq.parts[0].name, sizeof(pq.parts[0].name), "%s", a->o.queue);
+    uv_timer_init(loop, &pq.check);
+    uv_timer_start(&pq.check, parts_check_cb, PARTS_CHECK_MS, PARTS_CHECK_MS);
+    uv_unref((uv_handle_t *)&pq.check); /* the loop ends with the queue's own worker */
+}
+
+/* The queue's own worker returned: the others stop too (their in-flight work within the grace
+ * period) and are waited for. Returns the number of partitions that were drained. */
+static int plain_watch_stop(sluice_worker_stats *sum, int *rc) {
+    parts_stop_all();
+    uv_timer_stop(&pq.check);
+    uv_close((uv_handle_t *)&pq.check, NULL);
+    parts_join(sum, rc);
+    return pq.n;
 }
 
 static int run_partitioned(args *a, sluice_conn *conn, int n) {
@@ -433,7 +509,7 @@ static int run_partitioned(args *a, sluice_conn *conn, int n) {
             uv_close((uv_handle_t *)&pq.wake, NULL);
         }
     } else if (a->metrics != NULL) {
-        sw_metrics_parts src = {pq.parts[0].w, parts_stats, parts_count, NULL};
+        sw_metrics_parts src = {pq.parts[0].w, NULL, parts_stats, parts_count, NULL};
         if (sw_metrics_start_parts(loop, a->metrics, &src, &pq.metrics, err, sizeof(err)) != 0) {
             fprintf(stderr, "sluice-worker: %s\n", err);
             parts_stop_all();
@@ -443,19 +519,7 @@ static int run_partitioned(args *a, sluice_conn *conn, int n) {
     SLUICE_LOG(SLUICE_LOG_INFO, "event=partitioned queue=%s partitions=%d", pq.queue, pq.n);
     uv_run(loop, UV_RUN_DEFAULT);
     sluice_worker_stats sum = {0};
-    for (int i = 0; i < pq.n; i++) {
-        pthread_join(pq.parts[i].thread, NULL);
-        sluice_worker_stats s;
-        sluice_worker_get_stats(pq.parts[i].w, &s);
-        sum.processed += s.processed, sum.failed += s.failed, sum.retried += s.retried;
-        sum.dead += s.dead, sum.reclaimed += s.reclaimed;
-        if (pq.parts[i].status != 0 && rc == 0) {
-            fprintf(stderr, "sluice-worker: %s: %s\n", pq.parts[i].name,
-                    sluice_worker_errstr(pq.parts[i].w));
-            rc = SLUICE_EXIT_REDIS;
-        }
-        sluice_worker_free(pq.parts[i].w);
-    }
+    parts_join(&sum, &rc);
     uv_close((uv_handle_t *)&sigterm, NULL);
     uv_close((uv_handle_t *)&sigint, NULL);
     uv_run(loop, UV_RUN_DEFAULT);
@@ -465,7 +529,9 @@ static int run_partitioned(args *a, sluice_conn *conn, int n) {
     return rc;
 }
 
-/* The number of partitions of the queue the worker was given (1: drain it alone as before). */
+/* The number of partitions of the queue the worker was given (1: not partitioned, or Redis
+ * cannot say now), and in *out a connection that reads them (NULL for a partition named on its
+ * own or a URL the worker will refuse). */
 static int partitions_of_queue(const args *a, sluice_conn **out) {
     char err[256];
     sluice_url url;
@@ -481,14 +547,9 @@ static int partitions_of_queue(const args *a, sluice_conn **out) {
     co.connect_timeout_ms = a->o.connect_timeout_ms > 0 ? a->o.connect_timeout_ms : 2000;
     co.queue = a->o.queue;
     co.name = "partitions";
-    sluice_conn *c = sluice_conn_new(&url, &co);
-    int n = c != NULL ? parts_of(c, &k) : -1;
-    if (n > 1) {
-        *out = c;
-        return n;
-    }
-    sluice_conn_free(c);
-    return 1; /* not partitioned, or Redis unreachable now: the worker retries as ever */
+    *out = sluice_conn_new(&url, &co);
+    int n = *out != NULL ? parts_of(*out, &k) : -1;
+    return n > 1 ? n : 1; /* unreachable now: the worker retries as ever, the check too */
 }
 
 int main(int argc, char **argv) {
@@ -511,6 +572,7 @@ int main(int argc, char **argv) {
         return rc;
     }
     if (sluice_worker_new(&a.o, &worker, err, sizeof(err)) != 0) {
+        sluice_conn_free(pconn);
         return bad(err);
     }
     uv_loop_t *loop = uv_default_loop();
@@ -525,24 +587,38 @@ int main(int argc, char **argv) {
     uv_unref((uv_handle_t *)&abandon_timer);
     grace_ms = a.o.grace_ms;
     sluice_metrics *m = NULL;
-    if (a.metrics != NULL && sw_metrics_start(loop, a.metrics, worker, &m, err, sizeof(err)) != 0) {
+    /* a plain queue that may be partitioned while this runs: its metrics follow the partitions */
+    sw_metrics_parts src = {worker, worker, parts_stats, parts_count, NULL};
+    if (a.metrics != NULL &&
+        (pconn != NULL ? sw_metrics_start_parts(loop, a.metrics, &src, &m, err, sizeof(err))
+                       : sw_metrics_start(loop, a.metrics, worker, &m, err, sizeof(err))) != 0) {
         sluice_worker_free(worker);
+        sluice_conn_free(pconn);
         return bad(err);
+    }
+    if (pconn != NULL) {
+        plain_watch_start(loop, &a, pconn);
     }
     int st = sluice_worker_run(worker, loop);
     sw_metrics_stop(m);
+    sluice_worker_stats s;
+    sluice_worker_get_stats(worker, &s);
+    int prc = 0, parts = pconn != NULL ? plain_watch_stop(&s, &prc) : 1;
     uv_close((uv_handle_t *)&sigterm, NULL);
     uv_close((uv_handle_t *)&sigint, NULL);
     uv_close((uv_handle_t *)&abandon_timer, NULL);
     uv_run(loop, UV_RUN_DEFAULT);
-    sluice_worker_stats s;
-    sluice_worker_get_stats(worker, &s);
-    printf("processed=%llu failed=%llu retried=%llu dead=%llu reclaimed=%llu\n", s.processed,
+    printf("processed=%llu failed=%llu retried=%llu dead=%llu reclaimed=%llu", s.processed,
            s.failed, s.retried, s.dead, s.reclaimed);
+    if (parts > 1) {
+        printf(" partitions=%d", parts);
+    }
+    printf("\n");
     if (st != 0) {
         fprintf(stderr, "sluice-worker: %s\n", sluice_worker_errstr(worker));
     }
     sluice_worker_free(worker);
+    sluice_conn_free(pconn);
     uv_loop_close(loop);
-    return st == 0 ? 0 : SLUICE_EXIT_REDIS;
+    return st == 0 && prc == 0 ? 0 : SLUICE_EXIT_REDIS;
 }

@@ -59,7 +59,7 @@ typedef struct mqueue {
 
 struct sluice_metrics {
     uv_loop_t *loop;
-    sluice_worker *w;        /* one worker on this loop; NULL for a partitioned queue */
+    sluice_worker *w;        /* the worker on this loop whose closing closes the module */
     sw_metrics_parts src;    /* a partitioned queue: its workers' sums and partition count */
     const sluice_url *url;   /* the workers' Redis */
     sluice_worker_info info; /* of the worker (of partition 0) */
@@ -97,10 +97,10 @@ static void escape_label(char *out, size_t len, const char *s) {
 
 /* The workers' counters: the one worker's, or the caller's sums over the partitions. */
 static void worker_stats(const sluice_metrics *m, sluice_worker_stats *s) {
-    if (m->w != NULL) {
-        sluice_worker_get_stats(m->w, s);
-    } else {
+    if (m->src.stats != NULL) {
         m->src.stats(m->src.arg, s);
+    } else {
+        sluice_worker_get_stats(m->w, s);
     }
 }
 
@@ -336,7 +336,7 @@ static void query(sluice_metrics *m) {
     if (m->querying > 0) {
         return;
     }
-    int want = m->w != NULL ? 1 : m->src.partitions(m->src.arg);
+    int want = m->src.partitions != NULL ? m->src.partitions(m->src.arg) : 1;
     while (m->nq < want && mqueue_open(m, m->nq) == 0) {
     }
     if (m->nq < want) {
@@ -407,7 +407,7 @@ static void shut(sluice_metrics *m) {
 
 static int worker_closing(sluice_metrics *m) {
     if (m->w == NULL) {
-        return 0; /* a partitioned queue's: the caller stops the module */
+        return 0; /* the caller stops the module */
     }
     sluice_worker_info info;
     sluice_worker_get_info(m->w, &info);
@@ -450,6 +450,7 @@ static int start(uv_loop_t *loop, const char *addr, sluice_worker *w, const sw_m
     m->loop = loop;
     if (src != NULL) {
         m->src = *src;
+        m->w = src->watch;
         sluice_worker_get_info(src->first, &m->info);
     } else {
         m->w = w;
