@@ -219,7 +219,8 @@ static void pace(run *r, size_t n) {
     r->offered += n;
 }
 
-/* Sends msgs[0..n); prints ids; returns 0, or -1 after a redis failure. */
+/* Sends msgs[0..n); prints the ids and counts the outcomes Redis decided (on a partitioned queue
+ * also when another partition's call failed); returns 0, or -1 after a redis failure. */
 static int send_batch(run *r, sluice_message *msgs, size_t n) {
     pace(r, n);
     static sluice_admit_result res[10000];
@@ -229,13 +230,15 @@ static int send_batch(run *r, sluice_message *msgs, size_t n) {
         r->invalid += n;
         return 0;
     }
-    if (st != 0) {
+    if (st != 0) { /* some or all: a partitioned queue's other partitions may have answered */
         fprintf(stderr, "sluice-enqueue: %s: %s\n", sluice_strerror(st),
                 sluice_producer_errstr(r->p));
         r->redis_failed = 1;
-        return -1;
     }
     for (size_t i = 0; i < n; i++) {
+        if (res[i].outcome == SLUICE_FAILED || res[i].outcome == SLUICE_OPEN) {
+            continue; /* not decided by Redis: said above */
+        }
         r->depth = res[i].depth;
         r->capacity = res[i].capacity;
         if (res[i].outcome == SLUICE_ADMITTED) {
@@ -263,7 +266,7 @@ static int send_batch(run *r, sluice_message *msgs, size_t n) {
             }
         }
     }
-    return 0;
+    return st != 0 ? -1 : 0;
 }
 
 static void fill(run *r, sluice_message *m, const char *payload, size_t len) {

@@ -129,5 +129,20 @@ for t in A B C D; do # concurrency 1 per partition: a tenant's entries come in t
     grep " $t-" "$tmp/t" | awk '{ split($2, a, "-"); print a[2] }' >"$tmp/order"
     sort -n -c "$tmp/order" 2>/dev/null || fail "tenant $t out of order: $(tr '\n' ' ' <"$tmp/order")"
 done
+# one partition's call fails (its meta holds a bad capacity): what the others admitted is still
+# printed with its id and counted, and the failure is said (exit 3)
+qe="$q-e"
+A capacity "$qe" 300 >/dev/null
+A partitions "$qe" 3 >/dev/null
+rcli HSET "sluice:{$qe~2}:meta" capacity bogus >/dev/null
+rc=0
+seq 1 30 | E --queue "$qe" --ids >"$tmp/eids" 2>"$tmp/eerr" || rc=$?
+held=$(($(xlen "$qe") + $(xlen "$qe~1")))
+[ "$rc" = 3 ] && grep -q 'invalid capacity "bogus"' "$tmp/eerr" || fail "exit $rc: $(cat "$tmp/eerr")"
+[ "$held" -gt 0 ] || fail "nothing admitted into the two good partitions"
+[ "$(grep -c '^[0-9]*-[0-9]* ' "$tmp/eids")" = "$held" ] ||
+    fail "$held admitted, $(grep -c '^[0-9]*-[0-9]* ' "$tmp/eids") ids printed"
+grep -q "^admitted=$held " "$tmp/eids" || fail "summary: $(tail -n 1 "$tmp/eids")"
+for i in "" ~1 ~2; do A purge "$qe$i" --yes >/dev/null 2>&1 || true; done
 echo "test_partitions: ok (growth 1 -> 4 with $d0 waiting: $admitted admitted and processed once," \
     "total depth at most $max of 400)"

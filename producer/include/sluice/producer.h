@@ -124,8 +124,11 @@ int sluice_producer_admit_msg(sluice_producer *p, const sluice_message *m,
 
 /*
  * Admits up to max_batch messages in one round trip: the first ones are admitted while there is
- * room, the rest get FULL. res[i] is the outcome of msgs[i]; *admitted (may be NULL) counts the
- * admitted ones. Idempotency keys are not allowed here (EINVAL). Returns as admit.
+ * room, the rest get FULL (or LIMITED by a rate limit). res[i] is the outcome of msgs[i];
+ * *admitted (may be NULL) counts the admitted ones. Idempotency keys are not allowed here
+ * (EINVAL). Returns as admit. On a partitioned queue the batch is one call per partition used:
+ * when one of them fails, the status is that failure and its messages are FAILED, while the
+ * other partitions' outcomes in res[] stand (read every res[i], not only the status).
  */
 int sluice_producer_admit_batch(sluice_producer *p, const sluice_message *msgs, size_t n,
                                 sluice_admit_result *res, size_t *admitted);
