@@ -3,7 +3,7 @@
 # A graceful stop whose exec handlers outlive --grace (docs/faults.md F28): the worker exits 0
 # without touching its closed connections (the sanitizer pass runs this too), the unfinished
 # entries stay pending for others to reclaim, and they are counted as abandoned, not failed
-# or dead-lettered.
+# or dead-lettered - also on a partitioned queue, whose partitions' workers run on threads.
 . "$(dirname "$0")/lib.sh"
 q="shutdown-$$"
 read -ra qk <<<"$(queue_keys "$q")"
@@ -34,4 +34,37 @@ grep -q 'event=stopped .*failed=0 .*abandoned=3' "$tmp/worker.log" ||
 if grep -q 'event=dead_letter' "$tmp/worker.log"; then
     fail "a dead letter was attempted during shutdown: $(cat "$tmp/worker.log")"
 fi
-echo "ok: 3 jobs abandoned at shutdown, still pending, worker exited 0 in ${ms} ms"
+
+# the same on a partitioned queue, whose partitions' workers run on threads of their own: the
+# grace period holds there too (their sleeps and commands are ended after it)
+pq="$q-p"
+A() { "$bin/sluice-admin" --redis "$url" "$@"; }
+for p in "$pq" "$pq~1"; do # two in each: the first before it is partitioned (no routing then)
+    read -ra qk <<<"$(queue_keys "$p")"
+    keys+=("${qk[@]}")
+    "$bin/sluice-enqueue" --redis "$url" --queue "$p" x y >/dev/null
+    [ "$p" != "$pq" ] || A partitions "$pq" 2 >/dev/null
+done
+"$bin/sluice-worker" --redis "$url" --queue "$pq" --grace 500 --concurrency 2 \
+    --handler 'exec:sleep 5' --log-level info 2>"$tmp/pworker.log" >/dev/null &
+pid=$!
+pids+=("$pid")
+taken() { echo $(($(rcli XPENDING "sluice:{$pq}:stream" workers | head -n 1) +
+    $(rcli XPENDING "sluice:{$pq~1}:stream" workers | head -n 1))); }
+for _ in $(seq 1 100); do
+    [ "$(taken)" = 4 ] && break
+    sleep 0.05
+done
+[ "$(taken)" = 4 ] || fail "the partitioned worker took $(taken) of 4"
+start=$(date +%s%N)
+kill -TERM "$pid"
+rc=0
+wait "$pid" || rc=$?
+pms=$((($(date +%s%N) - start) / 1000000))
+[ "$rc" -eq 0 ] || fail "partitioned worker exited $rc after SIGTERM: $(tail -n 3 "$tmp/pworker.log")"
+[ "$pms" -lt 4000 ] || fail "the partitioned worker took ${pms} ms to stop with --grace 500"
+[ "$(taken)" = 4 ] || fail "expected the 4 unfinished entries pending, found $(taken)"
+[ "$(grep -c 'event=stopped .*abandoned=2' "$tmp/pworker.log")" = 2 ] ||
+    fail "each partition's worker should abandon 2: $(grep event=stopped "$tmp/pworker.log")"
+echo "ok: 3 jobs abandoned at shutdown, still pending, worker exited 0 in ${ms} ms; a partitioned" \
+    "queue's 4 abandoned in ${pms} ms"

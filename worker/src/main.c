@@ -261,6 +261,8 @@ typedef struct part {
     pthread_t thread;
     int started, status;
     sluice_worker_stats snap; /* its counters, copied on its thread (under pq.mu) */
+    uv_async_t *stop;         /* on its loop: a stop came, start the grace period (under pq.mu;
+                                 NULL while the thread has none) */
     char name[SLUICE_QUEUE_NAME_MAX + 1];
 } part;
 
@@ -295,19 +297,43 @@ static void on_snapshot(uv_timer_t *t) {
     snapshot(t->data);
 }
 
-/* A partition's thread: its worker on a loop of its own, its counters copied for --metrics. */
+/* A stop reached a partition's thread: after the grace period, end what its handlers still run
+ * (sleeps and commands live on the loop of the thread that started them). */
+static void on_part_stop(uv_async_t *a) {
+    uv_timer_start(a->data, abandon_cb, (uint64_t)grace_ms + 50, 0);
+}
+
+/* A partition's thread: its worker on a loop of its own, its counters copied for --metrics, and
+ * the grace period of a stop as on the main loop. */
 static void *part_main(void *arg) {
     part *p = arg;
     uv_loop_t loop;
-    uv_timer_t snap;
+    uv_timer_t snap, abandon;
+    uv_async_t stop;
     uv_loop_init(&loop);
     uv_timer_init(&loop, &snap);
+    uv_timer_init(&loop, &abandon);
+    uv_async_init(&loop, &stop, on_part_stop);
     snap.data = p;
+    stop.data = &abandon;
     uv_timer_start(&snap, on_snapshot, SNAPSHOT_MS, SNAPSHOT_MS);
-    uv_unref((uv_handle_t *)&snap);
+    uv_unref((uv_handle_t *)&snap); /* the loop ends with the worker */
+    uv_unref((uv_handle_t *)&abandon);
+    uv_unref((uv_handle_t *)&stop);
+    pthread_mutex_lock(&pq.mu);
+    p->stop = &stop;
+    if (pq.stopping) { /* the stop came before this thread could hear it */
+        uv_async_send(&stop);
+    }
+    pthread_mutex_unlock(&pq.mu);
     p->status = sluice_worker_run(p->w, &loop);
+    pthread_mutex_lock(&pq.mu);
+    p->stop = NULL;
+    pthread_mutex_unlock(&pq.mu);
     snapshot(p);
     uv_close((uv_handle_t *)&snap, NULL);
+    uv_close((uv_handle_t *)&abandon, NULL);
+    uv_close((uv_handle_t *)&stop, NULL);
     uv_run(&loop, UV_RUN_DEFAULT);
     uv_loop_close(&loop);
     atomic_fetch_add(&pq.done, 1);
@@ -361,10 +387,15 @@ static void parts_stop_all(void) {
     if (pq.stopping) {
         return; /* once: a second stop would end in-flight work at once */
     }
+    pthread_mutex_lock(&pq.mu);
     pq.stopping = 1;
     for (int i = pq.plain; i < pq.n; i++) {
         sluice_worker_stop(pq.parts[i].w);
+        if (pq.parts[i].stop != NULL) {
+            uv_async_send(pq.parts[i].stop); /* the grace period, on its loop */
+        }
     }
+    pthread_mutex_unlock(&pq.mu);
 }
 
 /* The check asks Redis off the loop (libuv's thread pool): on a plain queue the loop also runs
@@ -422,7 +453,9 @@ static int parts_count(void *arg) {
 
 static void parts_wake_cb(uv_async_t *a) {
     if (atomic_load(&pq.done) >= pq.n) { /* every worker returned (--max-messages, an error) */
+        pthread_mutex_lock(&pq.mu);
         pq.stopping = 1;
+        pthread_mutex_unlock(&pq.mu);
         sw_metrics_stop(pq.metrics);
         pq.metrics = NULL;
         uv_timer_stop(&pq.check);
@@ -486,6 +519,7 @@ static int plain_watch_stop(sluice_worker_stats *sum, int *rc) {
 static int run_partitioned(args *a, sluice_conn *conn, int n) {
     char err[512];
     uv_loop_t *loop = uv_default_loop();
+    grace_ms = a->o.grace_ms;
     pq.conn = conn;
     pq.queue = a->o.queue;
     pq.o = a->o;
