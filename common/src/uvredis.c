@@ -108,10 +108,16 @@ struct sluice_aconn {
     /* ASK (the slot is migrating and the keys a call named have moved already): the call is
      * sent once more, after ASKING, on an ask link to the node the ASK names - a connection of
      * the same kind, pinned to that node, that does not ask the seeds who owns the slot. Later
-     * calls still go to the slot's owner first. The ask link is closed when the owner's MOVED
-     * says the migration is over, and with this connection. */
-    sluice_aconn *ask;         /* the ask link, NULL when none */
-    sluice_aconn *parent;      /* of an ask link: the connection it serves */
+     * calls still go to the slot's owner first. The ask link is let go of when the owner's
+     * MOVED says the migration is over (the calls sent on it still get their replies, those
+     * held for it go to the new owner), and closed with this connection. */
+    sluice_aconn *ask;    /* the ask link, NULL when none */
+    sluice_aconn *parent; /* of an ask link: the connection it serves */
+    /* Ask links let go of (the migration ended, or the keys went elsewhere) while calls sent on
+     * them still wait for their replies - which say what happened to them: each closes once
+     * none is left (by ->retired_next), or with this connection. */
+    sluice_aconn *retired, *retired_next;
+    int retiring;              /* of an ask link: on its parent's retired list */
     request *held, *held_tail; /* calls waiting for the ask link to be ready (by ->next) */
     /* MOVED: the slot has a new owner. The connection stops taking calls (not ready, without a
      * "down" report: it is moving, not failing), the calls still pending on the link get their
@@ -788,12 +794,72 @@ static void ask_fail_held(sluice_aconn *c, int status) {
     held_fail(c, &c->held, &c->held_tail, status);
 }
 
-/* Closes the ask link: the calls held for it get `status`, those in flight on it ECANCELED
- * (they may have run). */
+/* 1 while a caller's call sent on `a` waits for its reply. */
+static int has_calls(const sluice_aconn *a) {
+    for (const request *q = a->head; q != NULL; q = q->next) {
+        if (q->cb != NULL) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Closes a retired ask link once no call sent on it waits for a reply. */
+static void retired_maybe_close(sluice_aconn *a) {
+    if (!a->retiring || a->closing || has_calls(a)) {
+        return;
+    }
+    sluice_aconn *c = a->parent;
+    for (sluice_aconn **p = &c->retired; *p != NULL; p = &(*p)->retired_next) {
+        if (*p == a) {
+            *p = a->retired_next;
+            break;
+        }
+    }
+    sluice_aconn_close(a, on_ask_closed, c);
+}
+
+/*
+ * Lets go of the ask link: no call goes there any more, the calls held for it go to the slot's
+ * new owner with the MOVED-held ones (to_moved: the migration is over) or are answered busy
+ * (they did not run), and those already sent on it get their replies - they may well have run
+ * there, so cancelling them would be a lie - before it closes (retired_maybe_close).
+ */
+static void ask_retire(sluice_aconn *c, int to_moved) {
+    sluice_aconn *a = c->ask;
+    if (a != NULL) {
+        c->ask = NULL;
+        a->retiring = 1;
+        a->retired_next = c->retired;
+        c->retired = a;
+        retired_maybe_close(a);
+    }
+    if (!to_moved) {
+        ask_fail_held(c, SLUICE_EBUSY);
+        return;
+    }
+    if (c->held != NULL) { /* after the MOVED-held ones; their deadlines are armed already */
+        if (c->moved_tail != NULL) {
+            c->moved_tail->next = c->held;
+        } else {
+            c->moved = c->held;
+        }
+        c->moved_tail = c->held_tail;
+        c->held = c->held_tail = NULL;
+    }
+}
+
+/* Closes the ask links (the connection closes): the calls held for them get `status`, those
+ * in flight on them ECANCELED (they may have run). */
 static void ask_close(sluice_aconn *c, int status) {
     sluice_aconn *a = c->ask;
     if (a != NULL) {
         c->ask = NULL;
+        sluice_aconn_close(a, on_ask_closed, c);
+    }
+    while (c->retired != NULL) {
+        a = c->retired;
+        c->retired = a->retired_next;
         sluice_aconn_close(a, on_ask_closed, c);
     }
     ask_fail_held(c, status);
@@ -817,7 +883,10 @@ static int ask_send(sluice_aconn *a, request *q) {
 static void on_ask_state(sluice_aconn *a, int ready, int status, void *arg) {
     (void)status;
     sluice_aconn *c = arg;
-    if (!ready || c->ask != a) {
+    if (c->ask != a) {
+        return; /* retired: the calls held now are another link's */
+    }
+    if (!ready) {
         ask_fail_held(c, SLUICE_EBUSY);
         return;
     }
@@ -840,7 +909,7 @@ static sluice_aconn *ask_link(sluice_aconn *c, const sluice_cluster_redirect *rd
     const char *host = rd->addr.host[0] != '\0' ? rd->addr.host : c->node_host;
     if (c->ask != NULL &&
         (strcmp(c->ask->node_host, host) != 0 || c->ask->node_port != rd->addr.port)) {
-        ask_close(c, SLUICE_EBUSY); /* the keys went somewhere else */
+        ask_retire(c, 0); /* the keys went somewhere else */
     }
     if (c->ask == NULL) {
         sluice_aconn *a = sluice_aconn_new(c->loop, &c->url, &c->o, on_ask_state, c);
@@ -938,6 +1007,7 @@ static void moved_maybe_drop(sluice_aconn *c, sluice__uvlink *l) {
     if (c->moving && c->head == NULL && c->link == l && l->ac != NULL && !c->closing) {
         drop(c, SLUICE_ECONN, "the queue's slot moved");
     }
+    retired_maybe_close(c); /* a retired ask link, once its last call is answered */
 }
 
 static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
@@ -955,6 +1025,7 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
         }
         int st = q->timed_out ? SLUICE_ETIMEDOUT : c->closing ? SLUICE_ECANCELED : SLUICE_ECONN;
         complete(c, q, st, q->end <= sluice__uvlink_written(l, ac), NULL);
+        retired_maybe_close(c);
         return;
     }
     if (q->cb == NULL) {
@@ -980,8 +1051,8 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
             if (!c->moving) {
                 follow_moved(c, reply);
                 c->moving = 1;
-                c->ready = 0;               /* new calls wait for the new owner */
-                ask_close(c, SLUICE_EBUSY); /* the migration is over (or was undone) */
+                c->ready = 0;     /* new calls wait for the new owner */
+                ask_retire(c, 1); /* the migration is over (or was undone) */
             }
             held_push(c, &c->moved, &c->moved_tail, q); /* it did not run: sent again there */
             moved_maybe_drop(c, l);
