@@ -65,8 +65,13 @@ struct request {
     int fn;            /* sluice_fn of an fcall or a SCRIPT LOAD, else -1 */
     int resent;
     int timed_out;
-    int asked; /* sent on once after an ASK */
+    int asked;  /* sent on once after an ASK */
+    int wait;   /* a WAIT: its answer is about the writes sent before it on its connection */
+    int follow; /* FOLLOW_*: the call ahead of this WAIT was sent again; so is the WAIT */
 };
+
+/* Where the call just ahead of a WAIT went when it was sent again (see follow_send). */
+enum { FOLLOW_NONE, FOLLOW_HERE, FOLLOW_ASK, FOLLOW_MOVED };
 
 struct sluice_aconn {
     uv_loop_t *loop;
@@ -1001,6 +1006,44 @@ static int resend(sluice_aconn *c, sluice__uvlink *l, request *q) {
                : -1;
 }
 
+/*
+ * A WAIT pipelined right behind a call (--wait-replicas) counts the replicas that have the
+ * writes sent before it on its connection. When that call is sent again - on the ask link
+ * (ASK), to the slot's new owner (MOVED) or here after the library was reloaded - the answer
+ * the WAIT gets where it is would be about other writes, and say "confirmed" for a write the
+ * replicas never saw. So the WAIT is marked (follow_mark), and when its first answer comes it
+ * is sent after the call instead (follow_send); where it cannot be, the caller hears EBUSY (not
+ * confirmed).
+ */
+static void follow_mark(sluice_aconn *c, int kind) {
+    request *w = c->head; /* the call was unlinked: what was sent right behind it */
+    if (w != NULL && w->cb != NULL && w->wait && w->follow == FOLLOW_NONE) {
+        w->follow = kind;
+    }
+}
+
+/* Sends the WAIT w where the call ahead of it went. 0, or -1 (the caller hears EBUSY). */
+static int follow_send(sluice_aconn *c, sluice__uvlink *l, request *w) {
+    int kind = w->follow;
+    w->follow = FOLLOW_NONE;
+    if (kind == FOLLOW_HERE) {
+        return l->data == c && c->ready && append(c, l, w, w->cmd, sdslen(w->cmd)) == 0 ? 0 : -1;
+    }
+    if (kind == FOLLOW_MOVED && c->moving) {
+        held_push(c, &c->moved, &c->moved_tail, w); /* after the call, to the new owner */
+        return 0;
+    }
+    sluice_aconn *a = c->ask;
+    if (kind != FOLLOW_ASK || a == NULL) {
+        return -1;
+    }
+    if (c->held != NULL || !sluice_aconn_ready(a) || a->link == NULL) {
+        held_push(c, &c->held, &c->held_tail, w); /* the call waits for the link: behind it */
+        return 0;
+    }
+    return ask_send(a, w);
+}
+
 /* Moving to a slot's new owner: once everything sent on the old link is answered, let it go
  * (the reconnect to the new owner starts at once). */
 static void moved_maybe_drop(sluice_aconn *c, sluice__uvlink *l) {
@@ -1036,8 +1079,18 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
         moved_maybe_drop(c, l);
         return;
     }
+    if (q->follow != FOLLOW_NONE) {
+        if (follow_send(c, l, q) != 0) {
+            snprintf(c->err, sizeof(c->err), "%s: the call ahead of a WAIT was sent elsewhere",
+                     c->where);
+            complete(c, q, SLUICE_EBUSY, 0, NULL);
+        }
+        moved_maybe_drop(c, l);
+        return;
+    }
     int st = reply_status(reply);
     if (st == SLUICE_ENOSCRIPT && resend(c, l, q) == 0) {
+        follow_mark(c, FOLLOW_HERE);
         return;
     }
     if (c->url.is_cluster && reply->type == REDIS_REPLY_ERROR) {
@@ -1045,6 +1098,7 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
         sluice_cluster_redirect_kind k =
             sluice__cluster_redirect_parse(reply->str, reply->len, &rd);
         if (k == SLUICE_REDIRECT_ASK && ask_forward(c, q, &rd) == 0) {
+            follow_mark(c, FOLLOW_ASK);
             return; /* sent on, after ASKING, to the node the keys moved to */
         }
         if (k == SLUICE_REDIRECT_MOVED && c->parent == NULL && !c->closing && c->link == l) {
@@ -1055,6 +1109,7 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
                 ask_retire(c, 1); /* the migration is over (or was undone) */
             }
             held_push(c, &c->moved, &c->moved_tail, q); /* it did not run: sent again there */
+            follow_mark(c, FOLLOW_MOVED);
             moved_maybe_drop(c, l);
             return;
         }
@@ -1121,8 +1176,8 @@ const char *sluice_aconn_errstr(const sluice_aconn *c) {
 }
 
 /* Queues the formatted `cmd` (taken over) as the caller's request. */
-static int submit(sluice_aconn *c, sds cmd, int fn, int timeout_ms, sluice_aconn_reply_cb cb,
-                  void *arg) {
+static int submit(sluice_aconn *c, sds cmd, int fn, int wait, int timeout_ms,
+                  sluice_aconn_reply_cb cb, void *arg) {
     sluice__uvlink *l = c->link;
     size_t unsent = l->ac->c.obuf != NULL ? sdslen(l->ac->c.obuf) : 0;
     if (unsent + sdslen(cmd) > ACONN_MAX_UNSENT) {
@@ -1142,6 +1197,7 @@ static int submit(sluice_aconn *c, sds cmd, int fn, int timeout_ms, sluice_aconn
     q->arg = arg;
     q->cmd = cmd;
     q->fn = fn;
+    q->wait = wait;
     q->deadline =
         uv_now(c->loop) + (uint64_t)(timeout_ms > 0 ? timeout_ms : c->o.command_timeout_ms);
     if (append(c, l, q, cmd, sdslen(cmd)) != 0) {
@@ -1186,7 +1242,8 @@ int sluice_aconn_command(sluice_aconn *c, int argc, const char **argv, const siz
     if (redisFormatSdsCommandArgv(&cmd, argc, argv, lens) < 0) {
         return SLUICE_ENOMEM;
     }
-    return submit(c, cmd, -1, timeout_ms, cb, arg);
+    size_t n0 = lens != NULL ? lens[0] : strlen(argv[0]);
+    return submit(c, cmd, -1, n0 == 4 && strncasecmp(argv[0], "WAIT", 4) == 0, timeout_ms, cb, arg);
 }
 
 /* FCALL name nkeys keys... args... or EVALSHA sha nkeys keys... args... */
@@ -1217,7 +1274,7 @@ int sluice_aconn_fcall(sluice_aconn *c, sluice_fn fn, int nkeys, const char **ke
     if (st != 0) {
         return st;
     }
-    return submit(c, cmd, (int)fn, timeout_ms, cb, arg);
+    return submit(c, cmd, (int)fn, 0, timeout_ms, cb, arg);
 }
 
 void sluice_aconn_close(sluice_aconn *c, void (*closed)(void *arg), void *arg) {

@@ -69,7 +69,9 @@ static void on_admit(sluice_aproducer *p, const sluice_admit_result *res, void *
         by_outcome[res->outcome]++;
     }
     fprintf(out, "%s-%07lld %d %s\n", prefix, i, (int)res->outcome, sluice_err_name(res->status));
-    if (close_after >= 0 && called == close_after) {
+    if (close_after >= 0 && called == close_after && !closed) {
+        closed = -1; /* closing, from inside a callback: what waits is called back cancelled */
+        uv_timer_stop(&tick);
         sluice_aproducer_close(p, on_closed, NULL);
     }
     maybe_done();
@@ -110,6 +112,7 @@ int main(int argc, char **argv) {
     o.connect_timeout_ms = 1000;
     const char *outp = NULL;
     char err[256];
+    long long x = 0;
     for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int rc = 0;
@@ -139,6 +142,12 @@ int main(int argc, char **argv) {
             rc = sluice_parse_ll(a, v, 1, 100000, &tenants, err, sizeof(err));
         } else if (strcmp(a, "--capacity") == 0) {
             rc = sluice_parse_ll(a, v, 1, (long long)1e12, &o.capacity, err, sizeof(err));
+        } else if (strcmp(a, "--wait-replicas") == 0) {
+            rc = sluice_parse_ll(a, v, 1, 16, &x, err, sizeof(err));
+            o.wait_replicas = (int)x;
+        } else if (strcmp(a, "--wait-timeout") == 0) {
+            rc = sluice_parse_ll(a, v, 1, 3600000, &x, err, sizeof(err));
+            o.wait_timeout_ms = (int)x;
         } else if (strcmp(a, "--close-after") == 0) {
             rc = sluice_parse_ll(a, v, 0, 10000000, &close_after, err, sizeof(err));
         } else {
