@@ -38,6 +38,7 @@ static FILE *out;
 static uv_timer_t tick;
 static long long by_outcome[8];
 static int closed;
+static char first_failure[512]; /* the errstr when the first admission failed */
 
 static void on_closed(void *arg) {
     (void)arg;
@@ -69,6 +70,9 @@ static void on_admit(sluice_aproducer *p, const sluice_admit_result *res, void *
         by_outcome[res->outcome]++;
     }
     fprintf(out, "%s-%07lld %d %s\n", prefix, i, (int)res->outcome, sluice_err_name(res->status));
+    if (res->outcome != SLUICE_ADMITTED && first_failure[0] == '\0') {
+        snprintf(first_failure, sizeof(first_failure), "%s", sluice_aproducer_errstr(p));
+    }
     if (close_after >= 0 && called == close_after && !closed) {
         closed = -1; /* closing, from inside a callback: what waits is called back cancelled */
         uv_timer_stop(&tick);
@@ -192,6 +196,9 @@ int main(int argc, char **argv) {
            "twice=%lld late=%lld never=%lld\n",
            submitted, refused, called, by_outcome[SLUICE_ADMITTED], by_outcome[SLUICE_FULL],
            by_outcome[SLUICE_FAILED], twice, late, never);
+    if (first_failure[0] != '\0') {
+        printf("first failure: %s\n", first_failure);
+    }
     free(slots);
     return twice || late || never || closed != 1 ? 1 : 0;
 }
