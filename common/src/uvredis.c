@@ -65,8 +65,13 @@ struct request {
     int fn;            /* sluice_fn of an fcall or a SCRIPT LOAD, else -1 */
     int resent;
     int timed_out;
-    int asked; /* sent on once after an ASK */
+    int asked;  /* sent on once after an ASK */
+    int wait;   /* a WAIT: its answer is about the writes sent before it on its connection */
+    int follow; /* FOLLOW_*: the call ahead of this WAIT was sent again; so is the WAIT */
 };
+
+/* Where the call just ahead of a WAIT went when it was sent again (see follow_send). */
+enum { FOLLOW_NONE, FOLLOW_HERE, FOLLOW_ASK, FOLLOW_MOVED };
 
 struct sluice_aconn {
     uv_loop_t *loop;
@@ -108,10 +113,16 @@ struct sluice_aconn {
     /* ASK (the slot is migrating and the keys a call named have moved already): the call is
      * sent once more, after ASKING, on an ask link to the node the ASK names - a connection of
      * the same kind, pinned to that node, that does not ask the seeds who owns the slot. Later
-     * calls still go to the slot's owner first. The ask link is closed when the owner's MOVED
-     * says the migration is over, and with this connection. */
-    sluice_aconn *ask;         /* the ask link, NULL when none */
-    sluice_aconn *parent;      /* of an ask link: the connection it serves */
+     * calls still go to the slot's owner first. The ask link is let go of when the owner's
+     * MOVED says the migration is over (the calls sent on it still get their replies, those
+     * held for it go to the new owner), and closed with this connection. */
+    sluice_aconn *ask;    /* the ask link, NULL when none */
+    sluice_aconn *parent; /* of an ask link: the connection it serves */
+    /* Ask links let go of (the migration ended, or the keys went elsewhere) while calls sent on
+     * them still wait for their replies - which say what happened to them: each closes once
+     * none is left (by ->retired_next), or with this connection. */
+    sluice_aconn *retired, *retired_next;
+    int retiring;              /* of an ask link: on its parent's retired list */
     request *held, *held_tail; /* calls waiting for the ask link to be ready (by ->next) */
     /* MOVED: the slot has a new owner. The connection stops taking calls (not ready, without a
      * "down" report: it is moving, not failing), the calls still pending on the link get their
@@ -788,12 +799,72 @@ static void ask_fail_held(sluice_aconn *c, int status) {
     held_fail(c, &c->held, &c->held_tail, status);
 }
 
-/* Closes the ask link: the calls held for it get `status`, those in flight on it ECANCELED
- * (they may have run). */
+/* 1 while a caller's call sent on `a` waits for its reply. */
+static int has_calls(const sluice_aconn *a) {
+    for (const request *q = a->head; q != NULL; q = q->next) {
+        if (q->cb != NULL) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Closes a retired ask link once no call sent on it waits for a reply. */
+static void retired_maybe_close(sluice_aconn *a) {
+    if (!a->retiring || a->closing || has_calls(a)) {
+        return;
+    }
+    sluice_aconn *c = a->parent;
+    for (sluice_aconn **p = &c->retired; *p != NULL; p = &(*p)->retired_next) {
+        if (*p == a) {
+            *p = a->retired_next;
+            break;
+        }
+    }
+    sluice_aconn_close(a, on_ask_closed, c);
+}
+
+/*
+ * Lets go of the ask link: no call goes there any more, the calls held for it go to the slot's
+ * new owner with the MOVED-held ones (to_moved: the migration is over) or are answered busy
+ * (they did not run), and those already sent on it get their replies - they may well have run
+ * there, so cancelling them would be a lie - before it closes (retired_maybe_close).
+ */
+static void ask_retire(sluice_aconn *c, int to_moved) {
+    sluice_aconn *a = c->ask;
+    if (a != NULL) {
+        c->ask = NULL;
+        a->retiring = 1;
+        a->retired_next = c->retired;
+        c->retired = a;
+        retired_maybe_close(a);
+    }
+    if (!to_moved) {
+        ask_fail_held(c, SLUICE_EBUSY);
+        return;
+    }
+    if (c->held != NULL) { /* after the MOVED-held ones; their deadlines are armed already */
+        if (c->moved_tail != NULL) {
+            c->moved_tail->next = c->held;
+        } else {
+            c->moved = c->held;
+        }
+        c->moved_tail = c->held_tail;
+        c->held = c->held_tail = NULL;
+    }
+}
+
+/* Closes the ask links (the connection closes): the calls held for them get `status`, those
+ * in flight on them ECANCELED (they may have run). */
 static void ask_close(sluice_aconn *c, int status) {
     sluice_aconn *a = c->ask;
     if (a != NULL) {
         c->ask = NULL;
+        sluice_aconn_close(a, on_ask_closed, c);
+    }
+    while (c->retired != NULL) {
+        a = c->retired;
+        c->retired = a->retired_next;
         sluice_aconn_close(a, on_ask_closed, c);
     }
     ask_fail_held(c, status);
@@ -817,7 +888,10 @@ static int ask_send(sluice_aconn *a, request *q) {
 static void on_ask_state(sluice_aconn *a, int ready, int status, void *arg) {
     (void)status;
     sluice_aconn *c = arg;
-    if (!ready || c->ask != a) {
+    if (c->ask != a) {
+        return; /* retired: the calls held now are another link's */
+    }
+    if (!ready) {
         ask_fail_held(c, SLUICE_EBUSY);
         return;
     }
@@ -840,7 +914,7 @@ static sluice_aconn *ask_link(sluice_aconn *c, const sluice_cluster_redirect *rd
     const char *host = rd->addr.host[0] != '\0' ? rd->addr.host : c->node_host;
     if (c->ask != NULL &&
         (strcmp(c->ask->node_host, host) != 0 || c->ask->node_port != rd->addr.port)) {
-        ask_close(c, SLUICE_EBUSY); /* the keys went somewhere else */
+        ask_retire(c, 0); /* the keys went somewhere else */
     }
     if (c->ask == NULL) {
         sluice_aconn *a = sluice_aconn_new(c->loop, &c->url, &c->o, on_ask_state, c);
@@ -932,12 +1006,51 @@ static int resend(sluice_aconn *c, sluice__uvlink *l, request *q) {
                : -1;
 }
 
+/*
+ * A WAIT pipelined right behind a call (--wait-replicas) counts the replicas that have the
+ * writes sent before it on its connection. When that call is sent again - on the ask link
+ * (ASK), to the slot's new owner (MOVED) or here after the library was reloaded - the answer
+ * the WAIT gets where it is would be about other writes, and say "confirmed" for a write the
+ * replicas never saw. So the WAIT is marked (follow_mark), and when its first answer comes it
+ * is sent after the call instead (follow_send); where it cannot be, the caller hears EBUSY (not
+ * confirmed).
+ */
+static void follow_mark(sluice_aconn *c, int kind) {
+    request *w = c->head; /* the call was unlinked: what was sent right behind it */
+    if (w != NULL && w->cb != NULL && w->wait && w->follow == FOLLOW_NONE) {
+        w->follow = kind;
+    }
+}
+
+/* Sends the WAIT w where the call ahead of it went. 0, or -1 (the caller hears EBUSY). */
+static int follow_send(sluice_aconn *c, sluice__uvlink *l, request *w) {
+    int kind = w->follow;
+    w->follow = FOLLOW_NONE;
+    if (kind == FOLLOW_HERE) {
+        return l->data == c && c->ready && append(c, l, w, w->cmd, sdslen(w->cmd)) == 0 ? 0 : -1;
+    }
+    if (kind == FOLLOW_MOVED && c->moving) {
+        held_push(c, &c->moved, &c->moved_tail, w); /* after the call, to the new owner */
+        return 0;
+    }
+    sluice_aconn *a = c->ask;
+    if (kind != FOLLOW_ASK || a == NULL) {
+        return -1;
+    }
+    if (c->held != NULL || !sluice_aconn_ready(a) || a->link == NULL) {
+        held_push(c, &c->held, &c->held_tail, w); /* the call waits for the link: behind it */
+        return 0;
+    }
+    return ask_send(a, w);
+}
+
 /* Moving to a slot's new owner: once everything sent on the old link is answered, let it go
  * (the reconnect to the new owner starts at once). */
 static void moved_maybe_drop(sluice_aconn *c, sluice__uvlink *l) {
     if (c->moving && c->head == NULL && c->link == l && l->ac != NULL && !c->closing) {
         drop(c, SLUICE_ECONN, "the queue's slot moved");
     }
+    retired_maybe_close(c); /* a retired ask link, once its last call is answered */
 }
 
 static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
@@ -955,6 +1068,7 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
         }
         int st = q->timed_out ? SLUICE_ETIMEDOUT : c->closing ? SLUICE_ECANCELED : SLUICE_ECONN;
         complete(c, q, st, q->end <= sluice__uvlink_written(l, ac), NULL);
+        retired_maybe_close(c);
         return;
     }
     if (q->cb == NULL) {
@@ -965,8 +1079,18 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
         moved_maybe_drop(c, l);
         return;
     }
+    if (q->follow != FOLLOW_NONE) {
+        if (follow_send(c, l, q) != 0) {
+            snprintf(c->err, sizeof(c->err), "%s: the call ahead of a WAIT was sent elsewhere",
+                     c->where);
+            complete(c, q, SLUICE_EBUSY, 0, NULL);
+        }
+        moved_maybe_drop(c, l);
+        return;
+    }
     int st = reply_status(reply);
     if (st == SLUICE_ENOSCRIPT && resend(c, l, q) == 0) {
+        follow_mark(c, FOLLOW_HERE);
         return;
     }
     if (c->url.is_cluster && reply->type == REDIS_REPLY_ERROR) {
@@ -974,16 +1098,18 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
         sluice_cluster_redirect_kind k =
             sluice__cluster_redirect_parse(reply->str, reply->len, &rd);
         if (k == SLUICE_REDIRECT_ASK && ask_forward(c, q, &rd) == 0) {
+            follow_mark(c, FOLLOW_ASK);
             return; /* sent on, after ASKING, to the node the keys moved to */
         }
         if (k == SLUICE_REDIRECT_MOVED && c->parent == NULL && !c->closing && c->link == l) {
             if (!c->moving) {
                 follow_moved(c, reply);
                 c->moving = 1;
-                c->ready = 0;               /* new calls wait for the new owner */
-                ask_close(c, SLUICE_EBUSY); /* the migration is over (or was undone) */
+                c->ready = 0;     /* new calls wait for the new owner */
+                ask_retire(c, 1); /* the migration is over (or was undone) */
             }
             held_push(c, &c->moved, &c->moved_tail, q); /* it did not run: sent again there */
+            follow_mark(c, FOLLOW_MOVED);
             moved_maybe_drop(c, l);
             return;
         }
@@ -1050,8 +1176,8 @@ const char *sluice_aconn_errstr(const sluice_aconn *c) {
 }
 
 /* Queues the formatted `cmd` (taken over) as the caller's request. */
-static int submit(sluice_aconn *c, sds cmd, int fn, int timeout_ms, sluice_aconn_reply_cb cb,
-                  void *arg) {
+static int submit(sluice_aconn *c, sds cmd, int fn, int wait, int timeout_ms,
+                  sluice_aconn_reply_cb cb, void *arg) {
     sluice__uvlink *l = c->link;
     size_t unsent = l->ac->c.obuf != NULL ? sdslen(l->ac->c.obuf) : 0;
     if (unsent + sdslen(cmd) > ACONN_MAX_UNSENT) {
@@ -1071,6 +1197,7 @@ static int submit(sluice_aconn *c, sds cmd, int fn, int timeout_ms, sluice_aconn
     q->arg = arg;
     q->cmd = cmd;
     q->fn = fn;
+    q->wait = wait;
     q->deadline =
         uv_now(c->loop) + (uint64_t)(timeout_ms > 0 ? timeout_ms : c->o.command_timeout_ms);
     if (append(c, l, q, cmd, sdslen(cmd)) != 0) {
@@ -1115,7 +1242,8 @@ int sluice_aconn_command(sluice_aconn *c, int argc, const char **argv, const siz
     if (redisFormatSdsCommandArgv(&cmd, argc, argv, lens) < 0) {
         return SLUICE_ENOMEM;
     }
-    return submit(c, cmd, -1, timeout_ms, cb, arg);
+    size_t n0 = lens != NULL ? lens[0] : strlen(argv[0]);
+    return submit(c, cmd, -1, n0 == 4 && strncasecmp(argv[0], "WAIT", 4) == 0, timeout_ms, cb, arg);
 }
 
 /* FCALL name nkeys keys... args... or EVALSHA sha nkeys keys... args... */
@@ -1146,7 +1274,7 @@ int sluice_aconn_fcall(sluice_aconn *c, sluice_fn fn, int nkeys, const char **ke
     if (st != 0) {
         return st;
     }
-    return submit(c, cmd, (int)fn, timeout_ms, cb, arg);
+    return submit(c, cmd, (int)fn, 0, timeout_ms, cb, arg);
 }
 
 void sluice_aconn_close(sluice_aconn *c, void (*closed)(void *arg), void *arg) {
