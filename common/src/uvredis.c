@@ -478,7 +478,9 @@ static void become_ready(sluice_aconn *c) {
     while (q != NULL) {
         request *next = q->next;
         q->next = NULL;
-        if (append(c, c->link, q, q->cmd, sdslen(q->cmd)) != 0) {
+        if (c->closing || c->link == NULL) { /* a callback below closed the connection */
+            complete(c, q, SLUICE_ECANCELED, 0, NULL);
+        } else if (append(c, c->link, q, q->cmd, sdslen(q->cmd)) != 0) {
             complete(c, q, SLUICE_ECONN, 0, NULL);
         }
         q = next;
@@ -872,8 +874,8 @@ static void ask_close(sluice_aconn *c, int status) {
 
 /* Sends q on the ask link, after ASKING. 0, or -1 (not sent). */
 static int ask_send(sluice_aconn *a, request *q) {
-    if (send_asking(a) != 0) {
-        return -1;
+    if (a->link == NULL || a->closing || send_asking(a) != 0) {
+        return -1; /* (a callback of an earlier call may have closed it) */
     }
     q->conn = a;
     q->resent = 0;
