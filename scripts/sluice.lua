@@ -775,7 +775,9 @@ reply: {allowed, limited_by, remaining, retry_after_ms, reset_ms}
 
 Time is the server's (TIME), in integer microseconds. Every limit is checked first with reads
 only; writes happen only when all of them pass, so a refused call writes nothing. Every key
-written gets a PEXPIRE (>= 1 ms) that outlives its state, so idle keys disappear. A key may
+written has a TTL (>= 1 ms) that outlives its state, so idle keys disappear: set with the state,
+or left as it is where the TTL set before already lasts long enough (a fixed window counting in
+the window it holds, a window counting in the block it counted in last). A key may
 appear twice only for `window` limits of different PERIOD:PRECISION (they share one hash);
 otherwise a repeated key is a SLUICECONFIG error. A key holding something else than its
 algorithm's state is a SLUICECONFIG (bad value) or WRONGTYPE error, before anything is written.
@@ -954,8 +956,9 @@ end
 -- admission's batches add key, lim, avail, used and rt (see batch_state).
 local function limit_state()
     return {ok = false, retry = 0, left = 0, reset = 0, left_after = 0, reset_after = 0,
-        count = 0, debt = 0, b = 0, expired = false, s = 0, interval = 0, key = '', lim = false,
-        avail = 0, used = 0, rt = false}
+        count = 0, debt = 0, b = 0, field = '', bt = '', cur = false, expired = false,
+        ttl = 0, live = false, s = 0, interval = 0, key = '', lim = false, avail = 0, used = 0,
+        rt = false}
 end
 
 -- Each check(c, st, key, w, now) reads the state of limit c (a parsed spec) at time `now` (us)
@@ -1024,18 +1027,33 @@ local function gcra_record(c, st, key, w, now)
         limit_fmt(math.ceil(debt / 1000) + 1))
 end
 
+-- A window's hash: its running total, its last block and the current block's count are read
+-- together; a record writes the three back with one HSET. Its TTL (see window_expire): st.ttl
+-- is TTL_FRESH for a hash without this window's state (it may have no TTL yet), TTL_RAISE for
+-- one that has it, TTL_KEPT when the last block written is this one: the TTL set then already
+-- lasts until this block expires.
+local TTL_KEPT, TTL_RAISE, TTL_FRESH = 0, 1, 2
+
 local function window_check(c, st, key, w, now)
     local pre, nb, prec = c.pre, c.blocks, c.prec
     local b = limit_floor_div(now, prec)
-    local v = redis.call('HMGET', key, pre, c.pre_l)
+    local bt = limit_fmt(b)
+    local field = pre .. bt
+    local v = redis.call('HMGET', key, pre, c.pre_l, field)
     local total = tonumber(v[1]) or 0
-    local last = tonumber(v[2])
+    local last = b -- the usual case: the same block as the last unit counted
+    if v[2] ~= bt then
+        last = tonumber(v[2])
+    end
+    local cur = tonumber(v[3]) or 0
     local expired = false
     if last == nil then
         total = 0
     else
         if last > b then -- the clock went back: keep counting in the newest block
-            b = last
+            b, cur = last, false -- its count: not read, the record adds to it
+            bt = limit_fmt(b)
+            field = pre .. bt
         end
         local lo, hi = last - nb + 1, b - nb
         if hi >= last then -- everything fell out of the window
@@ -1057,7 +1075,14 @@ local function window_check(c, st, key, w, now)
             total = 0
         end
     end
-    st.b, st.expired, st.count = b, expired, total
+    st.b, st.bt, st.field, st.cur, st.expired, st.count = b, bt, field, cur, expired, total
+    if last == nil then
+        st.ttl = TTL_FRESH
+    elseif last == b then
+        st.ttl = TTL_KEPT
+    else
+        st.ttl = TTL_RAISE
+    end
     st.ok = total + w <= c.n
     st.left, st.reset = c.n - total, 0
     if total > 0 then
@@ -1089,9 +1114,12 @@ local function window_record(c, st, key, w, now)
     if st.expired then
         redis.call('HDEL', key, unpack(st.expired))
     end
-    local bt = limit_fmt(st.b)
-    redis.call('HINCRBY', key, c.pre .. bt, w)
-    redis.call('HSET', key, c.pre, limit_fmt(st.count + w), c.pre_l, bt)
+    if st.cur then
+        redis.call('HSET', key, st.field, st.cur + w, c.pre, st.count + w, c.pre_l, st.bt)
+    else
+        redis.call('HINCRBY', key, st.field, w)
+        redis.call('HSET', key, c.pre, limit_fmt(st.count + w), c.pre_l, st.bt)
+    end
 end
 
 -- The TTL (ms) a window's hash needs once its block st.b is counted.
@@ -1104,9 +1132,12 @@ local function window_ttl(c, st, now)
 end
 
 -- Lengthens the TTL of a window's hash to ms (windows of other periods may share it and need
--- longer).
-local function window_expire(key, ms)
-    if redis.call('PTTL', key) < ms then
+-- longer) as st.ttl says: a hash that held this window's state has a TTL (PEXPIRE GT), a new
+-- one may have none, where GT would never set one (PTTL first).
+local function window_expire(key, ms, how)
+    if how == TTL_RAISE then
+        redis.call('PEXPIRE', key, ms, 'GT')
+    elseif how == TTL_FRESH and redis.call('PTTL', key) < ms then
         redis.call('PEXPIRE', key, ms)
     end
 end
@@ -1164,16 +1195,18 @@ local function log_record(c, st, key, w, now)
     redis.call('PEXPIRE', key, c.ttl)
 end
 
--- A fixed window's hash {s, c}.
+-- A fixed window's hash {s, c}. A record in the window the hash already holds writes the count
+-- alone: its start and its TTL (the window's end) were written with the window's first unit.
 local function fixed_check(c, st, key, w, now)
     local p = c.p
     local s = limit_floor_div(now, p) * p
     local v = redis.call('HMGET', key, 's', 'c')
     local n = 0
-    if tonumber(v[1]) == s then
+    local live = tonumber(v[1]) == s
+    if live then
         n = tonumber(v[2]) or 0
     end
-    st.s, st.count = s, n
+    st.s, st.count, st.live = s, n, live
     st.ok = n + w <= c.n
     st.retry = s + p - now
     st.left, st.reset = c.n - n, 0
@@ -1184,6 +1217,10 @@ local function fixed_check(c, st, key, w, now)
 end
 
 local function fixed_record(c, st, key, w, now)
+    if st.live then
+        redis.call('HSET', key, 'c', st.count + w)
+        return
+    end
     redis.call('HSET', key, 's', limit_fmt(st.s), 'c', limit_fmt(st.count + w))
     redis.call('PEXPIRE', key, math.ceil((st.s + c.p - now) / 1000))
 end
@@ -1328,7 +1365,7 @@ local function limit(keys, args)
         return {0, by, remaining, math.ceil(retry / 1000), math.ceil(reset / 1000)}
     end
     if windows then -- a hash shared by windows lives as long as its longest window needs
-        local ttl = {}
+        local ttl, how = {}, {}
         for i = 1, nl do
             local c, st, key = cs[i], sts[i], keys[i]
             if c.alg == 'window' then
@@ -1336,10 +1373,13 @@ local function limit(keys, args)
                 if (ttl[key] or 0) < ms then
                     ttl[key] = ms
                 end
+                if (how[key] or TTL_KEPT) < st.ttl then
+                    how[key] = st.ttl
+                end
             end
         end
         for key, ms in pairs(ttl) do
-            window_expire(key, ms)
+            window_expire(key, ms, how[key] or TTL_KEPT)
         end
     end
     return {1, 0, remaining, 0, math.ceil(reset / 1000)}
@@ -1433,8 +1473,8 @@ end
 local function lim_record(st, now, w)
     local c, key = st.lim.spec, st.key
     c.record(c, st, key, w, now)
-    if c.alg == 'window' then
-        window_expire(key, window_ttl(c, st, now))
+    if c.alg == 'window' and st.ttl ~= TTL_KEPT then
+        window_expire(key, window_ttl(c, st, now), st.ttl)
     end
 end
 
