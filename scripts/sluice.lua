@@ -977,26 +977,40 @@ local function gcra_units(p, t, d)
     return x
 end
 
+--[[ The gcra values this library wrote last, by key: {text, TAT_INT, TAT_FRAC, COUNT,
+PERIOD_MS}. A value read back that is the very text written is not parsed again: a parse is a
+function of the text, and these are its numbers (TAT_FRAC printed with '%.17g' reads back as
+the same double). At most GCRA_SEEN_MAX keys; past that it starts over. ]]
+local GCRA_SEEN_MAX = 1024
+local gcra_seen, gcra_seen_n = {}, 0
+
 local function gcra_check(c, st, key, w, now)
     local p = c.p
     local t = p / c.n
     local debt = 0
     local v = redis.call('GET', key)
     if v then
-        local ti, tf, tail = string.match(v, '^(%-?%d+) ([%d%.eE%-%+]+)( %d+ %d+)$')
-        local n0, p0 = c.n, c.p_ms -- the usual case: written with this very limit
-        if tail ~= c.tail then
-            n0, p0 = string.match(tail or '', '^ (%d+) (%d+)$')
-            n0, p0 = tonumber(n0), tonumber(p0)
-        end
-        ti = tonumber(ti)
-        if tf == '0' then
-            tf = 0
+        local ti, tf, n0, p0
+        local e = gcra_seen[key]
+        if e and e[1] == v then
+            ti, tf, n0, p0 = e[2], e[3], e[4], e[5]
         else
-            tf = tonumber(tf)
-        end
-        if not (ti and tf and n0 and p0) or n0 < 1 or p0 < 1 then
-            return redis.error_reply('SLUICECONFIG ' .. key .. ' does not hold gcra state')
+            local tail
+            ti, tf, tail = string.match(v, '^(%-?%d+) ([%d%.eE%-%+]+)( %d+ %d+)$')
+            n0, p0 = c.n, c.p_ms -- the usual case: written with this very limit
+            if tail ~= c.tail then
+                n0, p0 = string.match(tail or '', '^ (%d+) (%d+)$')
+                n0, p0 = tonumber(n0), tonumber(p0)
+            end
+            ti = tonumber(ti)
+            if tf == '0' then
+                tf = 0
+            else
+                tf = tonumber(tf)
+            end
+            if not (ti and tf and n0 and p0) or n0 < 1 or p0 < 1 then
+                return redis.error_reply('SLUICECONFIG ' .. key .. ' does not hold gcra state')
+            end
         end
         debt = (ti - now) + tf
         if debt < 0 then
@@ -1018,13 +1032,21 @@ local function gcra_record(c, st, key, w, now)
     local debt = st.debt
     local whole = math.floor(debt)
     local frac = debt - whole
-    if frac == 0 then
-        frac = '0'
-    else
-        frac = string.format('%.17g', frac)
+    local ftext = '0'
+    if frac ~= 0 then
+        ftext = string.format('%.17g', frac)
     end
-    redis.call('SET', key, limit_fmt(now + whole) .. ' ' .. frac .. c.tail, 'PX',
-        limit_fmt(math.ceil(debt / 1000) + 1))
+    local v = limit_fmt(now + whole) .. ' ' .. ftext .. c.tail
+    redis.call('SET', key, v, 'PX', math.ceil(debt / 1000) + 1)
+    local e = gcra_seen[key]
+    if not e then
+        if gcra_seen_n >= GCRA_SEEN_MAX then
+            gcra_seen, gcra_seen_n = {}, 0
+        end
+        e = {}
+        gcra_seen[key], gcra_seen_n = e, gcra_seen_n + 1
+    end
+    e[1], e[2], e[3], e[4], e[5] = v, now + whole, frac, c.n, c.p_ms
 end
 
 -- A window's hash: its running total, its last block and the current block's count are read
@@ -1577,7 +1599,7 @@ message of another tenant or client), then admitted while depth < capacity, else
 Returns the reply: {admitted, depth_after, capacity, 0, acked, outcome_1, ..., outcome_n} with
 outcome_i the id (admitted), 0 (full) or {limit name, retry_after_ms, COUNT, PERIOD_MS}
 (limited). ]]
-local NO_LIMITS = {} -- never written
+local EMPTY = {} -- never written
 
 local function admit_each(keys, args, cap, depth, nlimits, append, share)
     local stride = tonumber(args[3])
@@ -1586,7 +1608,7 @@ local function admit_each(keys, args, cap, depth, nlimits, append, share)
         return redis.error_reply('SLUICECONFIG sluice_admit2 takes a capacity, a TTL, a stride ' ..
             '(1 or 3) and per message an envelope (1) or tenant, client, envelope (3)')
     end
-    local lims, now, prefix = NO_LIMITS, 0, string.sub(keys[2], 1, -5) -- "sluice:{Q}:" of "...meta"
+    local lims, now, prefix = EMPTY, 0, string.sub(keys[2], 1, -5) -- "sluice:{Q}:" of "...meta"
     if nlimits > 0 then
         lims = queue_limits(prefix .. 'limits', ADMISSION_SCOPES)
         if lims.err then
@@ -1607,10 +1629,13 @@ local function admit_each(keys, args, cap, depth, nlimits, append, share)
         end
         admitted, full, depth = take, n - take, depth + take
     else
-        local tk, held = tdepth_key(prefix), {} -- the share: entries each tenant holds
+        local tk, held = nil, nil -- the share: entries each tenant holds
+        if share > 0 then
+            tk, held = tdepth_key(prefix), {}
+        end
         local counting = false
         local b = batch_new(lims, now)
-        local refusals = {} -- message index -> its exhausted limit states
+        local refusals = nil -- message index -> its exhausted limit states
         for i = 1, n do
             local env = 3 + i * stride -- the envelope; tenant and client before it (stride 3)
             local t, c = '', ''
@@ -1626,6 +1651,7 @@ local function admit_each(keys, args, cap, depth, nlimits, append, share)
             end
             if refused then
                 limited = limited + 1
+                refusals = refusals or {}
                 refusals[i] = refused
             elseif depth < cap and (share == 0 or held[t] < share) then
                 for j = 1, #lims do -- sts holds this message's states in its first #lims
@@ -1651,7 +1677,8 @@ local function admit_each(keys, args, cap, depth, nlimits, append, share)
             end
         end
         batch_finish(b)
-        for i, refused in pairs(refusals) do -- the refusing limit with the largest retry-after
+        -- each limited message: the refusing limit with the largest retry-after
+        for i, refused in pairs(refusals or EMPTY) do
             local worst, retry = nil, -1
             for _, st in ipairs(refused) do
                 local r = batch_retry(b, st)
