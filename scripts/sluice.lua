@@ -802,6 +802,19 @@ What each algorithm promises (T = PERIOD/COUNT):
           sluice never writes, counts as absent and is overwritten); then SET PX
           ceil(w*P/COUNT). remaining 1 while the gate is open, 0 while closed (so 0 right after
           a pass); retry-after = PTTL + 1 ms (Redis expires a key after, not at, its time). ]]
+--[[ The limiter's runtime API in upvalues. A function's globals (redis, tonumber, math, ...) are
+looked up through the globals table's metatable on every use, which costs a short hot path more
+than some of its calls; an upvalue is one step. redis.call, tonumber and math are not there
+while the library loads, so limit_api() sets them at the entry points that reach this code
+(sluice_limit, the admission and paced reads through queue_limits, sluice_limits_config); the
+string functions come from the strings' metatable, there at load. ]]
+local r_call, to_number, m_floor, m_ceil, m_fmod = nil, nil, nil, nil, nil
+local s_format, s_match = ('').format, ('').match
+local function limit_api()
+    r_call, to_number = redis.call, tonumber
+    m_floor, m_ceil, m_fmod = math.floor, math.ceil, math.fmod
+end
+
 -- Redis's clock in microseconds: every limit's time comes from here, never from a client.
 -- The same instant is kept as decimal text (now_text), made of TIME's two strings without
 -- formatting a number: a log's score and member are that text. (Digits + 0 is the cheapest
@@ -809,7 +822,7 @@ What each algorithm promises (T = PERIOD/COUNT):
 local PAD6 = {'00000', '0000', '000', '00', '0', ''}
 local now_n, now_text = nil, ''
 local function now_us()
-    local t = redis.call('TIME')
+    local t = r_call('TIME')
     local u = t[2]
     now_text = t[1] .. PAD6[#u] .. u
     now_n = now_text + 0
@@ -822,10 +835,10 @@ local LIMIT_MAX_BLOCKS = 1000
 
 -- A decimal integer lo..hi (digits only), or nil.
 local function limit_int(s, lo, hi)
-    if type(s) ~= 'string' or #s == 0 or #s > 15 or not string.match(s, '^%d+$') then
+    if type(s) ~= 'string' or #s == 0 or #s > 15 or not s_match(s, '^%d+$') then
         return nil
     end
-    local n = tonumber(s)
+    local n = to_number(s)
     if n < lo or n > hi then
         return nil
     end
@@ -844,26 +857,26 @@ local function limit_fmt(n)
         return now_text
     elseif n ~= memo_n then
         if not int_format then
-            int_format = string.format('%d', 9007199254740992) == '9007199254740992' and '%d' or
+            int_format = s_format('%d', 9007199254740992) == '9007199254740992' and '%d' or
                 '%.0f'
         end
-        memo_n, memo_text = n, string.format(int_format, n)
+        memo_n, memo_text = n, s_format(int_format, n)
     end
     return memo_text
 end
 
 -- floor(a / b) for integers 0 <= a < 2^53, b > 0, exactly (no rounding of a / b).
 local function limit_floor_div(a, b)
-    return (a - math.fmod(a, b)) / b
+    return (a - m_fmod(a, b)) / b
 end
 
 -- ceil(w * p / n) for integers w, p, n > 0, exactly while w * p < 2^53.
 local function limit_ceil_ratio(w, p, n)
     local x = w * p
     if x >= 9007199254740992 then
-        return math.ceil(x / n)
+        return m_ceil(x / n)
     end
-    local r = math.fmod(x, n)
+    local r = m_fmod(x, n)
     local q = (x - r) / n
     if r > 0 then
         q = q + 1
@@ -876,7 +889,7 @@ local LIMIT_ENGINES -- alg -> {check, record, refill}, below the engines
 
 local function limit_spec_error(i, s, why)
     return redis.error_reply('SLUICECONFIG limit ' .. i .. ' ' ..
-        string.format('%q', string.sub(tostring(s), 1, 80)) .. ': ' .. why)
+        s_format('%q', string.sub(tostring(s), 1, 80)) .. ': ' .. why)
 end
 
 -- Parses spec i; returns a table {alg, n, p (us), p_ms, prec (us), prec_ms, blocks, its
@@ -884,10 +897,10 @@ end
 -- match on the hot path; the error paths say what is wrong. A spec is never written after
 -- this: what a check finds goes into a state (limit_state).
 local function limit_spec(i, s)
-    local alg, sn, sp, sprec = string.match(s, '^(%a+):(%d+):(%d+):?(%d*)$')
+    local alg, sn, sp, sprec = s_match(s, '^(%a+):(%d+):(%d+):?(%d*)$')
     local want = LIMIT_ALGS[alg]
     if not want then
-        alg = string.match(s, '^(%a+):')
+        alg = s_match(s, '^(%a+):')
         if not LIMIT_ALGS[alg] then
             return limit_spec_error(i, s, 'the algorithm is one of gcra, window, log, fixed, gate')
         end
@@ -918,7 +931,7 @@ local function limit_spec(i, s)
         if not prec_ms then
             return limit_spec_error(i, s, 'PRECISION_MS is an integer 1..PERIOD_MS')
         end
-        l.blocks = math.ceil(p_ms / prec_ms)
+        l.blocks = m_ceil(p_ms / prec_ms)
         if l.blocks > LIMIT_MAX_BLOCKS then
             return limit_spec_error(i, s, 'PERIOD_MS / PRECISION_MS is at most 1000')
         end
@@ -970,7 +983,7 @@ end
 -- Whole units of interval t that fit in period p with debt d outstanding (float noise aside).
 local function gcra_units(p, t, d)
     local x = (p - d) / t
-    x = math.floor(x + x * 1e-12 + 1e-9)
+    x = m_floor(x + x * 1e-12 + 1e-9)
     if x < 0 then
         return 0
     end
@@ -988,7 +1001,7 @@ local function gcra_check(c, st, key, w, now)
     local p = c.p
     local t = p / c.n
     local debt = 0
-    local v = redis.call('GET', key)
+    local v = r_call('GET', key)
     if v then
         local ti, tf, n0, p0
         local e = gcra_seen[key]
@@ -996,17 +1009,17 @@ local function gcra_check(c, st, key, w, now)
             ti, tf, n0, p0 = e[2], e[3], e[4], e[5]
         else
             local tail
-            ti, tf, tail = string.match(v, '^(%-?%d+) ([%d%.eE%-%+]+)( %d+ %d+)$')
+            ti, tf, tail = s_match(v, '^(%-?%d+) ([%d%.eE%-%+]+)( %d+ %d+)$')
             n0, p0 = c.n, c.p_ms -- the usual case: written with this very limit
             if tail ~= c.tail then
-                n0, p0 = string.match(tail or '', '^ (%d+) (%d+)$')
-                n0, p0 = tonumber(n0), tonumber(p0)
+                n0, p0 = s_match(tail or '', '^ (%d+) (%d+)$')
+                n0, p0 = to_number(n0), to_number(p0)
             end
-            ti = tonumber(ti)
+            ti = to_number(ti)
             if tf == '0' then
                 tf = 0
             else
-                tf = tonumber(tf)
+                tf = to_number(tf)
             end
             if not (ti and tf and n0 and p0) or n0 < 1 or p0 < 1 then
                 return redis.error_reply('SLUICECONFIG ' .. key .. ' does not hold gcra state')
@@ -1030,14 +1043,14 @@ end
 
 local function gcra_record(c, st, key, w, now)
     local debt = st.debt
-    local whole = math.floor(debt)
+    local whole = m_floor(debt)
     local frac = debt - whole
     local ftext = '0'
     if frac ~= 0 then
-        ftext = string.format('%.17g', frac)
+        ftext = s_format('%.17g', frac)
     end
     local v = limit_fmt(now + whole) .. ' ' .. ftext .. c.tail
-    redis.call('SET', key, v, 'PX', math.ceil(debt / 1000) + 1)
+    r_call('SET', key, v, 'PX', m_ceil(debt / 1000) + 1)
     local e = gcra_seen[key]
     if not e then
         if gcra_seen_n >= GCRA_SEEN_MAX then
@@ -1061,13 +1074,13 @@ local function window_check(c, st, key, w, now)
     local b = limit_floor_div(now, prec)
     local bt = limit_fmt(b)
     local field = pre .. bt
-    local v = redis.call('HMGET', key, pre, c.pre_l, field)
-    local total = tonumber(v[1]) or 0
+    local v = r_call('HMGET', key, pre, c.pre_l, field)
+    local total = to_number(v[1]) or 0
     local last = b -- the usual case: the same block as the last unit counted
     if v[2] ~= bt then
-        last = tonumber(v[2])
+        last = to_number(v[2])
     end
-    local cur = tonumber(v[3]) or 0
+    local cur = to_number(v[3]) or 0
     local expired = false
     if last == nil then
         total = 0
@@ -1088,8 +1101,8 @@ local function window_check(c, st, key, w, now)
                 expired[#expired + 1] = pre .. limit_fmt(k)
             end
             if total > 0 then
-                for _, n in ipairs(redis.call('HMGET', key, unpack(expired))) do
-                    total = total - (tonumber(n) or 0)
+                for _, n in ipairs(r_call('HMGET', key, unpack(expired))) do
+                    total = total - (to_number(n) or 0)
                 end
             end
         end
@@ -1121,10 +1134,10 @@ local function window_check(c, st, key, w, now)
     for k = b - nb + 1, last do
         fields[#fields + 1] = pre .. limit_fmt(k)
     end
-    local counts = redis.call('HMGET', key, unpack(fields))
+    local counts = r_call('HMGET', key, unpack(fields))
     local freed = 0
     for i = 1, #fields do
-        freed = freed + (tonumber(counts[i]) or 0)
+        freed = freed + (to_number(counts[i]) or 0)
         if freed >= need then
             st.retry = (b - nb + i + nb) * prec - now
             break
@@ -1134,19 +1147,19 @@ end
 
 local function window_record(c, st, key, w, now)
     if st.expired then
-        redis.call('HDEL', key, unpack(st.expired))
+        r_call('HDEL', key, unpack(st.expired))
     end
     if st.cur then
-        redis.call('HSET', key, st.field, st.cur + w, c.pre, st.count + w, c.pre_l, st.bt)
+        r_call('HSET', key, st.field, st.cur + w, c.pre, st.count + w, c.pre_l, st.bt)
     else
-        redis.call('HINCRBY', key, st.field, w)
-        redis.call('HSET', key, c.pre, limit_fmt(st.count + w), c.pre_l, st.bt)
+        r_call('HINCRBY', key, st.field, w)
+        r_call('HSET', key, c.pre, limit_fmt(st.count + w), c.pre_l, st.bt)
     end
 end
 
 -- The TTL (ms) a window's hash needs once its block st.b is counted.
 local function window_ttl(c, st, now)
-    local ms = math.ceil(((st.b + c.blocks) * c.prec - now) / 1000)
+    local ms = m_ceil(((st.b + c.blocks) * c.prec - now) / 1000)
     if ms < 1 then
         return 1
     end
@@ -1158,24 +1171,24 @@ end
 -- one may have none, where GT would never set one (PTTL first).
 local function window_expire(key, ms, how)
     if how == TTL_RAISE then
-        redis.call('PEXPIRE', key, ms, 'GT')
-    elseif how == TTL_FRESH and redis.call('PTTL', key) < ms then
-        redis.call('PEXPIRE', key, ms)
+        r_call('PEXPIRE', key, ms, 'GT')
+    elseif how == TTL_FRESH and r_call('PTTL', key) < ms then
+        r_call('PEXPIRE', key, ms)
     end
 end
 
 local function log_check(c, st, key, w, now)
     -- trimmed on every call: a unit made at s counts while now < s + P
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', limit_fmt(now - c.p))
-    local count = redis.call('ZCARD', key)
+    r_call('ZREMRANGEBYSCORE', key, '-inf', limit_fmt(now - c.p))
+    local count = r_call('ZCARD', key)
     local n = c.n
     st.ok = count + w <= n
     st.left, st.reset = n - count, false -- false: log_refill reads it if the call is refused
     st.left_after, st.reset_after = n - count - w, c.p
     st.count = count
     if not st.ok then -- the (count + w - COUNT)-th oldest unit must go
-        local r = redis.call('ZRANGE', key, count + w - n - 1, count + w - n - 1, 'WITHSCORES')
-        st.retry = tonumber(r[2]) + c.p - now
+        local r = r_call('ZRANGE', key, count + w - n - 1, count + w - n - 1, 'WITHSCORES')
+        st.retry = to_number(r[2]) + c.p - now
     end
 end
 
@@ -1184,8 +1197,8 @@ local function log_refill(c, st, key, now)
     if st.count == 0 then
         return 0
     end
-    local r = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-    return tonumber(r[2]) + c.p - now
+    local r = r_call('ZRANGE', key, -1, -1, 'WITHSCORES')
+    return to_number(r[2]) + c.p - now
 end
 
 local member_score, member0 = nil, '' -- the last score's first member name, "<score>:0"
@@ -1198,7 +1211,7 @@ local function log_record(c, st, key, w, now)
     -- members "<now>:<j>" are unique: a name already taken in this microsecond (by another
     -- call, or another limit of this call on the same key) is skipped by NX and j moves on
     local j, need = 0, w
-    if w == 1 and redis.call('ZADD', key, 'NX', score, member0) == 1 then
+    if w == 1 and r_call('ZADD', key, 'NX', score, member0) == 1 then
         need, j = 0, 1 -- the usual case: one unit, one command
     end
     while need > 0 do
@@ -1212,9 +1225,9 @@ local function log_record(c, st, key, w, now)
             cmd[#cmd + 1] = score .. ':' .. j
             j = j + 1
         end
-        need = need - redis.call(unpack(cmd))
+        need = need - r_call(unpack(cmd))
     end
-    redis.call('PEXPIRE', key, c.ttl)
+    r_call('PEXPIRE', key, c.ttl)
 end
 
 -- A fixed window's hash {s, c}. A record in the window the hash already holds writes the count
@@ -1222,11 +1235,11 @@ end
 local function fixed_check(c, st, key, w, now)
     local p = c.p
     local s = limit_floor_div(now, p) * p
-    local v = redis.call('HMGET', key, 's', 'c')
+    local v = r_call('HMGET', key, 's', 'c')
     local n = 0
-    local live = tonumber(v[1]) == s
+    local live = to_number(v[1]) == s
     if live then
-        n = tonumber(v[2]) or 0
+        n = to_number(v[2]) or 0
     end
     st.s, st.count, st.live = s, n, live
     st.ok = n + w <= c.n
@@ -1240,15 +1253,15 @@ end
 
 local function fixed_record(c, st, key, w, now)
     if st.live then
-        redis.call('HSET', key, 'c', st.count + w)
+        r_call('HSET', key, 'c', st.count + w)
         return
     end
-    redis.call('HSET', key, 's', limit_fmt(st.s), 'c', limit_fmt(st.count + w))
-    redis.call('PEXPIRE', key, math.ceil((st.s + c.p - now) / 1000))
+    r_call('HSET', key, 's', limit_fmt(st.s), 'c', limit_fmt(st.count + w))
+    r_call('PEXPIRE', key, m_ceil((st.s + c.p - now) / 1000))
 end
 
 local function gate_check(c, st, key, w, now)
-    local ttl = redis.call('PTTL', key)
+    local ttl = r_call('PTTL', key)
     st.interval = limit_ceil_ratio(w, c.p_ms, c.n)
     st.ok = ttl < 0
     st.left, st.reset = 1, 0
@@ -1260,7 +1273,7 @@ local function gate_check(c, st, key, w, now)
 end
 
 local function gate_record(c, st, key, w, now)
-    redis.call('SET', key, '1', 'PX', limit_fmt(st.interval))
+    r_call('SET', key, '1', 'PX', limit_fmt(st.interval))
 end
 
 LIMIT_ENGINES = {
@@ -1293,6 +1306,9 @@ local function limit_dup(seen, key, c)
 end
 
 local function limit(keys, args)
+    if not r_call then
+        limit_api()
+    end
     local nl = #keys
     if nl < 1 or #args ~= nl + 1 then
         return redis.error_reply('SLUICECONFIG sluice_limit takes N keys, a weight and N specs' ..
@@ -1303,7 +1319,7 @@ local function limit(keys, args)
         w = limit_int(args[1], 1, LIMIT_MAX_COUNT)
         if not w then
             return redis.error_reply('SLUICECONFIG weight ' ..
-                string.format('%q', string.sub(tostring(args[1]), 1, 40)) ..
+                s_format('%q', string.sub(tostring(args[1]), 1, 40)) ..
                 ' is not an integer 1..1000000000')
         end
     end
@@ -1384,7 +1400,7 @@ local function limit(keys, args)
         end
     end
     if not ok then
-        return {0, by, remaining, math.ceil(retry / 1000), math.ceil(reset / 1000)}
+        return {0, by, remaining, m_ceil(retry / 1000), m_ceil(reset / 1000)}
     end
     if windows then -- a hash shared by windows lives as long as its longest window needs
         local ttl, how = {}, {}
@@ -1404,7 +1420,7 @@ local function limit(keys, args)
             window_expire(key, ms, how[key] or TTL_KEPT)
         end
     end
-    return {1, 0, remaining, 0, math.ceil(reset / 1000)}
+    return {1, 0, remaining, 0, m_ceil(reset / 1000)}
 end
 --[[ Limits on a queue: configured in the hash sluice:{Q}:limits (name -> "SCOPE SPEC", SPEC as
 for sluice_limit), counted in sluice:{Q}:meta `limits` (so admission learns with the HMGET it
@@ -1431,7 +1447,10 @@ local queue_limits_cache, queue_limits_cached = {}, 0
 -- state keys, sluice:{Q}:lim:NAME:, the value follows). Shared between calls: read it, never
 -- write it.
 local function queue_limits(limits_key, scopes)
-    local raw = redis.call('HGETALL', limits_key)
+    if not r_call then
+        limit_api()
+    end
+    local raw = r_call('HGETALL', limits_key)
     local by_scopes = queue_limits_cache[scopes]
     if not by_scopes then
         by_scopes = {}
@@ -1453,11 +1472,11 @@ local function queue_limits(limits_key, scopes)
     local prefix = string.sub(limits_key, 1, -7) -- "sluice:{Q}:" of "...limits"
     local out = {}
     for i = 1, #raw, 2 do
-        local scope, spec = string.match(raw[i + 1], '^(%S+) (%S+)$')
+        local scope, spec = s_match(raw[i + 1], '^(%S+) (%S+)$')
         if scope and scopes[scope] then
             local l
             if COUNT_SCOPES[scope] then
-                l = {n = tonumber(spec) or 0}
+                l = {n = to_number(spec) or 0}
             else
                 l = limit_spec_parsed(raw[i], spec) -- shared: never written
                 if l.err then
@@ -2281,6 +2300,9 @@ KEYS[1] sluice:{Q}:limits, KEYS[2] meta
 ARGV 'set' NAME SCOPE SPEC | 'del' NAME
 reply: the number of limits now configured. Errors: SLUICECONFIG naming the bad value. ]]
 local function limits_config(keys, args)
+    if not r_call then
+        limit_api()
+    end
     local op, name = args[1], args[2]
     if type(name) ~= 'string' or #name > 64 or not string.match(name, LIMIT_NAME_PATTERN) then
         return redis.error_reply('SLUICECONFIG limit name ' ..
