@@ -968,17 +968,17 @@ end
 -- What one check of a limit finds (see below), with every field there from the start. The
 -- admission's batches add key, lim, avail, used and rt (see batch_state).
 local function limit_state()
-    return {ok = false, retry = 0, left = 0, reset = 0, left_after = 0, reset_after = 0,
-        count = 0, debt = 0, b = 0, field = '', bt = '', cur = false, expired = false,
-        ttl = 0, live = false, s = 0, interval = 0, key = '', lim = false, avail = 0, used = 0,
-        rt = false}
+    return {ok = false, left = 0, retry = 0, refill = false, count = 0, debt = 0, b = 0,
+        field = '', bt = '', cur = false, expired = false, ttl = 0, live = false, s = 0,
+        interval = 0, key = '', lim = false, avail = 0, used = 0, rt = false}
 end
 
 -- Each check(c, st, key, w, now) reads the state of limit c (a parsed spec) at time `now` (us)
--- for weight w and sets in st: ok (it passes), retry (us, when it does not), left / reset
--- (units left, us until full: as things are now), left_after / reset_after (the same once w
--- is counted, when it passes) and what its record(c, st, key, w, now) needs. A check returns
--- an error reply or nil; it writes nothing.
+-- for weight w and returns: ok (it passes), left / full (units left, us until full: as things
+-- are now; full is false where only refill(c, st, key, now) reads it, when a call is refused),
+-- left_after / full_after (the same once w is counted, when it passes). In st it sets retry
+-- (us, when it does not pass) and what its record(c, st, key, w, now) needs. A key holding
+-- something else makes it return nil and the error reply. A check writes nothing.
 
 -- Whole units of interval t that fit in period p with debt d outstanding (float noise aside).
 local function gcra_units(p, t, d)
@@ -1022,7 +1022,7 @@ local function gcra_check(c, st, key, w, now)
                 tf = to_number(tf)
             end
             if not (ti and tf and n0 and p0) or n0 < 1 or p0 < 1 then
-                return redis.error_reply('SLUICECONFIG ' .. key .. ' does not hold gcra state')
+                return nil, redis.error_reply('SLUICECONFIG ' .. key .. ' does not hold gcra state')
             end
         end
         debt = (ti - now) + tf
@@ -1034,11 +1034,8 @@ local function gcra_check(c, st, key, w, now)
     end
     -- float noise is far below one emission interval (P*1e-12 <= T/1000)
     local after = debt + w * t
-    st.ok = after - p <= p * 1e-12
-    st.retry = after - p
-    st.left, st.reset = gcra_units(p, t, debt), debt
-    st.left_after, st.reset_after = gcra_units(p, t, after), after
-    st.debt = after
+    st.retry, st.debt = after - p, after
+    return after - p <= p * 1e-12, gcra_units(p, t, debt), debt, gcra_units(p, t, after), after
 end
 
 local function gcra_record(c, st, key, w, now)
@@ -1118,18 +1115,17 @@ local function window_check(c, st, key, w, now)
     else
         st.ttl = TTL_RAISE
     end
-    st.ok = total + w <= c.n
-    st.left, st.reset = c.n - total, 0
+    local full = 0
     if total > 0 then
-        st.reset = (last + nb) * prec - now
+        full = (last + nb) * prec - now
     end
-    st.left_after, st.reset_after = c.n - total - w, (b + nb) * prec - now
-    if st.ok then
-        return
+    local n = c.n
+    if total + w <= n then
+        return true, n - total, full, n - total - w, (b + nb) * prec - now
     end
     -- the oldest live blocks expire first: block k at (k + nb) * prec
-    local need = total + w - c.n
-    st.retry = st.reset
+    local need = total + w - n
+    st.retry = full
     local fields = {}
     for k = b - nb + 1, last do
         fields[#fields + 1] = pre .. limit_fmt(k)
@@ -1143,6 +1139,7 @@ local function window_check(c, st, key, w, now)
             break
         end
     end
+    return false, n - total, full, n - total - w, (b + nb) * prec - now
 end
 
 local function window_record(c, st, key, w, now)
@@ -1179,17 +1176,22 @@ end
 
 local function log_check(c, st, key, w, now)
     -- trimmed on every call: a unit made at s counts while now < s + P
-    r_call('ZREMRANGEBYSCORE', key, '-inf', limit_fmt(now - c.p))
-    local count = r_call('ZCARD', key)
-    local n = c.n
-    st.ok = count + w <= n
-    st.left, st.reset = n - count, false -- false: log_refill reads it if the call is refused
-    st.left_after, st.reset_after = n - count - w, c.p
-    st.count = count
-    if not st.ok then -- the (count + w - COUNT)-th oldest unit must go
-        local r = r_call('ZRANGE', key, count + w - n - 1, count + w - n - 1, 'WITHSCORES')
-        st.retry = to_number(r[2]) + c.p - now
+    local bound = now - c.p
+    local text = memo_text -- limit_fmt(bound), inline: limits of one period share it
+    if bound ~= memo_n then
+        text = limit_fmt(bound)
     end
+    r_call('ZREMRANGEBYSCORE', key, '-inf', text)
+    local count = r_call('ZCARD', key)
+    local n, p = c.n, c.p
+    st.count = count
+    if count + w <= n then -- until full: log_refill reads it if the call is refused
+        return true, n - count, false, n - count - w, p
+    end
+    -- the (count + w - COUNT)-th oldest unit must go
+    local r = r_call('ZRANGE', key, count + w - n - 1, count + w - n - 1, 'WITHSCORES')
+    st.retry = to_number(r[2]) + p - now
+    return false, n - count, false, n - count - w, p
 end
 
 -- Until the newest unit expires (read only when a call is refused: an allowed one knows it).
@@ -1204,7 +1206,10 @@ end
 local member_score, member0 = nil, '' -- the last score's first member name, "<score>:0"
 
 local function log_record(c, st, key, w, now)
-    local score = limit_fmt(now)
+    local score = now_text -- limit_fmt(now), inline
+    if now ~= now_n then
+        score = limit_fmt(now)
+    end
     if score ~= member_score then
         member_score, member0 = score, score .. ':0'
     end
@@ -1241,14 +1246,13 @@ local function fixed_check(c, st, key, w, now)
     if live then
         n = to_number(v[2]) or 0
     end
-    st.s, st.count, st.live = s, n, live
-    st.ok = n + w <= c.n
-    st.retry = s + p - now
-    st.left, st.reset = c.n - n, 0
+    local ends = s + p - now
+    st.s, st.count, st.live, st.retry = s, n, live, ends
+    local full = 0
     if n > 0 then
-        st.reset = s + p - now
+        full = ends
     end
-    st.left_after, st.reset_after = c.n - n - w, s + p - now
+    return n + w <= c.n, c.n - n, full, c.n - n - w, ends
 end
 
 local function fixed_record(c, st, key, w, now)
@@ -1262,14 +1266,13 @@ end
 
 local function gate_check(c, st, key, w, now)
     local ttl = r_call('PTTL', key)
-    st.interval = limit_ceil_ratio(w, c.p_ms, c.n)
-    st.ok = ttl < 0
-    st.left, st.reset = 1, 0
-    if not st.ok then
-        st.left, st.reset = 0, (ttl + 1) * 1000
-        st.retry = st.reset
+    local interval = limit_ceil_ratio(w, c.p_ms, c.n)
+    st.interval = interval
+    if ttl < 0 then
+        return true, 1, 0, 0, interval * 1000
     end
-    st.left_after, st.reset_after = 0, st.interval * 1000
+    st.retry = (ttl + 1) * 1000
+    return false, 0, st.retry, 0, interval * 1000
 end
 
 local function gate_record(c, st, key, w, now)
@@ -1362,45 +1365,60 @@ local function limit(keys, args)
     if never then -- the first limit whose COUNT is below the weight
         return {-1, never, 0, -1, 0}
     end
+    -- every limit checked: the figures of both answers are gathered as they come
     local now = now_us()
-    local ok = true
+    local ok, by, retry = true, 0, 0
+    local rem, full = 2 ^ 53, 0 -- allowed: smallest left, longest until full (after)
+    local rem0, full0 = 2 ^ 53, 0 -- refused: the same as things are now
     for i = 1, nl do
         local c, st = cs[i], sts[i]
         if not st then
             st = limit_state()
             sts[i] = st
         end
-        local err = c.check(c, st, keys[i], w, now)
-        if err then
-            return err
+        local pass, left, f, left_after, f_after = c.check(c, st, keys[i], w, now)
+        if pass == nil then
+            return left
         end
-        ok = ok and st.ok
-    end
-    local by, remaining, retry, reset = 0, nil, 0, 0
-    for i = 1, nl do
-        local c, st = cs[i], sts[i]
-        local left, full = st.left, st.reset
-        if not ok and full == false then -- an algorithm that reads it only when needed
-            full = c.refill(c, st, keys[i], now)
+        if left_after < rem then
+            rem = left_after
         end
-        if ok then
-            c.record(c, st, keys[i], w, now)
-            left, full = st.left_after, st.reset_after
-        elseif not st.ok then
-            left = 0
+        if f_after > full then
+            full = f_after
+        end
+        if not pass then
+            ok, left = false, 0
             if by == 0 or st.retry > retry then
                 by, retry = i, st.retry
             end
         end
-        if remaining == nil or left < remaining then
-            remaining = left
+        if left < rem0 then
+            rem0 = left
         end
-        if full > reset then
-            reset = full
+        if f == false then -- an algorithm that reads it only when the call is refused
+            st.refill = true
+        else
+            st.refill = false
+            if f > full0 then
+                full0 = f
+            end
         end
     end
-    if not ok then
-        return {0, by, remaining, m_ceil(retry / 1000), m_ceil(reset / 1000)}
+    if not ok then -- counted nowhere; the refusing limit with the largest retry-after
+        for i = 1, nl do
+            local c, st = cs[i], sts[i]
+            if st.refill then
+                local f = c.refill(c, st, keys[i], now)
+                if f > full0 then
+                    full0 = f
+                end
+            end
+        end
+        return {0, by, rem0, m_ceil(retry / 1000), m_ceil(full0 / 1000)}
+    end
+    for i = 1, nl do
+        local c = cs[i]
+        c.record(c, sts[i], keys[i], w, now)
     end
     if windows then -- a hash shared by windows lives as long as its longest window needs
         local ttl, how = {}, {}
@@ -1420,7 +1438,7 @@ local function limit(keys, args)
             window_expire(key, ms, how[key] or TTL_KEPT)
         end
     end
-    return {1, 0, remaining, 0, m_ceil(reset / 1000)}
+    return {1, 0, rem, 0, m_ceil(full / 1000)}
 end
 --[[ Limits on a queue: configured in the hash sluice:{Q}:limits (name -> "SCOPE SPEC", SPEC as
 for sluice_limit), counted in sluice:{Q}:meta `limits` (so admission learns with the HMGET it
@@ -1506,7 +1524,12 @@ local function lim_check(lim, key, w, now, st)
     local c = lim.spec
     st = st or limit_state()
     st.lim, st.key = lim, key
-    return st, c.check(c, st, key, w, now)
+    local ok, left = c.check(c, st, key, w, now)
+    if ok == nil then
+        return st, left
+    end
+    st.ok, st.left = ok, left
+    return st
 end
 
 -- Counts w units in state st (checked for them by lim_check); a window's hash lives as long as
