@@ -802,6 +802,7 @@ What each algorithm promises (T = PERIOD/COUNT):
           sluice never writes, counts as absent and is overwritten); then SET PX
           ceil(w*P/COUNT). remaining 1 while the gate is open, 0 while closed (so 0 right after
           a pass); retry-after = PTTL + 1 ms (Redis expires a key after, not at, its time). ]]
+
 --[[ The limiter's runtime API in upvalues. A function's globals (redis, tonumber, math, ...) are
 looked up through the globals table's metatable on every use, which costs a short hot path more
 than some of its calls; an upvalue is one step. redis.call, tonumber and math are not there
@@ -925,7 +926,7 @@ local function limit_spec(i, s)
     -- every field is there from the start: no rehash
     local l = {alg = alg, n = n, p_ms = p_ms, p = p_ms * 1000, prec = 0, prec_ms = 0, blocks = 0,
         check = e[1], record = e[2], refill = e[3], tail = ' ' .. n .. ' ' .. p_ms,
-        ttl = limit_fmt(p_ms + 1), pre = '', pre_l = ''}
+        ttl = limit_fmt(p_ms + 1), window = want == 4, pre = '', pre_l = ''}
     if want == 4 then
         local prec_ms = limit_int(sprec, 1, p_ms)
         if not prec_ms then
@@ -1174,33 +1175,48 @@ local function window_expire(key, ms, how)
     end
 end
 
-local function log_check(c, st, key, w, now)
-    -- trimmed on every call: a unit made at s counts while now < s + P
+-- Trims the log at key to the units that count at `now` (a unit made at s counts while
+-- now < s + P, and is removed at the first call after) and returns how many there are.
+local function log_count(c, key, now)
     local bound = now - c.p
     local text = memo_text -- limit_fmt(bound), inline: limits of one period share it
     if bound ~= memo_n then
         text = limit_fmt(bound)
     end
     r_call('ZREMRANGEBYSCORE', key, '-inf', text)
-    local count = r_call('ZCARD', key)
+    return r_call('ZCARD', key)
+end
+
+-- A refused call's retry-after (us): when the (count + w - COUNT)-th oldest unit expires.
+local function log_retry(c, key, count, w, now)
+    local k = count + w - c.n - 1
+    local r = r_call('ZRANGE', key, k, k, 'WITHSCORES')
+    return to_number(r[2]) + c.p - now
+end
+
+-- Until the newest of count units expires (us): read only when a call is refused, an allowed
+-- one knows it.
+local function log_full(c, key, count, now)
+    if count == 0 then
+        return 0
+    end
+    local r = r_call('ZRANGE', key, -1, -1, 'WITHSCORES')
+    return to_number(r[2]) + c.p - now
+end
+
+local function log_check(c, st, key, w, now)
+    local count = log_count(c, key, now)
     local n, p = c.n, c.p
     st.count = count
     if count + w <= n then -- until full: log_refill reads it if the call is refused
         return true, n - count, false, n - count - w, p
     end
-    -- the (count + w - COUNT)-th oldest unit must go
-    local r = r_call('ZRANGE', key, count + w - n - 1, count + w - n - 1, 'WITHSCORES')
-    st.retry = to_number(r[2]) + p - now
+    st.retry = log_retry(c, key, count, w, now)
     return false, n - count, false, n - count - w, p
 end
 
--- Until the newest unit expires (read only when a call is refused: an allowed one knows it).
 local function log_refill(c, st, key, now)
-    if st.count == 0 then
-        return 0
-    end
-    local r = r_call('ZRANGE', key, -1, -1, 'WITHSCORES')
-    return to_number(r[2]) + c.p - now
+    return log_full(c, key, st.count, now)
 end
 
 local member_score, member0 = nil, '' -- the last score's first member name, "<score>:0"
@@ -1233,6 +1249,63 @@ local function log_record(c, st, key, w, now)
         need = need - r_call(unpack(cmd))
     end
     r_call('PEXPIRE', key, c.ttl)
+end
+
+--[[ sluice_limit's usual call, every limit a log and weight 1 (a global and a per-category
+limit, say): the general path's commands and answer, without its state and its two calls per
+limit. ]]
+local log_counts = {} -- scratch, call after call
+
+local function log_limits(cs, keys, nl, now)
+    local counts, ok, left, full = log_counts, true, 2 ^ 53, 0
+    for i = 1, nl do
+        local c = cs[i]
+        local count = log_count(c, keys[i], now)
+        local after = c.n - count - 1
+        counts[i] = count
+        if after < 0 then
+            ok = false
+        elseif after < left then
+            left = after
+        end
+        if c.p > full then
+            full = c.p
+        end
+    end
+    if not ok then -- as limit's refused answer: the refusing limit with the largest retry-after
+        local by, retry, left0, full0 = 0, 0, 2 ^ 53, 0
+        for i = 1, nl do
+            local c, key, count = cs[i], keys[i], counts[i]
+            local l = c.n - count
+            if l < 1 then
+                l = 0
+                local r = log_retry(c, key, count, 1, now)
+                if by == 0 or r > retry then
+                    by, retry = i, r
+                end
+            end
+            if l < left0 then
+                left0 = l
+            end
+            local f = log_full(c, key, count, now)
+            if f > full0 then
+                full0 = f
+            end
+        end
+        return {0, by, left0, m_ceil(retry / 1000), m_ceil(full0 / 1000)}
+    end
+    if now_text ~= member_score then
+        member_score, member0 = now_text, now_text .. ':0'
+    end
+    for i = 1, nl do
+        local c, key = cs[i], keys[i]
+        if r_call('ZADD', key, 'NX', now_text, member0) == 1 then
+            r_call('PEXPIRE', key, c.ttl)
+        else -- "<now>:0" taken in this microsecond: the general record takes the next name
+            log_record(c, nil, key, 1, now)
+        end
+    end
+    return {1, 0, left, 0, m_ceil(full / 1000)}
 end
 
 -- A fixed window's hash {s, c}. A record in the window the hash already holds writes the count
@@ -1331,7 +1404,7 @@ local function limit(keys, args)
         cs, sts = {}, {}
     end
     local seen = nl > 8 and {} or nil
-    local windows, never = false, nil
+    local windows, never, logs = false, nil, w == 1
     for i = 1, nl do
         local c = spec_cache[args[i + 1]]
         if not c then
@@ -1345,8 +1418,7 @@ local function limit(keys, args)
             dup = limit_dup(seen, key, c)
         else
             for j = 1, i - 1 do
-                if keys[j] == key and (c.alg ~= 'window' or cs[j].alg ~= 'window' or
-                    c.pre == cs[j].pre) then
+                if keys[j] == key and not (c.window and cs[j].window and c.pre ~= cs[j].pre) then
                     dup = true
                     break
                 end
@@ -1357,13 +1429,21 @@ local function limit(keys, args)
                 i .. '); only window limits of different PERIOD:PRECISION may share a key')
         end
         cs[i] = c
-        windows = windows or c.alg == 'window'
-        if not never and w > c.n then
+        if c.window then
+            windows = true
+        end
+        if w > c.n and not never then
             never = i
+        end
+        if logs and c.alg ~= 'log' then
+            logs = false
         end
     end
     if never then -- the first limit whose COUNT is below the weight
         return {-1, never, 0, -1, 0}
+    end
+    if logs then
+        return log_limits(cs, keys, nl, now_us())
     end
     -- every limit checked: the figures of both answers are gathered as they come
     local now = now_us()
