@@ -1628,17 +1628,20 @@ once with their total at the end: the same as checking and counting message by m
 `now`, for the cost of one read and one write per key instead of per message. ]]
 local BATCH_POOL_MAX = 64 -- states kept for the next call (a call may need more)
 local batch_pool = {}
-local the_batch = {lims = false, now = 0, states = {}, order = {}, n = 0, sts = {}}
+local the_batch = {lims = false, now = 0, states = {}, order = {}, n = 0, sts = {}, nl = 0}
 
 -- The batch of this call: the one table, emptied of the last call's states (the state tables
 -- themselves are used again, up to BATCH_POOL_MAX).
 local function batch_new(lims, now)
     local b = the_batch
-    local states, order = b.states, b.order
+    local states, order, sts = b.states, b.order, b.sts
     for i = 1, b.n do
         states[order[i].key] = nil
     end
-    b.lims, b.now, b.n = lims, now, 0
+    for i = 1, b.nl do
+        sts[i] = false
+    end
+    b.lims, b.now, b.n, b.nl = lims, now, 0, #lims
     return b
 end
 
@@ -1671,17 +1674,21 @@ local function batch_check(b, tenant, client)
     local sts, refused = b.sts, nil -- reused: a message's states are used before the next
     local lims = b.lims
     for i = 1, #lims do
-        local lim, value = lims[i], ''
-        if lim.scope == 'tenant' then
-            value = tenant
-        elseif lim.scope == 'client' then
-            value = client
+        local lim = lims[i]
+        local scope, st = lim.scope, sts[i]
+        if scope ~= 'queue' or not st then -- a limit of scope queue: one state for all messages
+            local value, err = ''
+            if scope == 'tenant' then
+                value = tenant
+            elseif scope == 'client' then
+                value = client
+            end
+            st, err = batch_state(b, lim, value)
+            if err then
+                return nil, nil, err
+            end
+            sts[i] = st
         end
-        local st, err = batch_state(b, lim, value)
-        if err then
-            return nil, nil, err
-        end
-        sts[i] = st
         if st.used >= st.avail then
             refused = refused or {}
             refused[#refused + 1] = st
