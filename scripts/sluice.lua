@@ -1256,10 +1256,14 @@ end
 --[[ sluice_limit's usual call, every limit a log and weight 1 (a global and a per-category
 limit, say): the general path's commands and answer, without its state and its two calls per
 limit. ]]
+local LIMIT_SCRATCH_MAX = 16 -- the most limits of a call whose scratch tables are kept
 local log_counts = {} -- scratch, call after call
 
 local function log_limits(cs, keys, nl, now)
     local counts, ok, left, full = log_counts, true, 2 ^ 53, 0
+    if nl > LIMIT_SCRATCH_MAX then
+        counts = {}
+    end
     for i = 1, nl do
         local c = cs[i]
         local count = log_count(c, keys[i], now)
@@ -1364,7 +1368,6 @@ LIMIT_ENGINES = {
 
 -- sluice_limit's specs and states, reused call after call (a call sets what it reads); a call
 -- of more limits than LIMIT_SCRATCH_MAX makes its own.
-local LIMIT_SCRATCH_MAX = 16
 local limit_specs, limit_states = {}, {}
 
 -- Whether `key` of limit c was given by an earlier limit of the call, which only window limits
@@ -1633,12 +1636,16 @@ local batch_pool = {}
 local the_batch = {lims = false, now = 0, states = {}, order = {}, n = 0, sts = {}, nl = 0}
 
 -- The batch of this call: the one table, emptied of the last call's states (the state tables
--- themselves are used again, up to BATCH_POOL_MAX).
+-- themselves are used again, up to BATCH_POOL_MAX; after a call of more, its tables are let go).
 local function batch_new(lims, now)
     local b = the_batch
     local states, order, sts = b.states, b.order, b.sts
-    for i = 1, b.n do
-        states[order[i].key] = nil
+    if b.n > BATCH_POOL_MAX then
+        b.states, b.order = {}, {}
+    else
+        for i = 1, b.n do
+            states[order[i].key], order[i] = nil, nil
+        end
     end
     for i = 1, b.nl do
         sts[i] = false
