@@ -775,7 +775,9 @@ reply: {allowed, limited_by, remaining, retry_after_ms, reset_ms}
 
 Time is the server's (TIME), in integer microseconds. Every limit is checked first with reads
 only; writes happen only when all of them pass, so a refused call writes nothing. Every key
-written gets a PEXPIRE (>= 1 ms) that outlives its state, so idle keys disappear. A key may
+written has a TTL (>= 1 ms) that outlives its state, so idle keys disappear: set with the state,
+or left as it is where the TTL set before already lasts long enough (a fixed window counting in
+the window it holds, a window counting in the block it counted in last). A key may
 appear twice only for `window` limits of different PERIOD:PRECISION (they share one hash);
 otherwise a repeated key is a SLUICECONFIG error. A key holding something else than its
 algorithm's state is a SLUICECONFIG (bad value) or WRONGTYPE error, before anything is written.
@@ -800,10 +802,32 @@ What each algorithm promises (T = PERIOD/COUNT):
           sluice never writes, counts as absent and is overwritten); then SET PX
           ceil(w*P/COUNT). remaining 1 while the gate is open, 0 while closed (so 0 right after
           a pass); retry-after = PTTL + 1 ms (Redis expires a key after, not at, its time). ]]
+
+--[[ The limiter's runtime API in upvalues. A function's globals (redis, tonumber, math, ...) are
+looked up through the globals table's metatable on every use, which costs a short hot path more
+than some of its calls; an upvalue is one step. redis.call, tonumber and math are not there
+while the library loads, so limit_api() sets them at the entry points that reach this code
+(sluice_limit, the admission and paced reads through queue_limits, sluice_limits_config); the
+string functions come from the strings' metatable, there at load. ]]
+local r_call, to_number, m_floor, m_ceil, m_fmod = nil, nil, nil, nil, nil
+local s_format, s_match = ('').format, ('').match
+local function limit_api()
+    r_call, to_number = redis.call, tonumber
+    m_floor, m_ceil, m_fmod = math.floor, math.ceil, math.fmod
+end
+
 -- Redis's clock in microseconds: every limit's time comes from here, never from a client.
+-- The same instant is kept as decimal text (now_text), made of TIME's two strings without
+-- formatting a number: a log's score and member are that text. (Digits + 0 is the cheapest
+-- conversion: tonumber converts twice, through a C call.)
+local PAD6 = {'00000', '0000', '000', '00', '0', ''}
+local now_n, now_text = nil, ''
 local function now_us()
-    local t = redis.call('TIME')
-    return tonumber(t[1]) * 1000000 + tonumber(t[2])
+    local t = r_call('TIME')
+    local u = t[2]
+    now_text = t[1] .. PAD6[#u] .. u
+    now_n = now_text + 0
+    return now_n
 end
 
 local LIMIT_MAX_COUNT = 1000000000
@@ -812,33 +836,48 @@ local LIMIT_MAX_BLOCKS = 1000
 
 -- A decimal integer lo..hi (digits only), or nil.
 local function limit_int(s, lo, hi)
-    if type(s) ~= 'string' or #s == 0 or #s > 15 or not string.match(s, '^%d+$') then
+    if type(s) ~= 'string' or #s == 0 or #s > 15 or not s_match(s, '^%d+$') then
         return nil
     end
-    local n = tonumber(s)
+    local n = to_number(s)
     if n < lo or n > hi then
         return nil
     end
     return n
 end
 
--- An integer (< 2^53) as decimal text.
+-- '%d' where it prints integers up to 2^53 exactly (a 64-bit long: cheaper than '%.0f'); set
+-- on first use (the string library is not there while the library loads).
+local int_format = nil
+local memo_n, memo_text = nil, ''
+
+-- An integer (< 2^53) as decimal text. The clock's last reading and the last number asked for
+-- are kept: the limits of one call often write the same numbers.
 local function limit_fmt(n)
-    return string.format('%.0f', n)
+    if n == now_n then
+        return now_text
+    elseif n ~= memo_n then
+        if not int_format then
+            int_format = s_format('%d', 9007199254740992) == '9007199254740992' and '%d' or
+                '%.0f'
+        end
+        memo_n, memo_text = n, s_format(int_format, n)
+    end
+    return memo_text
 end
 
 -- floor(a / b) for integers 0 <= a < 2^53, b > 0, exactly (no rounding of a / b).
 local function limit_floor_div(a, b)
-    return (a - math.fmod(a, b)) / b
+    return (a - m_fmod(a, b)) / b
 end
 
 -- ceil(w * p / n) for integers w, p, n > 0, exactly while w * p < 2^53.
 local function limit_ceil_ratio(w, p, n)
     local x = w * p
     if x >= 9007199254740992 then
-        return math.ceil(x / n)
+        return m_ceil(x / n)
     end
-    local r = math.fmod(x, n)
+    local r = m_fmod(x, n)
     local q = (x - r) / n
     if r > 0 then
         q = q + 1
@@ -847,19 +886,22 @@ local function limit_ceil_ratio(w, p, n)
 end
 
 local LIMIT_ALGS = {gcra = 3, window = 4, log = 3, fixed = 3, gate = 3}
+local LIMIT_ENGINES -- alg -> {check, record, refill}, below the engines
 
 local function limit_spec_error(i, s, why)
     return redis.error_reply('SLUICECONFIG limit ' .. i .. ' ' ..
-        string.format('%q', string.sub(tostring(s), 1, 80)) .. ': ' .. why)
+        s_format('%q', string.sub(tostring(s), 1, 80)) .. ': ' .. why)
 end
 
--- Parses spec i; returns a table {alg, n, p (us), p_ms, prec (us), prec_ms, blocks} or an
--- error reply. One pattern match on the hot path; the error paths say what is wrong.
+-- Parses spec i; returns a table {alg, n, p (us), p_ms, prec (us), prec_ms, blocks, its
+-- engine's check / record / refill and the texts it writes} or an error reply. One pattern
+-- match on the hot path; the error paths say what is wrong. A spec is never written after
+-- this: what a check finds goes into a state (limit_state).
 local function limit_spec(i, s)
-    local alg, sn, sp, sprec = string.match(s, '^(%a+):(%d+):(%d+):?(%d*)$')
+    local alg, sn, sp, sprec = s_match(s, '^(%a+):(%d+):(%d+):?(%d*)$')
     local want = LIMIT_ALGS[alg]
     if not want then
-        alg = string.match(s, '^(%a+):')
+        alg = s_match(s, '^(%a+):')
         if not LIMIT_ALGS[alg] then
             return limit_spec_error(i, s, 'the algorithm is one of gcra, window, log, fixed, gate')
         end
@@ -880,35 +922,31 @@ local function limit_spec(i, s)
     if not p_ms then
         return limit_spec_error(i, s, 'PERIOD_MS is an integer 1..31622400000 (366 days)')
     end
-    -- every field a check sets is there from the start: no rehash on the hot path
-    local l = {alg = alg, n = n, p_ms = p_ms, p = p_ms * 1000, ok = false, retry = 0, left = 0,
-        reset = 0, left_after = 0, reset_after = 0, count = 0}
+    local e = LIMIT_ENGINES[alg]
+    -- every field is there from the start: no rehash
+    local l = {alg = alg, n = n, p_ms = p_ms, p = p_ms * 1000, prec = 0, prec_ms = 0, blocks = 0,
+        check = e[1], record = e[2], refill = e[3], tail = ' ' .. n .. ' ' .. p_ms,
+        ttl = limit_fmt(p_ms + 1), window = want == 4, pre = '', pre_l = ''}
     if want == 4 then
         local prec_ms = limit_int(sprec, 1, p_ms)
         if not prec_ms then
             return limit_spec_error(i, s, 'PRECISION_MS is an integer 1..PERIOD_MS')
         end
-        l.blocks = math.ceil(p_ms / prec_ms)
+        l.blocks = m_ceil(p_ms / prec_ms)
         if l.blocks > LIMIT_MAX_BLOCKS then
             return limit_spec_error(i, s, 'PERIOD_MS / PRECISION_MS is at most 1000')
         end
         l.prec_ms = prec_ms
         l.prec = prec_ms * 1000
-    end
-    return l
-end
-
-local function copy_spec(spec)
-    local l = {}
-    for k, v in pairs(spec) do
-        l[k] = v
+        l.pre = p_ms .. ':' .. prec_ms .. ':'
+        l.pre_l = l.pre .. 'l'
     end
     return l
 end
 
 --[[ Parsed specs by their text, so a call does not parse its limits again: a parse is a pure
 function of the text, so keeping it between calls changes no result (and nothing is kept but
-parses: the engines work on a copy). At most SPEC_CACHE_MAX texts; past that it starts over. ]]
+parses: a spec is only read). At most SPEC_CACHE_MAX texts; past that it starts over. ]]
 local SPEC_CACHE_MAX = 256
 local spec_cache, spec_cached = {}, 0
 
@@ -928,76 +966,129 @@ local function limit_spec_parsed(i, s)
     return c
 end
 
--- A fresh, mutable copy of spec text s parsed (or the error reply naming limit i).
-local function limit_spec_copy(i, s)
-    local c = limit_spec_parsed(i, s)
-    if c.err then
-        return c
-    end
-    return copy_spec(c)
+-- What one check of a limit finds (see below), with every field there from the start. The
+-- admission's batches add key, lim, avail, used and rt (see batch_state).
+local function limit_state()
+    return {ok = false, left = 0, retry = 0, refill = false, count = 0, debt = 0, b = 0,
+        field = '', bt = '', cur = false, expired = false, ttl = 0, live = false, s = 0,
+        interval = 0, key = '', lim = false, avail = 0, used = 0, rt = false}
 end
 
--- Each check reads the state of limit l at time `now` (us) for weight w and sets l.ok (it
--- passes), l.retry (us, when it does not), l.left / l.reset (units left, us until full: as
--- things are now), l.left_after / l.reset_after (the same once w is counted, when it passes)
--- and what its record step needs. A check returns an error reply or nil; it writes nothing.
+-- Each check(c, st, key, w, now) reads the state of limit c (a parsed spec) at time `now` (us)
+-- for weight w and returns: ok (it passes), left / full (units left, us until full: as things
+-- are now; full is false where only refill(c, st, key, now) reads it, when a call is refused),
+-- left_after / full_after (the same once w is counted, when it passes). In st it sets retry
+-- (us, when it does not pass) and what its record(c, st, key, w, now) needs. A key holding
+-- something else makes it return nil and the error reply. A check writes nothing.
 
 -- Whole units of interval t that fit in period p with debt d outstanding (float noise aside).
 local function gcra_units(p, t, d)
     local x = (p - d) / t
-    x = math.floor(x + x * 1e-12 + 1e-9)
+    x = m_floor(x + x * 1e-12 + 1e-9)
     if x < 0 then
         return 0
     end
     return x
 end
 
-local function gcra_check(l, key, w, now)
-    local t = l.p / l.n
+--[[ The gcra values this library wrote last, by key: {text, TAT_INT, TAT_FRAC, COUNT,
+PERIOD_MS}. A value read back that is the very text written is not parsed again: a parse is a
+function of the text, and these are its numbers (TAT_FRAC printed with '%.17g' reads back as
+the same double). At most GCRA_SEEN_MAX keys; past that it starts over. What is kept here is
+in the Lua heap, which Redis's collector steps through on every call of any function: a
+thousand keys kept cost every sluice_limit call 1.4 % more instructions; a few hot ones pay. ]]
+local GCRA_SEEN_MAX = 32
+local gcra_seen, gcra_seen_n = {}, 0
+
+local function gcra_check(c, st, key, w, now)
+    local p = c.p
+    local t = p / c.n
     local debt = 0
-    local v = redis.call('GET', key)
+    local v = r_call('GET', key)
     if v then
-        local ti, tf, n0, p0 = string.match(v, '^(%-?%d+) ([%d%.eE%-%+]+) (%d+) (%d+)$')
-        ti, tf, n0, p0 = tonumber(ti), tonumber(tf), tonumber(n0), tonumber(p0)
-        if not (ti and tf and n0 and p0) or n0 < 1 or p0 < 1 then
-            return redis.error_reply('SLUICECONFIG ' .. key .. ' does not hold gcra state')
+        local ti, tf, n0, p0
+        local e = gcra_seen[key]
+        if e and e[1] == v then
+            ti, tf, n0, p0 = e[2], e[3], e[4], e[5]
+        else
+            local tail
+            ti, tf, tail = s_match(v, '^(%-?%d+) ([%d%.eE%-%+]+)( %d+ %d+)$')
+            n0, p0 = c.n, c.p_ms -- the usual case: written with this very limit
+            if tail ~= c.tail then
+                n0, p0 = s_match(tail or '', '^ (%d+) (%d+)$')
+                n0, p0 = to_number(n0), to_number(p0)
+            end
+            ti = to_number(ti)
+            if tf == '0' then
+                tf = 0
+            else
+                tf = to_number(tf)
+            end
+            if not (ti and tf and n0 and p0) or n0 < 1 or p0 < 1 then
+                return nil, redis.error_reply('SLUICECONFIG ' .. key .. ' does not hold gcra state')
+            end
         end
         debt = (ti - now) + tf
         if debt < 0 then
             debt = 0
-        elseif n0 ~= l.n or p0 ~= l.p_ms then
+        elseif n0 ~= c.n or p0 ~= c.p_ms then
             debt = debt * t / (p0 * 1000 / n0)
         end
     end
     -- float noise is far below one emission interval (P*1e-12 <= T/1000)
-    local eps = l.p * 1e-12
     local after = debt + w * t
-    l.ok = after - l.p <= eps
-    l.retry = after - l.p
-    l.left, l.reset = gcra_units(l.p, t, debt), debt
-    l.left_after, l.reset_after = gcra_units(l.p, t, after), after
-    l.debt = after
+    st.retry, st.debt = after - p, after
+    return after - p <= p * 1e-12, gcra_units(p, t, debt), debt, gcra_units(p, t, after), after
 end
 
-local function gcra_record(l, key, w, now)
-    local whole = math.floor(l.debt)
-    redis.call('SET', key, limit_fmt(now + whole) .. ' ' .. string.format('%.17g',
-        l.debt - whole) .. ' ' .. l.n .. ' ' .. l.p_ms, 'PX', math.ceil(l.debt / 1000) + 1)
+local function gcra_record(c, st, key, w, now)
+    local debt = st.debt
+    local whole = m_floor(debt)
+    local frac = debt - whole
+    local ftext = '0'
+    if frac ~= 0 then
+        ftext = s_format('%.17g', frac)
+    end
+    local v = limit_fmt(now + whole) .. ' ' .. ftext .. c.tail
+    r_call('SET', key, v, 'PX', m_ceil(debt / 1000) + 1)
+    local e = gcra_seen[key]
+    if not e then
+        if gcra_seen_n >= GCRA_SEEN_MAX then
+            gcra_seen, gcra_seen_n = {}, 0
+        end
+        e = {}
+        gcra_seen[key], gcra_seen_n = e, gcra_seen_n + 1
+    end
+    e[1], e[2], e[3], e[4], e[5] = v, now + whole, frac, c.n, c.p_ms
 end
 
-local function window_check(l, key, w, now)
-    local pre = l.p_ms .. ':' .. l.prec_ms .. ':'
-    local nb = l.blocks
-    local b = limit_floor_div(now, l.prec)
-    local v = redis.call('HMGET', key, pre, pre .. 'l')
-    local total = tonumber(v[1]) or 0
-    local last = tonumber(v[2])
-    local expired = {}
+-- A window's hash: its running total, its last block and the current block's count are read
+-- together; a record writes the three back with one HSET. Its TTL (see window_expire): st.ttl
+-- is TTL_FRESH for a hash without this window's state (it may have no TTL yet), TTL_RAISE for
+-- one that has it, TTL_KEPT when the last block written is this one: the TTL set then already
+-- lasts until this block expires.
+local TTL_KEPT, TTL_RAISE, TTL_FRESH = 0, 1, 2
+
+local function window_check(c, st, key, w, now)
+    local pre, nb, prec = c.pre, c.blocks, c.prec
+    local b = limit_floor_div(now, prec)
+    local bt = limit_fmt(b)
+    local field = pre .. bt
+    local v = r_call('HMGET', key, pre, c.pre_l, field)
+    local total = to_number(v[1]) or 0
+    local last = b -- the usual case: the same block as the last unit counted
+    if v[2] ~= bt then
+        last = to_number(v[2])
+    end
+    local cur = to_number(v[3]) or 0
+    local expired = false
     if last == nil then
         total = 0
     else
         if last > b then -- the clock went back: keep counting in the newest block
-            b = last
+            b, cur = last, false -- its count: not read, the record adds to it
+            bt = limit_fmt(b)
+            field = pre .. bt
         end
         local lo, hi = last - nb + 1, b - nb
         if hi >= last then -- everything fell out of the window
@@ -1005,12 +1096,13 @@ local function window_check(l, key, w, now)
             total = 0
         end
         if hi >= lo then
+            expired = {}
             for k = lo, hi do
                 expired[#expired + 1] = pre .. limit_fmt(k)
             end
             if total > 0 then
-                for _, c in ipairs(redis.call('HMGET', key, unpack(expired))) do
-                    total = total - (tonumber(c) or 0)
+                for _, n in ipairs(r_call('HMGET', key, unpack(expired))) do
+                    total = total - (to_number(n) or 0)
                 end
             end
         end
@@ -1018,73 +1110,131 @@ local function window_check(l, key, w, now)
             total = 0
         end
     end
-    l.pre, l.b, l.expired, l.count = pre, b, expired, total
-    l.ok = total + w <= l.n
-    l.left, l.reset = l.n - total, 0
-    if total > 0 then
-        l.reset = (last + nb) * l.prec - now
+    st.b, st.bt, st.field, st.cur, st.expired, st.count = b, bt, field, cur, expired, total
+    if last == nil then
+        st.ttl = TTL_FRESH
+    elseif last == b then
+        st.ttl = TTL_KEPT
+    else
+        st.ttl = TTL_RAISE
     end
-    l.left_after, l.reset_after = l.n - total - w, (b + nb) * l.prec - now
-    if l.ok then
-        return
+    local full = 0
+    if total > 0 then
+        full = (last + nb) * prec - now
+    end
+    local n = c.n
+    if total + w <= n then
+        return true, n - total, full, n - total - w, (b + nb) * prec - now
     end
     -- the oldest live blocks expire first: block k at (k + nb) * prec
-    local need = total + w - l.n
-    l.retry = l.reset
+    local need = total + w - n
+    st.retry = full
     local fields = {}
     for k = b - nb + 1, last do
         fields[#fields + 1] = pre .. limit_fmt(k)
     end
-    local counts = redis.call('HMGET', key, unpack(fields))
+    local counts = r_call('HMGET', key, unpack(fields))
     local freed = 0
     for i = 1, #fields do
-        freed = freed + (tonumber(counts[i]) or 0)
+        freed = freed + (to_number(counts[i]) or 0)
         if freed >= need then
-            l.retry = (b - nb + i + nb) * l.prec - now
+            st.retry = (b - nb + i + nb) * prec - now
             break
         end
     end
+    return false, n - total, full, n - total - w, (b + nb) * prec - now
 end
 
-local function window_record(l, key, w, now)
-    if #l.expired > 0 then
-        redis.call('HDEL', key, unpack(l.expired))
+local function window_record(c, st, key, w, now)
+    if st.expired then
+        r_call('HDEL', key, unpack(st.expired))
     end
-    redis.call('HINCRBY', key, l.pre .. limit_fmt(l.b), w)
-    redis.call('HSET', key, l.pre, limit_fmt(l.count + w), l.pre .. 'l', limit_fmt(l.b))
-end
-
-local function log_check(l, key, w, now)
-    -- trimmed on every call: a unit made at s counts while now < s + P (numbers reach Redis
-    -- as %.17g, exact for integers below 2^53)
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', now - l.p)
-    local count = redis.call('ZCARD', key)
-    l.ok = count + w <= l.n
-    l.left, l.reset = l.n - count, false -- false: log_reset reads it if the call is refused
-    l.left_after, l.reset_after = l.n - count - w, l.p
-    l.count = count
-    if not l.ok then -- the (count + w - COUNT)-th oldest unit must go
-        local r = redis.call('ZRANGE', key, count + w - l.n - 1, count + w - l.n - 1,
-            'WITHSCORES')
-        l.retry = tonumber(r[2]) + l.p - now
+    if st.cur then
+        r_call('HSET', key, st.field, st.cur + w, c.pre, st.count + w, c.pre_l, st.bt)
+    else
+        r_call('HINCRBY', key, st.field, w)
+        r_call('HSET', key, c.pre, limit_fmt(st.count + w), c.pre_l, st.bt)
     end
 end
 
--- Until the newest unit expires (read only when a call is refused: an allowed one knows it).
-local function log_reset(l, key, now)
-    if l.count == 0 then
+-- The TTL (ms) a window's hash needs once its block st.b is counted.
+local function window_ttl(c, st, now)
+    local ms = m_ceil(((st.b + c.blocks) * c.prec - now) / 1000)
+    if ms < 1 then
+        return 1
+    end
+    return ms
+end
+
+-- Lengthens the TTL of a window's hash to ms (windows of other periods may share it and need
+-- longer) as st.ttl says: a hash that held this window's state has a TTL (PEXPIRE GT), a new
+-- one may have none, where GT would never set one (PTTL first).
+local function window_expire(key, ms, how)
+    if how == TTL_RAISE then
+        r_call('PEXPIRE', key, ms, 'GT')
+    elseif how == TTL_FRESH and r_call('PTTL', key) < ms then
+        r_call('PEXPIRE', key, ms)
+    end
+end
+
+-- Trims the log at key to the units that count at `now` (a unit made at s counts while
+-- now < s + P, and is removed at the first call after) and returns how many there are.
+local function log_count(c, key, now)
+    local bound = now - c.p
+    local text = memo_text -- limit_fmt(bound), inline: limits of one period share it
+    if bound ~= memo_n then
+        text = limit_fmt(bound)
+    end
+    r_call('ZREMRANGEBYSCORE', key, '-inf', text)
+    return r_call('ZCARD', key)
+end
+
+-- A refused call's retry-after (us): when the (count + w - COUNT)-th oldest unit expires.
+local function log_retry(c, key, count, w, now)
+    local k = count + w - c.n - 1
+    local r = r_call('ZRANGE', key, k, k, 'WITHSCORES')
+    return to_number(r[2]) + c.p - now
+end
+
+-- Until the newest of count units expires (us): read only when a call is refused, an allowed
+-- one knows it.
+local function log_full(c, key, count, now)
+    if count == 0 then
         return 0
     end
-    local r = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-    return tonumber(r[2]) + l.p - now
+    local r = r_call('ZRANGE', key, -1, -1, 'WITHSCORES')
+    return to_number(r[2]) + c.p - now
 end
 
-local function log_record(l, key, w, now)
-    local score = limit_fmt(now)
+local function log_check(c, st, key, w, now)
+    local count = log_count(c, key, now)
+    local n, p = c.n, c.p
+    st.count = count
+    if count + w <= n then -- until full: log_refill reads it if the call is refused
+        return true, n - count, false, n - count - w, p
+    end
+    st.retry = log_retry(c, key, count, w, now)
+    return false, n - count, false, n - count - w, p
+end
+
+local function log_refill(c, st, key, now)
+    return log_full(c, key, st.count, now)
+end
+
+local member_score, member0 = nil, '' -- the last score's first member name, "<score>:0"
+
+local function log_record(c, st, key, w, now)
+    local score = now_text -- limit_fmt(now), inline
+    if now ~= now_n then
+        score = limit_fmt(now)
+    end
+    if score ~= member_score then
+        member_score, member0 = score, score .. ':0'
+    end
     -- members "<now>:<j>" are unique: a name already taken in this microsecond (by another
     -- call, or another limit of this call on the same key) is skipped by NX and j moves on
     local j, need = 0, w
-    if w == 1 and redis.call('ZADD', key, 'NX', now, score .. ':0') == 1 then
+    if w == 1 and r_call('ZADD', key, 'NX', score, member0) == 1 then
         need, j = 0, 1 -- the usual case: one unit, one command
     end
     while need > 0 do
@@ -1098,154 +1248,283 @@ local function log_record(l, key, w, now)
             cmd[#cmd + 1] = score .. ':' .. j
             j = j + 1
         end
-        need = need - redis.call(unpack(cmd))
+        need = need - r_call(unpack(cmd))
     end
-    redis.call('PEXPIRE', key, l.p_ms + 1)
+    r_call('PEXPIRE', key, c.ttl)
 end
 
-local function fixed_check(l, key, w, now)
-    local s = limit_floor_div(now, l.p) * l.p
-    local v = redis.call('HMGET', key, 's', 'c')
-    local c = 0
-    if tonumber(v[1]) == s then
-        c = tonumber(v[2]) or 0
+--[[ sluice_limit's usual call, every limit a log and weight 1 (a global and a per-category
+limit, say): the general path's commands and answer, without its state and its two calls per
+limit. ]]
+local LIMIT_SCRATCH_MAX = 16 -- the most limits of a call whose scratch tables are kept
+local log_counts = {} -- scratch, call after call
+
+local function log_limits(cs, keys, nl, now)
+    local counts, ok, left, full = log_counts, true, 2 ^ 53, 0
+    if nl > LIMIT_SCRATCH_MAX then
+        counts = {}
     end
-    l.s, l.count = s, c
-    l.ok = c + w <= l.n
-    l.retry = s + l.p - now
-    l.left, l.reset = l.n - c, 0
-    if c > 0 then
-        l.reset = s + l.p - now
+    for i = 1, nl do
+        local c = cs[i]
+        local count = log_count(c, keys[i], now)
+        local after = c.n - count - 1
+        counts[i] = count
+        if after < 0 then
+            ok = false
+        elseif after < left then
+            left = after
+        end
+        if c.p > full then
+            full = c.p
+        end
     end
-    l.left_after, l.reset_after = l.n - c - w, s + l.p - now
-end
-
-local function fixed_record(l, key, w, now)
-    redis.call('HSET', key, 's', limit_fmt(l.s), 'c', limit_fmt(l.count + w))
-    redis.call('PEXPIRE', key, math.ceil((l.s + l.p - now) / 1000))
-end
-
-local function gate_check(l, key, w, now)
-    local ttl = redis.call('PTTL', key)
-    l.interval = limit_ceil_ratio(w, l.p_ms, l.n)
-    l.ok = ttl < 0
-    l.left, l.reset = 1, 0
-    if not l.ok then
-        l.left, l.reset = 0, (ttl + 1) * 1000
-        l.retry = l.reset
+    if not ok then -- as limit's refused answer: the refusing limit with the largest retry-after
+        local by, retry, left0, full0 = 0, 0, 2 ^ 53, 0
+        for i = 1, nl do
+            local c, key, count = cs[i], keys[i], counts[i]
+            local l = c.n - count
+            if l < 1 then
+                l = 0
+                local r = log_retry(c, key, count, 1, now)
+                if by == 0 or r > retry then
+                    by, retry = i, r
+                end
+            end
+            if l < left0 then
+                left0 = l
+            end
+            local f = log_full(c, key, count, now)
+            if f > full0 then
+                full0 = f
+            end
+        end
+        return {0, by, left0, m_ceil(retry / 1000), m_ceil(full0 / 1000)}
     end
-    l.left_after, l.reset_after = 0, l.interval * 1000
+    if now_text ~= member_score then
+        member_score, member0 = now_text, now_text .. ':0'
+    end
+    for i = 1, nl do
+        local c, key = cs[i], keys[i]
+        if r_call('ZADD', key, 'NX', now_text, member0) == 1 then
+            r_call('PEXPIRE', key, c.ttl)
+        else -- "<now>:0" taken in this microsecond: the general record takes the next name
+            log_record(c, nil, key, 1, now)
+        end
+    end
+    return {1, 0, left, 0, m_ceil(full / 1000)}
 end
 
-local function gate_record(l, key, w, now)
-    redis.call('SET', key, '1', 'PX', l.interval)
+-- A fixed window's hash {s, c}. A record in the window the hash already holds writes the count
+-- alone: its start and its TTL (the window's end) were written with the window's first unit.
+local function fixed_check(c, st, key, w, now)
+    local p = c.p
+    local s = limit_floor_div(now, p) * p
+    local v = r_call('HMGET', key, 's', 'c')
+    local n = 0
+    local live = to_number(v[1]) == s
+    if live then
+        n = to_number(v[2]) or 0
+    end
+    local ends = s + p - now
+    st.s, st.count, st.live, st.retry = s, n, live, ends
+    local full = 0
+    if n > 0 then
+        full = ends
+    end
+    return n + w <= c.n, c.n - n, full, c.n - n - w, ends
 end
 
-local LIMIT_ENGINES = {
+local function fixed_record(c, st, key, w, now)
+    if st.live then
+        r_call('HSET', key, 'c', st.count + w)
+        return
+    end
+    r_call('HSET', key, 's', limit_fmt(st.s), 'c', limit_fmt(st.count + w))
+    r_call('PEXPIRE', key, m_ceil((st.s + c.p - now) / 1000))
+end
+
+local function gate_check(c, st, key, w, now)
+    local ttl = r_call('PTTL', key)
+    local interval = limit_ceil_ratio(w, c.p_ms, c.n)
+    st.interval = interval
+    if ttl < 0 then
+        return true, 1, 0, 0, interval * 1000
+    end
+    st.retry = (ttl + 1) * 1000
+    return false, 0, st.retry, 0, interval * 1000
+end
+
+local function gate_record(c, st, key, w, now)
+    r_call('SET', key, '1', 'PX', limit_fmt(st.interval))
+end
+
+LIMIT_ENGINES = {
     gcra = {gcra_check, gcra_record},
     window = {window_check, window_record},
-    log = {log_check, log_record, log_reset},
+    log = {log_check, log_record, log_refill},
     fixed = {fixed_check, fixed_record},
     gate = {gate_check, gate_record},
 }
 
+-- sluice_limit's specs and states, reused call after call (a call sets what it reads); a call
+-- of more limits than LIMIT_SCRATCH_MAX makes its own.
+local limit_specs, limit_states = {}, {}
+
+-- Whether `key` of limit c was given by an earlier limit of the call, which only window limits
+-- of different PERIOD:PRECISION may share: the check for calls of many limits (a few are
+-- compared pair by pair). seen: key -> 'window' or 'other', and key .. ' ' .. a window's tag.
+local function limit_dup(seen, key, c)
+    local kind = c.alg == 'window' and 'window' or 'other'
+    local tag = kind == 'window' and key .. ' ' .. c.pre
+    if (seen[key] and (kind == 'other' or seen[key] == 'other')) or (tag and seen[tag]) then
+        return true
+    end
+    seen[key] = kind
+    if tag then
+        seen[tag] = true
+    end
+    return false
+end
+
 local function limit(keys, args)
+    if not r_call then
+        limit_api()
+    end
     local nl = #keys
     if nl < 1 or #args ~= nl + 1 then
         return redis.error_reply('SLUICECONFIG sluice_limit takes N keys, a weight and N specs' ..
             ' (got ' .. nl .. ' keys and ' .. #args .. ' arguments)')
     end
-    local w = limit_int(args[1], 1, LIMIT_MAX_COUNT)
-    if not w then
-        return redis.error_reply('SLUICECONFIG weight ' ..
-            string.format('%q', string.sub(tostring(args[1]), 1, 40)) ..
-            ' is not an integer 1..1000000000')
-    end
-    local ls = {}
-    local seen = nl > 1 and {} or nil -- key -> 'window' or 'other'; key .. ' ' .. window tag
-    for i = 1, nl do
-        local l = limit_spec_copy(i, args[i + 1])
-        if l.err then
-            return l
+    local w = 1
+    if args[1] ~= '1' then
+        w = limit_int(args[1], 1, LIMIT_MAX_COUNT)
+        if not w then
+            return redis.error_reply('SLUICECONFIG weight ' ..
+                s_format('%q', string.sub(tostring(args[1]), 1, 40)) ..
+                ' is not an integer 1..1000000000')
         end
+    end
+    local cs, sts = limit_specs, limit_states
+    if nl > LIMIT_SCRATCH_MAX then
+        cs, sts = {}, {}
+    end
+    local seen = nl > 8 and {} or nil
+    local windows, never, logs = false, nil, w == 1
+    for i = 1, nl do
+        local c = spec_cache[args[i + 1]]
+        if not c then
+            c = limit_spec_parsed(i, args[i + 1])
+            if c.err then
+                return c
+            end
+        end
+        local key, dup = keys[i], false
         if seen then
-            local key = keys[i]
-            local kind = l.alg == 'window' and 'window' or 'other'
-            local tag = kind == 'window' and key .. ' ' .. l.p_ms .. ':' .. l.prec_ms
-            if (seen[key] and (kind == 'other' or seen[key] == 'other')) or (tag and seen[tag]) then
-                return redis.error_reply('SLUICECONFIG key ' .. key .. ' is given twice (limit ' ..
-                    i .. '); only window limits of different PERIOD:PRECISION may share a key')
-            end
-            seen[key] = kind
-            if tag then
-                seen[tag] = true
-            end
-        end
-        ls[i] = l
-    end
-    for i = 1, nl do
-        if w > ls[i].n then
-            return {-1, i, 0, -1, 0}
-        end
-    end
-    local now = now_us()
-    local ok = true
-    for i = 1, nl do
-        local err = LIMIT_ENGINES[ls[i].alg][1](ls[i], keys[i], w, now)
-        if err then
-            return err
-        end
-        ok = ok and ls[i].ok
-    end
-    local by, remaining, retry, reset = 0, nil, 0, 0
-    for i = 1, nl do
-        local l = ls[i]
-        local left, full = l.left, l.reset
-        if not ok and full == false then -- an algorithm that reads it only when needed
-            full = LIMIT_ENGINES[l.alg][3](l, keys[i], now)
-        end
-        if ok then
-            LIMIT_ENGINES[l.alg][2](l, keys[i], w, now)
-            left, full = l.left_after, l.reset_after
-        elseif not l.ok then
-            left = 0
-            if by == 0 or l.retry > retry then
-                by, retry = i, l.retry
-            end
-        end
-        if remaining == nil or left < remaining then
-            remaining = left
-        end
-        if full > reset then
-            reset = full
-        end
-    end
-    if ok then
-        -- a hash shared by windows lives as long as its longest window needs
-        local ttl = {}
-        for i = 1, nl do
-            local l = ls[i]
-            if l.alg == 'window' then
-                local ms = math.ceil(((l.b + l.blocks) * l.prec - now) / 1000)
-                if ms < 1 then
-                    ms = 1
+            dup = limit_dup(seen, key, c)
+        else
+            for j = 1, i - 1 do
+                if keys[j] == key and not (c.window and cs[j].window and c.pre ~= cs[j].pre) then
+                    dup = true
+                    break
                 end
-                if (ttl[keys[i]] or 0) < ms then
-                    ttl[keys[i]] = ms
+            end
+        end
+        if dup then
+            return redis.error_reply('SLUICECONFIG key ' .. key .. ' is given twice (limit ' ..
+                i .. '); only window limits of different PERIOD:PRECISION may share a key')
+        end
+        cs[i] = c
+        if c.window then
+            windows = true
+        end
+        if w > c.n and not never then
+            never = i
+        end
+        if logs and c.alg ~= 'log' then
+            logs = false
+        end
+    end
+    if never then -- the first limit whose COUNT is below the weight
+        return {-1, never, 0, -1, 0}
+    end
+    if logs then
+        return log_limits(cs, keys, nl, now_us())
+    end
+    -- every limit checked: the figures of both answers are gathered as they come
+    local now = now_us()
+    local ok, by, retry = true, 0, 0
+    local rem, full = 2 ^ 53, 0 -- allowed: smallest left, longest until full (after)
+    local rem0, full0 = 2 ^ 53, 0 -- refused: the same as things are now
+    for i = 1, nl do
+        local c, st = cs[i], sts[i]
+        if not st then
+            st = limit_state()
+            sts[i] = st
+        end
+        local pass, left, f, left_after, f_after = c.check(c, st, keys[i], w, now)
+        if pass == nil then
+            return left
+        end
+        if left_after < rem then
+            rem = left_after
+        end
+        if f_after > full then
+            full = f_after
+        end
+        if not pass then
+            ok, left = false, 0
+            if by == 0 or st.retry > retry then
+                by, retry = i, st.retry
+            end
+        end
+        if left < rem0 then
+            rem0 = left
+        end
+        if f == false then -- an algorithm that reads it only when the call is refused
+            st.refill = true
+        else
+            st.refill = false
+            if f > full0 then
+                full0 = f
+            end
+        end
+    end
+    if not ok then -- counted nowhere; the refusing limit with the largest retry-after
+        for i = 1, nl do
+            local c, st = cs[i], sts[i]
+            if st.refill then
+                local f = c.refill(c, st, keys[i], now)
+                if f > full0 then
+                    full0 = f
+                end
+            end
+        end
+        return {0, by, rem0, m_ceil(retry / 1000), m_ceil(full0 / 1000)}
+    end
+    for i = 1, nl do
+        local c = cs[i]
+        c.record(c, sts[i], keys[i], w, now)
+    end
+    if windows then -- a hash shared by windows lives as long as its longest window needs
+        local ttl, how = {}, {}
+        for i = 1, nl do
+            local c, st, key = cs[i], sts[i], keys[i]
+            if c.alg == 'window' then
+                local ms = window_ttl(c, st, now)
+                if (ttl[key] or 0) < ms then
+                    ttl[key] = ms
+                end
+                if (how[key] or TTL_KEPT) < st.ttl then
+                    how[key] = st.ttl
                 end
             end
         end
         for key, ms in pairs(ttl) do
-            local cur = redis.call('PTTL', key)
-            if cur < ms then
-                redis.call('PEXPIRE', key, ms)
-            end
+            window_expire(key, ms, how[key] or TTL_KEPT)
         end
-        return {1, 0, remaining, 0, math.ceil(reset / 1000)}
     end
-    return {0, by, remaining, math.ceil(retry / 1000), math.ceil(reset / 1000)}
+    return {1, 0, rem, 0, m_ceil(full / 1000)}
 end
-
 --[[ Limits on a queue: configured in the hash sluice:{Q}:limits (name -> "SCOPE SPEC", SPEC as
 for sluice_limit), counted in sluice:{Q}:meta `limits` (so admission learns with the HMGET it
 already makes whether there are any), state in sluice:{Q}:lim:NAME:VALUE where VALUE is '' for
@@ -1258,42 +1537,93 @@ local COUNT_SCOPES = {inflight = true, ['inflight-tenant'] = true} -- a count, n
 local INFLIGHT_POLL_MS = 20 -- a worker held back by `inflight` asks again this much later
 local LIMIT_NAME_PATTERN = '^[%w_%.%-]+$'
 
--- The limits of a queue in `scopes`: {{name, scope, spec table}, ...} in name order (an
--- `inflight` or `inflight-tenant` limit's spec is its count: {n = N}).
+--[[ The limits of a queue as they were last read, by the scopes asked for and the limits key:
+{raw = the HGETALL reply, out = the list made of it}. A read that gets the same reply (the
+same strings, compared as Lua compares strings: by content) takes the same list, so the
+hash is read on every call but parsed and sorted only when it changed. At most
+QUEUE_LIMITS_MAX keys; past that it starts over. ]]
+local QUEUE_LIMITS_MAX = 64
+local queue_limits_cache, queue_limits_cached = {}, 0
+
+-- The limits of a queue in `scopes`: {{name, scope, spec table, key}, ...} in name order (an
+-- `inflight` or `inflight-tenant` limit's spec is its count: {n = N}; key is the prefix of its
+-- state keys, sluice:{Q}:lim:NAME:, the value follows). Shared between calls: read it, never
+-- write it.
 local function queue_limits(limits_key, scopes)
-    local raw = redis.call('HGETALL', limits_key)
+    if not r_call then
+        limit_api()
+    end
+    local raw = r_call('HGETALL', limits_key)
+    local by_scopes = queue_limits_cache[scopes]
+    if not by_scopes then
+        by_scopes = {}
+        queue_limits_cache[scopes] = by_scopes
+    end
+    local hit = by_scopes[limits_key]
+    if hit and #hit.raw == #raw then
+        local same, old = true, hit.raw
+        for i = 1, #raw do
+            if raw[i] ~= old[i] then
+                same = false
+                break
+            end
+        end
+        if same then
+            return hit.out
+        end
+    end
+    local prefix = string.sub(limits_key, 1, -7) -- "sluice:{Q}:" of "...limits"
     local out = {}
     for i = 1, #raw, 2 do
-        local scope, spec = string.match(raw[i + 1], '^(%S+) (%S+)$')
+        local scope, spec = s_match(raw[i + 1], '^(%S+) (%S+)$')
         if scope and scopes[scope] then
             local l
             if COUNT_SCOPES[scope] then
-                l = {n = tonumber(spec) or 0}
+                l = {n = to_number(spec) or 0}
             else
-                l = limit_spec_parsed(raw[i], spec) -- shared: every use copies it
+                l = limit_spec_parsed(raw[i], spec) -- shared: never written
                 if l.err then
                     return l
                 end
             end
-            out[#out + 1] = {name = raw[i], scope = scope, spec = l}
+            out[#out + 1] = {name = raw[i], scope = scope, spec = l,
+                key = prefix .. 'lim:' .. raw[i] .. ':'}
         end
     end
     table.sort(out, function(a, b) return a.name < b.name end)
+    if queue_limits_cached >= QUEUE_LIMITS_MAX then
+        queue_limits_cache, queue_limits_cached = {}, 0
+        by_scopes = {}
+        queue_limits_cache[scopes] = by_scopes
+    end
+    if not hit then
+        queue_limits_cached = queue_limits_cached + 1
+    end
+    by_scopes[limits_key] = {raw = raw, out = out}
     return out
 end
 
--- Counts w units in the checked limits ({{l, key}, ...}); a window's hash lives as long as
+-- Checks limit `lim` at `key` for w units into state st (a fresh one when nil) and notes lim
+-- and key in it; returns the state and the error reply, if any.
+local function lim_check(lim, key, w, now, st)
+    local c = lim.spec
+    st = st or limit_state()
+    st.lim, st.key = lim, key
+    local ok, left = c.check(c, st, key, w, now)
+    if ok == nil then
+        return st, left
+    end
+    st.ok, st.left = ok, left
+    return st
+end
+
+-- Counts w units in state st (checked for them by lim_check); a window's hash lives as long as
 -- its window needs.
-local function limits_record(checked, now, w)
-    for _, c in ipairs(checked) do
-        local l, key = c[1], c[2]
-        LIMIT_ENGINES[l.alg][2](l, key, w or 1, now)
-        if l.alg == 'window' then
-            local ms = math.ceil(((l.b + l.blocks) * l.prec - now) / 1000)
-            if redis.call('PTTL', key) < ms then
-                redis.call('PEXPIRE', key, ms)
-            end
-        end
+local function lim_record(st, now, w)
+    local c, key = st.lim.spec, st.key
+    c.record(c, st, key, w, now)
+    if c.alg == 'window' and st.ttl ~= TTL_KEPT then
+        window_expire(key, window_ttl(c, st, now), st.ttl)
     end
 end
 
@@ -1301,25 +1631,48 @@ end
 units it allows now), its units are handed out to the messages in order, and it is recorded
 once with their total at the end: the same as checking and counting message by message at one
 `now`, for the cost of one read and one write per key instead of per message. ]]
-local function batch_new(prefix, lims, now)
-    for _, lim in ipairs(lims) do
-        lim.key = prefix .. 'lim:' .. lim.name .. ':' -- then the tenant or client
+local BATCH_POOL_MAX = 16 -- states kept for the next call (a call may need more)
+local batch_pool = {}
+local the_batch = {lims = false, now = 0, states = {}, order = {}, n = 0, sts = {}, nl = 0}
+
+-- The batch of this call: the one table, emptied of the last call's states (the state tables
+-- themselves are used again, up to BATCH_POOL_MAX; after a call of more, its tables are let go).
+local function batch_new(lims, now)
+    local b = the_batch
+    local states, order, sts = b.states, b.order, b.sts
+    if b.n > BATCH_POOL_MAX then
+        b.states, b.order = {}, {}
+    else
+        for i = 1, b.n do
+            states[order[i].key], order[i] = nil, nil
+        end
     end
-    return {lims = lims, now = now, states = {}, order = {}, sts = {}}
+    for i = 1, b.nl do
+        sts[i] = false
+    end
+    b.lims, b.now, b.n, b.nl = lims, now, 0, #lims
+    return b
 end
 
 local function batch_state(b, lim, value)
     local key = value == '' and lim.key or lim.key .. value
     local st = b.states[key]
     if not st then
-        local l = copy_spec(lim.spec)
-        local err = LIMIT_ENGINES[l.alg][1](l, key, 1, b.now)
+        local n = b.n + 1
+        st = batch_pool[n]
+        if not st then
+            st = limit_state()
+            if n <= BATCH_POOL_MAX then
+                batch_pool[n] = st
+            end
+        end
+        local _, err = lim_check(lim, key, 1, b.now, st)
         if err then
             return nil, err
         end
-        st = {key = key, lim = lim, left = l.ok and l.left or 0, used = 0, l = l}
-        b.states[key] = st
-        b.order[#b.order + 1] = st
+        st.used, st.rt = 0, false
+        st.avail = st.ok and st.left or 0
+        b.states[key], b.order[n], b.n = st, st, n
     end
     return st
 end
@@ -1328,19 +1681,24 @@ end
 -- it passes them all).
 local function batch_check(b, tenant, client)
     local sts, refused = b.sts, nil -- reused: a message's states are used before the next
-    for i, lim in ipairs(b.lims) do
-        local value = ''
-        if lim.scope == 'tenant' then
-            value = tenant
-        elseif lim.scope == 'client' then
-            value = client
+    local lims = b.lims
+    for i = 1, #lims do
+        local lim = lims[i]
+        local scope, st = lim.scope, sts[i]
+        if scope ~= 'queue' or not st then -- a limit of scope queue: one state for all messages
+            local value, err = ''
+            if scope == 'tenant' then
+                value = tenant
+            elseif scope == 'client' then
+                value = client
+            end
+            st, err = batch_state(b, lim, value)
+            if err then
+                return nil, nil, err
+            end
+            sts[i] = st
         end
-        local st, err = batch_state(b, lim, value)
-        if err then
-            return nil, nil, err
-        end
-        sts[i] = st
-        if st.used >= st.left then
+        if st.used >= st.avail then
             refused = refused or {}
             refused[#refused + 1] = st
         end
@@ -1351,25 +1709,25 @@ end
 -- Records every state's units; then the retry-after of an exhausted state is the time until
 -- one more unit fits after what this batch took.
 local function batch_finish(b)
-    for _, st in ipairs(b.order) do
+    local order = b.order
+    for i = 1, b.n do
+        local st = order[i]
         if st.used > 0 then
-            local l = st.l -- checked for one unit at the same time: what one unit records
+            -- checked for one unit at the same time: what one unit records; more, checked again
             if st.used > 1 then
-                l = copy_spec(st.lim.spec)
-                LIMIT_ENGINES[l.alg][1](l, st.key, st.used, b.now)
+                lim_check(st.lim, st.key, st.used, b.now, st)
             end
-            limits_record({{l, st.key}}, b.now, st.used)
+            lim_record(st, b.now, st.used)
         end
     end
 end
 
 local function batch_retry(b, st)
-    if not st.retry then
-        local l = copy_spec(st.lim.spec)
-        LIMIT_ENGINES[l.alg][1](l, st.key, 1, b.now)
-        st.retry = l.ok and 0 or l.retry
+    if not st.rt then
+        lim_check(st.lim, st.key, 1, b.now, st) -- its count is recorded: the state is free
+        st.rt = st.ok and 0 or st.retry
     end
-    return st.retry
+    return st.rt
 end
 
 --[[ The admission loop of admit2 and list_admit2. Messages are ARGV[4..] in the stride of
@@ -1379,6 +1737,8 @@ message of another tenant or client), then admitted while depth < capacity, else
 Returns the reply: {admitted, depth_after, capacity, 0, acked, outcome_1, ..., outcome_n} with
 outcome_i the id (admitted), 0 (full) or {limit name, retry_after_ms, COUNT, PERIOD_MS}
 (limited). ]]
+local EMPTY = {} -- never written
+
 local function admit_each(keys, args, cap, depth, nlimits, append, share)
     local stride = tonumber(args[3])
     local n = stride and (#args - 3) / stride
@@ -1386,7 +1746,7 @@ local function admit_each(keys, args, cap, depth, nlimits, append, share)
         return redis.error_reply('SLUICECONFIG sluice_admit2 takes a capacity, a TTL, a stride ' ..
             '(1 or 3) and per message an envelope (1) or tenant, client, envelope (3)')
     end
-    local lims, now, prefix = {}, 0, string.sub(keys[2], 1, -5) -- "sluice:{Q}:" of "...meta"
+    local lims, now, prefix = EMPTY, 0, string.sub(keys[2], 1, -5) -- "sluice:{Q}:" of "...meta"
     if nlimits > 0 then
         lims = queue_limits(prefix .. 'limits', ADMISSION_SCOPES)
         if lims.err then
@@ -1407,10 +1767,13 @@ local function admit_each(keys, args, cap, depth, nlimits, append, share)
         end
         admitted, full, depth = take, n - take, depth + take
     else
-        local tk, held = tdepth_key(prefix), {} -- the share: entries each tenant holds
+        local tk, held = nil, nil -- the share: entries each tenant holds
+        if share > 0 then
+            tk, held = tdepth_key(prefix), {}
+        end
         local counting = false
-        local b = batch_new(prefix, lims, now)
-        local refusals = {} -- message index -> its exhausted limit states
+        local b = batch_new(lims, now)
+        local refusals = nil -- message index -> its exhausted limit states
         for i = 1, n do
             local env = 3 + i * stride -- the envelope; tenant and client before it (stride 3)
             local t, c = '', ''
@@ -1426,9 +1789,11 @@ local function admit_each(keys, args, cap, depth, nlimits, append, share)
             end
             if refused then
                 limited = limited + 1
+                refusals = refusals or {}
                 refusals[i] = refused
             elseif depth < cap and (share == 0 or held[t] < share) then
-                for _, st in ipairs(sts) do
+                for j = 1, #lims do -- sts holds this message's states in its first #lims
+                    local st = sts[j]
                     st.used = st.used + 1
                 end
                 if share > 0 then
@@ -1450,7 +1815,8 @@ local function admit_each(keys, args, cap, depth, nlimits, append, share)
             end
         end
         batch_finish(b)
-        for i, refused in pairs(refusals) do -- the refusing limit with the largest retry-after
+        -- each limited message: the refusing limit with the largest retry-after
+        for i, refused in pairs(refusals or EMPTY) do
             local worst, retry = nil, -1
             for _, st in ipairs(refused) do
                 local r = batch_retry(b, st)
@@ -1609,17 +1975,16 @@ end
 -- A rate (drain, drain-tenant) at `key`: caps n by what it allows now, raises wait (us) to when
 -- it allows the next unit if it allows none. Returns n, wait; or nil, the error reply.
 local function rate_cap(lim, key, n, wait, now)
-    local l = copy_spec(lim.spec)
-    local err = LIMIT_ENGINES[l.alg][1](l, key, 1, now)
+    local st, err = lim_check(lim, key, 1, now)
     if err then
         return nil, err
     end
-    local left = l.ok and l.left or 0
+    local left = st.ok and st.left or 0
     if left < n then
         n = left
     end
-    if not l.ok and l.retry > wait then
-        wait = l.retry
+    if not st.ok and st.retry > wait then
+        wait = st.retry
     end
     return n, wait
 end
@@ -1629,11 +1994,11 @@ end
 local function rates_count(checked, now, got)
     local rec = {}
     for _, c in ipairs(checked) do
-        local l = copy_spec(c[1].spec)
-        LIMIT_ENGINES[l.alg][1](l, c[2], got, now)
-        rec[#rec + 1] = {l, c[2]}
+        rec[#rec + 1] = lim_check(c[1], c[2], got, now)
     end
-    limits_record(rec, now, got)
+    for _, st in ipairs(rec) do
+        lim_record(st, now, got)
+    end
 end
 
 --[[ take (stream backend): a paced worker's read. Reserves rate before it reads: asks for up to
@@ -2054,6 +2419,9 @@ KEYS[1] sluice:{Q}:limits, KEYS[2] meta
 ARGV 'set' NAME SCOPE SPEC | 'del' NAME
 reply: the number of limits now configured. Errors: SLUICECONFIG naming the bad value. ]]
 local function limits_config(keys, args)
+    if not r_call then
+        limit_api()
+    end
     local op, name = args[1], args[2]
     if type(name) ~= 'string' or #name > 64 or not string.match(name, LIMIT_NAME_PATTERN) then
         return redis.error_reply('SLUICECONFIG limit name ' ..
