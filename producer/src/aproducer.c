@@ -97,6 +97,7 @@ struct sluice_aproducer {
     sluice_url url;            /* kept to connect partitions added later */
     sluice_conn_options co;
     apart *part[SLUICE_PARTITIONS_MAX]; /* created when first used; part[0] at once */
+    int nmade;                          /* part[nmade..] were never created */
     int nparts;                         /* partitions admissions are routed to */
     int parts_state;                    /* PARTS_*: nothing is routed before the first read */
     int parts_reading;                  /* a read of meta `partitions` is in flight */
@@ -313,6 +314,9 @@ static apart *part_get(sluice_aproducer *ap, int i) {
     }
     ap->open++;
     ap->part[i] = pt;
+    if (i >= ap->nmade) {
+        ap->nmade = i + 1;
+    }
     return pt;
 }
 
@@ -577,7 +581,7 @@ static void arm_wait(sluice_aproducer *ap) {
         return;
     }
     uint64_t due = ap->head != NULL ? ap->head->deadline : UINT64_MAX;
-    for (int i = 0; i < SLUICE_PARTITIONS_MAX; i++) {
+    for (int i = 0; i < ap->nmade; i++) {
         if (ap->part[i] != NULL && ap->part[i]->head != NULL && ap->part[i]->head->deadline < due) {
             due = ap->part[i]->head->deadline;
         }
@@ -612,7 +616,7 @@ static void flush(sluice_aproducer *ap) {
     uv_prepare_stop(&ap->flusher);
     uv_timer_stop(&ap->wait_timer);
     apart *p0 = ap->part[0];
-    for (int i = 0; i < SLUICE_PARTITIONS_MAX && !ap->closing; i++) {
+    for (int i = 0; i < ap->nmade && !ap->closing; i++) {
         if (ap->part[i] != NULL) {
             expire_list(ap, &ap->part[i]->head, &ap->part[i]->tail, part_ready(ap->part[i]));
         }
@@ -630,7 +634,7 @@ static void flush(sluice_aproducer *ap) {
             fail_list(ap, &ap->head, &ap->tail, SLUICE_ECONN);
         }
     }
-    for (int i = 0; i < SLUICE_PARTITIONS_MAX && !ap->closing; i++) {
+    for (int i = 0; i < ap->nmade && !ap->closing; i++) {
         if (ap->part[i] != NULL) {
             part_flush(ap->part[i]);
         }
@@ -652,7 +656,7 @@ static void on_acked(sluice_aconn *c, int status, int sent, redisReply *r, void 
 
 static void on_drain_timer(uv_timer_t *t) {
     sluice_aproducer *ap = t->data;
-    for (int i = 0; i < SLUICE_PARTITIONS_MAX && !ap->closing; i++) {
+    for (int i = 0; i < ap->nmade && !ap->closing; i++) {
         apart *pt = ap->part[i];
         if (pt == NULL || pt->sampling || !part_ready(pt)) {
             continue;
@@ -798,7 +802,7 @@ static void maybe_free(sluice_aproducer *ap) {
     }
     void (*closed_cb)(void *) = ap->closed_cb;
     void *arg = ap->closed_arg;
-    for (int i = 0; i < SLUICE_PARTITIONS_MAX; i++) {
+    for (int i = 0; i < ap->nmade; i++) {
         free(ap->part[i]);
     }
     memset(&ap->url, 0, sizeof(ap->url)); /* the password */
@@ -830,7 +834,7 @@ void sluice_aproducer_close(sluice_aproducer *ap, void (*closed_cb)(void *arg), 
     uv_close((uv_handle_t *)&ap->parts_timer, on_handle_closed);
     snprintf(ap->err, sizeof(ap->err), "the producer was closed");
     fail_list(ap, &ap->head, &ap->tail, SLUICE_ECANCELED);
-    for (int i = 0; i < SLUICE_PARTITIONS_MAX; i++) {
+    for (int i = 0; i < ap->nmade; i++) {
         if (ap->part[i] != NULL) {
             fail_list(ap, &ap->part[i]->head, &ap->part[i]->tail, SLUICE_ECANCELED);
             sluice_aconn_close(ap->part[i]->conn, on_conn_closed, ap); /* in flight: ECANCELED */
@@ -865,7 +869,7 @@ long long sluice_aproducer_capacity(const sluice_aproducer *ap) {
 static sluice_drain drain_all(const sluice_aproducer *ap) {
     sluice_drain d = ap->part[0]->drain;
     d.rate = -1.0;
-    for (int i = 0; i < SLUICE_PARTITIONS_MAX; i++) {
+    for (int i = 0; i < ap->nmade; i++) {
         if (ap->part[i] != NULL && ap->part[i]->drain.rate >= 0) {
             d.rate = (d.rate < 0 ? 0 : d.rate) + ap->part[i]->drain.rate;
         }
