@@ -57,8 +57,13 @@ static const char usage[] =
     "      --body-timeout MS         end of headers to end of body (default 30000)\n"
     "      --idle-timeout MS         keep-alive connection between requests (default 30000)\n"
     "      --grace MS                on SIGTERM/SIGINT, time to finish requests (default 10000)\n"
-    "      --client-header NAME      the request header whose value is the caller's key for\n"
-    "                                `client` rate limits (default: the peer's IP address)\n"
+    "      --client-header NAME      the request header that names the caller for `client`\n"
+    "                                rate limits (key \"h:VALUE\"); without the header, or\n"
+    "                                without this option, the peer's address (\"ip:ADDR\")\n"
+    "      --trusted-proxies N       the header is a comma-separated list (X-Forwarded-For):\n"
+    "                                take the Nth entry from the right, 1..64 (default 1:\n"
+    "                                the rightmost, written by the proxy in front)\n"
+    "      --require-client-header   answer 400 to a request without the client header\n"
     "      --tenant-header NAME      the request header whose value is the message's tenant\n"
     "                                (fair lanes, `tenant` limits and shares, partitions)\n"
     "      --log-level LEVEL         error, warn, info, debug or off (default info)\n"
@@ -89,6 +94,8 @@ enum {
     OPT_GRACE,
     OPT_LOG_LEVEL,
     OPT_CLIENT_HEADER,
+    OPT_TRUSTED_PROXIES,
+    OPT_REQUIRE_CLIENT,
     OPT_TENANT_HEADER,
     OPT_WAIT_REPLICAS,
     OPT_WAIT_TIMEOUT,
@@ -116,6 +123,8 @@ static const struct option longopts[] = {
     {"grace", required_argument, NULL, OPT_GRACE},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
     {"client-header", required_argument, NULL, OPT_CLIENT_HEADER},
+    {"trusted-proxies", required_argument, NULL, OPT_TRUSTED_PROXIES},
+    {"require-client-header", no_argument, NULL, OPT_REQUIRE_CLIENT},
     {"tenant-header", required_argument, NULL, OPT_TENANT_HEADER},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
@@ -273,6 +282,15 @@ static int parse_opt(config *cfg, gw_server *s, int ch, const char *v, char *err
     case OPT_CLIENT_HEADER:
         return header_name("--client-header", v, s->client_header, sizeof(s->client_header), err,
                            n);
+    case OPT_TRUSTED_PROXIES: {
+        long long x;
+        int rc = sluice_parse_ll("--trusted-proxies", v, 1, 64, &x, err, n);
+        s->trusted_proxies = (int)x;
+        return rc;
+    }
+    case OPT_REQUIRE_CLIENT:
+        s->require_client = 1;
+        return 0;
     case OPT_TENANT_HEADER:
         return header_name("--tenant-header", v, s->tenant_header, sizeof(s->tenant_header), err,
                            n);
@@ -298,6 +316,7 @@ static void defaults(config *cfg, gw_server *s) {
     cfg->retry_max = 60;
     cfg->grace_ms = 10000;
     cfg->log_level = SLUICE_LOG_INFO;
+    s->trusted_proxies = 1;
     s->lim = (gw_limits){.max_body = 1u << 20,
                          .max_header_line = 8192,
                          .max_headers_total = 16384,
@@ -331,9 +350,12 @@ static int parse_args(int argc, char **argv, config *cfg, gw_server *s) {
             return SLUICE_EXIT_USAGE;
         }
     }
-    const char *missing = cfg->listen == NULL ? "--listen HOST:PORT is required"
-                          : s->nqueues == 0   ? "at least one --queue NAME is required"
-                                              : NULL;
+    const char *missing =
+        cfg->listen == NULL ? "--listen HOST:PORT is required"
+        : s->nqueues == 0   ? "at least one --queue NAME is required"
+        : (s->trusted_proxies != 1 || s->require_client) && !s->client_header[0]
+            ? "--trusted-proxies and --require-client-header need --client-header NAME"
+            : NULL;
     if (optind < argc) {
         fprintf(stderr, "sluice-gateway: unexpected argument \"%s\"\n", argv[optind]);
         return SLUICE_EXIT_USAGE;

@@ -80,6 +80,9 @@ typedef struct gw_server {
     int grace_ms;
     gw_metrics m;
     char client_header[64]; /* lower case; "" = the peer address is the client key */
+    int trusted_proxies;    /* the client key is this entry of the header's list from the
+                               right (1 = the rightmost); default 1 */
+    int require_client;     /* 1: a request without the client header is answered 400 */
     char tenant_header[64]; /* lower case; "" = messages carry no tenant */
     char date[64];          /* "Date: ...\r\n", refreshed once per second */
     uint64_t date_s;
@@ -145,6 +148,10 @@ int gw_conn_release(gw_conn *c);
 
 /* The value of request header `name` (lower case), or NULL; *len is set. */
 const char *gw_header(const gw_conn *c, const char *name, size_t *len);
+
+/* The value of the nth line (0 = the last) of request header `name` (lower case) counted from
+ * the end of the request, or NULL when it has fewer lines; *len is set. */
+const char *gw_header_from_end(const gw_conn *c, const char *name, int nth, size_t *len);
 
 /* The request target (not NUL-terminated); *len is set. */
 const char *gw_url(const gw_conn *c, size_t *len);

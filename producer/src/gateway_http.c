@@ -646,6 +646,19 @@ const char *gw_header(const gw_conn *c, const char *name, size_t *len) {
     return NULL;
 }
 
+const char *gw_header_from_end(const gw_conn *c, const char *name, int nth, size_t *len) {
+    size_t nl = strlen(name);
+    for (int i = c->nhdrs - 1; i >= 0; i--) {
+        const gw_hdr *h = &c->hdrs[i];
+        if (h->name_len == nl && strncasecmp(c->arena + h->name, name, nl) == 0 && nth-- == 0) {
+            *len = h->value_len;
+            return h->value_len > 0 ? c->arena + h->value : "";
+        }
+    }
+    *len = 0;
+    return NULL;
+}
+
 const char *gw_url(const gw_conn *c, size_t *len) {
     *len = c->url_len;
     return c->arena;

@@ -219,29 +219,76 @@ static void on_admitted(sluice_aproducer *ap, const sluice_admit_result *res, vo
     }
 }
 
-/* The caller's key for `client` limits: the --client-header value, else the peer's address.
- * Returns 0, or -1 when the header is there but not 1..len-1 visible ASCII characters. */
-static int client_key(gw_conn *c, char *out, size_t len) {
-    size_t vl;
-    const char *v = c->srv->client_header[0] ? gw_header(c, c->srv->client_header, &vl) : NULL;
-    if (v != NULL) {
-        if (!visible(v, vl, len - 1)) {
-            return -1;
+/* The entry of the client header that names the caller. HTTP joins the lines of a header into
+ * one comma-separated list, and every proxy appends the address it was connected from, so the
+ * entry trusted_proxies places from the right is the last one a proxy of ours wrote: what the
+ * caller put to its left never counts. A shorter list gives its leftmost entry (each entry then
+ * came from a proxy of ours). Empty entries are skipped, spaces around an entry dropped.
+ * Returns 1 with *v and *vl set, 0 when the request has no such header, -1 when it has one
+ * without any entry. */
+static int client_hop(const gw_conn *c, const char **v, size_t *vl) {
+    int want = c->srv->trusted_proxies, found = 0;
+    size_t len;
+    const char *s;
+    *v = NULL;
+    for (int line = 0; (s = gw_header_from_end(c, c->srv->client_header, line, &len)) != NULL;
+         line++) {
+        found = 1;
+        for (size_t end = len;;) {
+            size_t start = end, a, b;
+            while (start > 0 && s[start - 1] != ',') {
+                start--;
+            }
+            for (a = start; a < end && (s[a] == ' ' || s[a] == '\t'); a++) {
+            }
+            for (b = end; b > a && (s[b - 1] == ' ' || s[b - 1] == '\t'); b--) {
+            }
+            if (b > a) {
+                *v = s + a;
+                *vl = b - a;
+                if (--want == 0) {
+                    return 1;
+                }
+            }
+            if (start == 0) {
+                break;
+            }
+            end = start - 1;
         }
-        memcpy(out, v, vl);
-        out[vl] = '\0';
+    }
+    return *v != NULL ? 1 : found ? -1 : 0;
+}
+
+/* The caller's key for `client` limits, from one of two spaces that never meet: "h:" and the
+ * client header's entry (client_hop), or "ip:" and the peer's address when the request has no
+ * such header (or no --client-header is set). Returns 0; -1 when the header's entry is not
+ * 1..SLUICE_IDEMPOTENCY_KEY_MAX visible ASCII characters (or there is none); -2 when the header
+ * is missing and --require-client-header is set. */
+static int client_key(gw_conn *c, char *out, size_t len) {
+    size_t vl = 0;
+    const char *v = NULL;
+    int hop = c->srv->client_header[0] ? client_hop(c, &v, &vl) : 0;
+    if (hop < 0 || (hop > 0 && !visible(v, vl, SLUICE_IDEMPOTENCY_KEY_MAX))) {
+        return -1;
+    }
+    if (hop > 0) {
+        snprintf(out, len, "h:%.*s", (int)vl, v);
         return 0;
+    }
+    if (c->srv->client_header[0] && c->srv->require_client) {
+        return -2;
     }
     struct sockaddr_storage ss;
     int sl = sizeof(ss);
-    out[0] = '\0';
+    char addr[64] = "";
     if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &sl) == 0) {
         if (ss.ss_family == AF_INET6) {
-            uv_ip6_name((const struct sockaddr_in6 *)&ss, out, len);
+            uv_ip6_name((const struct sockaddr_in6 *)&ss, addr, sizeof(addr));
         } else {
-            uv_ip4_name((const struct sockaddr_in *)&ss, out, len);
+            uv_ip4_name((const struct sockaddr_in *)&ss, addr, sizeof(addr));
         }
     }
+    snprintf(out, len, "ip:%s", addr);
     return 0;
 }
 
@@ -278,10 +325,17 @@ static void post_message(gw_conn *c, gw_queue *q) {
         key[len] = '\0';
         idem = key;
     }
-    char client[SLUICE_IDEMPOTENCY_KEY_MAX + 1];
-    if (client_key(c, client, sizeof(client)) != 0) {
-        reply_json(c, 400, NULL, "{\"error\":\"%s must be 1-%d visible ASCII characters\"}\n",
-                   c->srv->client_header, SLUICE_IDEMPOTENCY_KEY_MAX);
+    char client[SLUICE_IDEMPOTENCY_KEY_MAX + 3];
+    int ck = client_key(c, client, sizeof(client));
+    if (ck == -2) {
+        reply_json(c, 400, NULL, "{\"error\":\"header %s is required\"}\n", c->srv->client_header);
+        return;
+    }
+    if (ck != 0) {
+        reply_json(
+            c, 400, NULL,
+            "{\"error\":\"%s must be a list of entries of 1-%d visible ASCII characters\"}\n",
+            c->srv->client_header, SLUICE_IDEMPOTENCY_KEY_MAX);
         return;
     }
     char tenant[SLUICE_IDEMPOTENCY_KEY_MAX + 1];
