@@ -5,7 +5,8 @@
 # tests link, so they run from the build tree without any library path), and NAME_shared, a
 # shared library with the same output name and a SONAME of the major version. Both are
 # installed and exported: find_package(sluice) gives sluice::EXPORT_NAME (shared) and
-# sluice::EXPORT_NAME_static.
+# sluice::EXPORT_NAME_static. The shared libraries find each other in their own directory
+# (RUNPATH $ORIGIN), wherever the install is moved.
 function(sluice_add_library name export_name)
     cmake_parse_arguments(ARG "" "" "SOURCES;PUBLIC_LINK;SHARED_LINK;INCLUDE_DIRS" ${ARGN})
     foreach(kind STATIC SHARED)
@@ -31,6 +32,9 @@ function(sluice_add_library name export_name)
             VERSION ${PROJECT_VERSION}
             SOVERSION ${PROJECT_VERSION_MAJOR}
             C_VISIBILITY_PRESET default)
+        if(kind STREQUAL SHARED)
+            set_target_properties(${target} PROPERTIES INSTALL_RPATH "$ORIGIN")
+        endif()
         install(TARGETS ${target} EXPORT sluiceTargets
             ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
             LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}

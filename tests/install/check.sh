@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Installs sluice from a build tree into a temporary prefix, then builds a small producer and a
-# small worker outside the tree against that install, once with pkg-config (shared and static)
-# and once with CMake's find_package, compiled as strict C11, and runs each against a private
-# redis-server. Usage: tests/install/check.sh BUILD_DIR
+# small worker outside the tree against that install, once with pkg-config (shared, and static
+# with sluice-static.pc: `pkg-config --static` as given, no edits) and once with CMake's
+# find_package, compiled as strict C11, and runs each against a private redis-server. The
+# shared libraries find each other through RUNPATH $ORIGIN after the install is moved, and
+# nothing asks for msgpack-c (a header-only build dependency). Usage: check.sh BUILD_DIR
 set -euo pipefail
 build=${1:?usage: check.sh BUILD_DIR}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -40,6 +42,19 @@ for h in $public; do
 done
 soname=$(objdump -p "$libdir/libsluice_producer.so" | awk '/SONAME/ { print $2 }')
 [ "$soname" = libsluice_producer.so.0 ] || fail "libsluice_producer.so has SONAME '$soname'"
+# The shared libraries find libsluice.so.0 next to them, with no LD_LIBRARY_PATH and after the
+# move, and none of them needs msgpack-c.
+for l in sluice_producer sluice_worker; do
+    rp=$(readelf -d "$libdir/lib$l.so" | sed -n 's/.*(RUNPATH).*\[\(.*\)\]/\1/p')
+    [ "$rp" = '$ORIGIN' ] || fail "lib$l.so has RUNPATH '$rp', expected \$ORIGIN"
+    dep=$(env -u LD_LIBRARY_PATH ldd "$libdir/lib$l.so" | awk '$1 == "libsluice.so.0" { print $3 }')
+    [ "$dep" -ef "$libdir/libsluice.so.0" ] ||
+        fail "lib$l.so does not find libsluice.so.0 next to it: '$dep'"
+done
+for l in sluice sluice_producer sluice_worker; do
+    readelf -d "$libdir/lib$l.so" | grep -q 'NEEDED.*msgpack' && fail "lib$l.so needs msgpack-c"
+done
+grep -rqi msgpack "$pcdir" "$libdir/cmake/sluice" && fail "sluice.pc or the CMake package asks for msgpack"
 
 url=$("$root/scripts/test-redis" start "$work/redis" --no-aof)
 cflags=(-std=c11 -pedantic -Wall -Wextra -Werror)
@@ -59,15 +74,28 @@ for p in producer worker; do
     # shellcheck disable=SC2046
     cc "${cflags[@]}" -o "$work/$p-pc" "$here/$p.c" $(pkg-config --cflags --libs sluice) ||
         fail "pkg-config: $p does not build"
-    # static: the same .pc file, with its archives in place of the -l options
     # shellcheck disable=SC2046
-    cc "${cflags[@]}" -o "$work/$p-static" "$here/$p.c" $(pkg-config --cflags sluice) \
-        $(pkg-config --static --libs sluice | sed "s#-lsluice\(_[a-z]*\)\{0,1\}\b#$libdir/libsluice\1.a#g") ||
-        fail "pkg-config --static: $p does not build"
+    cc "${cflags[@]}" -o "$work/$p-pcs" "$here/$p.c" $(pkg-config --static --cflags --libs sluice) ||
+        fail "pkg-config --static sluice: $p does not build"
+    # static: sluice-static.pc names the archives (and libuv's); -static links everything in
+    # shellcheck disable=SC2046
+    cc "${cflags[@]}" -o "$work/$p-static" "$here/$p.c" \
+        $(pkg-config --static --cflags --libs sluice-static) ||
+        fail "pkg-config --static sluice-static: $p does not build"
+    # shellcheck disable=SC2046
+    cc "${cflags[@]}" -static -o "$work/$p-full" "$here/$p.c" \
+        $(pkg-config --static --cflags --libs sluice-static) 2>"$work/ld.err" ||
+        fail "cc -static with pkg-config --static sluice-static: $p does not build: $(cat "$work/ld.err")"
 done
 LD_LIBRARY_PATH="$libdir" run_pair pkgconfig "$work/producer-pc" "$work/worker-pc"
-ldd "$work/producer-static" | grep -q libsluice && fail "static link still needs libsluice"
+LD_LIBRARY_PATH="$libdir" run_pair pkgconfig-static-flags "$work/producer-pcs" "$work/worker-pcs"
+for p in producer worker; do
+    readelf -d "$work/$p-static" | grep -E 'NEEDED.*(libsluice|libuv)' &&
+        fail "static link of $p still needs a shared libsluice or libuv"
+    readelf -d "$work/$p-full" | grep -q NEEDED && fail "cc -static $p still needs shared libraries"
+done
 run_pair static "$work/producer-static" "$work/worker-static"
+run_pair static-full "$work/producer-full" "$work/worker-full"
 
 cmake -S "$here" -B "$work/cm" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_C_FLAGS="${cflags[*]}" \
     >/dev/null || fail "find_package(sluice) failed"
