@@ -30,7 +30,7 @@ PRODUCER_ACL=(resetchannels -@all +fcall +xlen +hget +hmget '~sluice:*'
     '(+xadd ~sluice:*:stream)' '(+hincrby ~sluice:*:stats)' '(+get +set ~sluice:*:idem:*)'
     '(+hsetnx ~sluice:*:meta)')
 WORKER_ACL=(resetchannels -@all +fcall +xreadgroup '+xgroup|create' '+xgroup|createconsumer'
-    '+xinfo|groups' +hget +xack +xdel +xclaim +xautoclaim +xpending +xrange +hincrby '~sluice:*'
+    '+xgroup|delconsumer' '+xinfo|groups' +hget +xack +xdel +xclaim +xautoclaim +xpending +xrange +hincrby '~sluice:*'
     '(+xadd ~sluice:*:dead)' '(+hsetnx ~sluice:*:meta)')
 
 acl_user() { # NAME PASS RULES...
@@ -139,6 +139,8 @@ worker_works() {
     fl_kill "$w" TERM
     fl_wait_pid "$w" 15
     fl_eq "worker exit code after SIGTERM" 0 "$FL_RC"
+    fl_eq "consumers left after a clean stop" 0 \
+        "$(rcli r XINFO CONSUMERS "sluice:{$q}:stream" workers | grep -c '^name$' || true)"
     if grep -Eq 'NOPERM|ENOPERM|EREDIS' "$FL_DIR/acl-worker.err"; then
         fl_fail "the worker user hit a permission error: $(grep -Eh 'NOPERM|EREDIS' "$FL_DIR/acl-worker.err" | head -n 2)"
     fi

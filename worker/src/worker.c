@@ -609,10 +609,50 @@ static void close_all(sluice_worker *w) {
     sluice_aconn_close(w->cmd, conn_closed, w);
 }
 
-/* Stops once nothing is in flight, no read is outstanding and every ack was sent. */
+static void check_done(sluice_worker *w);
+
+static void on_left(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
+    sluice_worker *w = arg;
+    w->leaving = 0;
+    if (status == 0 && r->type == REDIS_REPLY_INTEGER) {
+        SLUICE_LOG(SLUICE_LOG_INFO, "event=%s queue=%s group=%s consumer=%s",
+                   r->integer == 1 ? "consumer_deleted" : "consumer_kept reason=pending", w->queue,
+                   w->group, w->consumer);
+    } else if (status != SLUICE_ECANCELED) {
+        SLUICE_LOG(SLUICE_LOG_WARN, "event=consumer_kept queue=%s consumer=%s error=\"%s\"",
+                   w->queue, w->consumer, sluice_strerror(status));
+    }
+    check_done(w);
+}
+
+/* A clean stop of a stream worker: deletes its consumer from the group when it holds no pending
+ * entry (sluice_prune checks it in the same atomic step), so stopped workers do not pile up in
+ * the group's consumer list. One try; returns 1 while the call is outstanding. A fair queue's
+ * lanes need nothing: a lane's stream goes, with its group, once it is empty. */
+static int leave_group(sluice_worker *w) {
+    if (w->left || w->fatal || w->o.backend != SLUICE_BACKEND_STREAM || !w->group_ready ||
+        !sluice_aconn_ready(w->cmd)) {
+        return 0;
+    }
+    w->left = 1;
+    const char *keys[] = {w->keys.stream};
+    const char *args[] = {w->group, w->consumer};
+    if (sluice_aconn_fcall(w->cmd, SLUICE_FN_PRUNE, 1, keys, NULL, 2, args, NULL, 0, on_left, w) !=
+        0) {
+        return 0;
+    }
+    w->leaving = 1;
+    return 1;
+}
+
+/* Stops once nothing is in flight, no read is outstanding, every ack was sent and the consumer
+ * has left the group. */
 static void check_done(sluice_worker *w) {
     /* after a fatal error nothing in flight can be settled: do not wait for the grace */
     if (w->stopping && !w->closing && (w->fatal || (w->n_in_flight == 0 && !w->reading))) {
+        if (w->leaving || leave_group(w)) {
+            return;
+        }
         close_all(w);
     }
 }

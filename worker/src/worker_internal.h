@@ -82,6 +82,8 @@ struct sluice_worker {
     int group_ready;
     int creating_group;
     int stopping;
+    int leaving; /* stopping: the call deregistering the consumer is outstanding */
+    int left;    /* stopping: that call was made (or cannot be), once */
     int closing;
     long long taken;                   /* entries read or claimed (bounded by max_messages) */
     long long verdicts;                /* verdicts given */
