@@ -19,6 +19,7 @@
 #include <uv.h>
 
 #include "sluice/cli.h"
+#include "sluice/log.h"
 #include "sluice/status.h"
 
 #if defined(__GNUC__)
@@ -202,6 +203,16 @@ int sluice_cli_version(const char *prog) {
     printf("%s %s (data model 1; hiredis %d.%d.%d, libuv %s)\n", prog, SLUICE_VERSION,
            HIREDIS_MAJOR, HIREDIS_MINOR, HIREDIS_PATCH, uv_version_string());
     return SLUICE_EXIT_OK;
+}
+
+int sluice_cli_log_level(const char *level, const char *prog, char *err, size_t errlen) {
+    int l = sluice_log_level_parse(level);
+    if (l < SLUICE_LOG_OFF) {
+        snprintf(err, errlen, "--log-level: \"%s\" is not error, warn, info, debug or off", level);
+        return -1;
+    }
+    sluice_log_set_level(l, prog);
+    return 0;
 }
 
 int sluice_listen_addr_parse(const char *opt, const char *s, struct sockaddr_storage *out,

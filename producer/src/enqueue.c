@@ -44,6 +44,8 @@ static const char usage[] =
     "      --wait-timeout MS       how long WAIT may take (default 1000)\n"
     "      --ids                   print \"ID PAYLOAD\" for each admitted payload\n"
     "      --json                  print the summary as JSON\n"
+    "      --log-level LEVEL       error, warn, info, debug or off (default off): the\n"
+    "                              connection's events (reconnects, redirects) on stderr\n"
     "  -h, --help                  this text\n"
     "\n"
     "Prints: admitted=N rejected=M depth=D capacity=C [limited=L (by LIMIT, retry after T ms)]\n"
@@ -67,7 +69,8 @@ enum {
     OPT_RATE,
     OPT_CLIENT,
     OPT_WAIT_REPLICAS,
-    OPT_WAIT_TIMEOUT
+    OPT_WAIT_TIMEOUT,
+    OPT_LOG_LEVEL
 };
 
 static const struct option longopts[] = {
@@ -87,6 +90,7 @@ static const struct option longopts[] = {
     {"rate", required_argument, NULL, OPT_RATE},
     {"wait-replicas", required_argument, NULL, OPT_WAIT_REPLICAS},
     {"wait-timeout", required_argument, NULL, OPT_WAIT_TIMEOUT},
+    {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -195,6 +199,8 @@ static int parse_opt(run *r, int ch, const char *v, char *err, size_t n) {
         }
         r->o.wait_timeout_ms = (int)x;
         return 0;
+    case OPT_LOG_LEVEL:
+        return sluice_cli_log_level(v, "sluice-enqueue", err, n);
     default:
         snprintf(err, n, "unknown option");
         return -1;

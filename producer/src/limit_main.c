@@ -36,6 +36,8 @@ static const char usage[] =
     "                              are counted too (the counter passes N)\n"
     "      --timeout MS            the call's deadline (default 5000)\n"
     "      --json                  print the result as JSON\n"
+    "      --log-level LEVEL       error, warn, info, debug or off (default off): the\n"
+    "                              connection's events (reconnects, redirects) on stderr\n"
     "  -h, --help                  this text\n"
     "  -V, --version               the version\n"
     "\n"
@@ -53,11 +55,12 @@ static const char usage[] =
     "Exit codes: 0 allowed, 1 limited, 2 usage, 3 Redis unavailable or refused (or the\n"
     "outcome is unknown: the reply was lost).\n";
 
-enum { OPT_NO_SCRIPTS = 256, OPT_TIMEOUT, OPT_JSON };
+enum { OPT_NO_SCRIPTS = 256, OPT_TIMEOUT, OPT_JSON, OPT_LOG_LEVEL };
 
 static const struct option longopts[] = {
     {"algorithm", required_argument, NULL, 'a'},
     {"weight", required_argument, NULL, 'w'},
+    {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
     {"redis", required_argument, NULL, 'r'},
     {"no-scripts", no_argument, NULL, OPT_NO_SCRIPTS},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
@@ -148,6 +151,11 @@ int main(int argc, char **argv) {
             break;
         case OPT_JSON:
             json = 1;
+            break;
+        case OPT_LOG_LEVEL:
+            if (sluice_cli_log_level(optarg, "sluice-limit", err, sizeof(err)) != 0) {
+                return fail_usage(err);
+            }
             break;
         case 'h':
             fputs(usage, stdout);

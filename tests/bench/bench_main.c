@@ -22,7 +22,8 @@ static const struct {
 };
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: sluice-bench COMMAND [options]   (sluice-bench COMMAND --help)\n\n");
+    fprintf(f, "usage: sluice-bench [--log-level LEVEL] COMMAND [options]   (sluice-bench COMMAND "
+               "--help)\n\n");
     for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
         fprintf(f, "  %-8s %s\n", cmds[i].name, cmds[i].what);
     }
@@ -33,7 +34,9 @@ static void usage(FILE *f) {
                "  scripts/bench                 every row of the README's table, side by side\n"
                "                                with redis-benchmark on one private server\n");
     fprintf(f, "\nEvery command takes --redis URL (default $SLUICE_REDIS_URL, else "
-               "redis://127.0.0.1:6379).\nExit codes: 0 ok, 2 usage, 3 redis unavailable.\n");
+               "redis://127.0.0.1:6379).\n--log-level LEVEL, before the command: error, warn, "
+               "info, debug or off (default off),\nthe connections' events on stderr.\n"
+               "Exit codes: 0 ok, 2 usage, 3 redis unavailable.\n");
 }
 
 int main(int argc, char **argv) {
@@ -44,6 +47,25 @@ int main(int argc, char **argv) {
     }
     if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
         return sluice_cli_version("sluice-bench");
+    }
+    if (strcmp(argv[1], "--log-level") == 0 || strncmp(argv[1], "--log-level=", 12) == 0) {
+        char err[256];
+        const char *v = argv[1][11] == '=' ? argv[1] + 12 : argc > 2 ? argv[2] : NULL;
+        if (v == NULL) {
+            fprintf(stderr, "sluice-bench: missing value for option '--log-level'\n");
+            return 2;
+        }
+        if (sluice_cli_log_level(v, "sluice-bench", err, sizeof(err)) != 0) {
+            fprintf(stderr, "sluice-bench: %s\n", err);
+            return 2;
+        }
+        int used = argv[1][11] == '=' ? 1 : 2;
+        argc -= used;
+        argv += used;
+        if (argc < 2) {
+            usage(stderr);
+            return 2;
+        }
     }
     for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
         if (strcmp(argv[1], cmds[i].name) == 0) {

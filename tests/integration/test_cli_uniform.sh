@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 # Every binary speaks alike: --version, an EXAMPLES section in --help, bad options reported in
 # one style (the binary's name, not its path; no getopt wording), a negative number named as a
-# bad value rather than an unknown option, and a queue that does not exist is said to not exist.
+# bad value rather than an unknown option, and a queue that does not exist is said to not exist;
+# every binary takes --log-level.
 . "$(dirname "$0")/lib.sh"
 
 for b in sluice-enqueue sluice-worker sluice-admin sluice-gateway sluice-bench; do
@@ -23,4 +24,48 @@ if grep -qE -- "stats QUEUE|--sample" "$tmp/out"; then
     fail "dead --help shows other commands' lines: $(cat "$tmp/out")"
 fi
 run 0 "--sample MS" "$bin/sluice-admin" stats --help
-echo "ok: --version, EXAMPLES, one error style, negative values, missing queues"
+
+# --log-level, in every binary: in --help, a bad level is a usage error naming it (exit 2), and
+# a level makes the connection's events key=value lines on stderr (the blocking clients are
+# quiet by default). A private server whose library is flushed before each run: loading it is an
+# event=library_loaded line.
+all="sluice-enqueue sluice-worker sluice-admin sluice-gateway sluice-limit sluice-bench"
+for b in $all; do
+    "$bin/$b" --help >"$tmp/help" 2>&1 || true
+    grep -q -- "--log-level" "$tmp/help" || fail "$b --help does not list --log-level"
+done
+run 2 '^sluice-enqueue: --log-level: "loud" is not error' "$bin/sluice-enqueue" -q x --log-level loud x
+run 2 '^sluice-worker: --log-level: "loud" is not error' "$bin/sluice-worker" -q x --log-level loud
+run 2 '^sluice-admin: --log-level: "loud" is not error' "$bin/sluice-admin" --log-level loud stats x
+run 2 '^sluice-gateway: --log-level: "loud" is not error' "$bin/sluice-gateway" --log-level loud \
+    --listen 127.0.0.1:0 -q x
+run 2 '^sluice-limit: --log-level: "loud" is not error' "$bin/sluice-limit" --log-level loud ns k=1/s
+run 2 '^sluice-bench: --log-level: "loud" is not error' "$bin/sluice-bench" --log-level loud admit
+redis-server --port 0 --unixsocket "$tmp/r.sock" --save '' --appendonly no --daemonize no \
+    >"$tmp/redis.log" 2>&1 &
+pids+=("$!")
+for _ in $(seq 1 100); do [ -S "$tmp/r.sock" ] && break; sleep 0.05; done
+ru="unix://$tmp/r.sock"
+lq="logq-$$"
+# logs NAME COMMAND...: with the library flushed, COMMAND exits 0 or 1 and its stderr has an
+# event=library_loaded line of prog=NAME
+logs() {
+    local name=$1 rc=0
+    shift
+    redis-cli -s "$tmp/r.sock" FUNCTION FLUSH >/dev/null
+    "$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
+    [ "$rc" -le 1 ] || fail "$* exited $rc: $(cat "$tmp/err")"
+    grep -q "level=info prog=$name event=library_loaded" "$tmp/err" ||
+        fail "$* logged no event=library_loaded: $(cat "$tmp/err")"
+}
+logs sluice-enqueue "$bin/sluice-enqueue" -r "$ru" -q "$lq" --log-level info a b
+logs sluice-admin "$bin/sluice-admin" -r "$ru" --log-level info capacity "$lq" 10
+logs sluice-limit "$bin/sluice-limit" -r "$ru" --log-level info ns k=5/s
+logs sluice-worker "$bin/sluice-worker" -r "$ru" -q "$lq" --log-level info --handler noop \
+    --max-messages 2
+logs sluice-bench "$bin/sluice-bench" --log-level info admit --redis "$ru" --queue "$lq-b" --count 10 \
+    --batch-count 10
+redis-cli -s "$tmp/r.sock" FUNCTION FLUSH >/dev/null
+run 0 'admitted=1' "$bin/sluice-enqueue" -r "$ru" -q "$lq" c # quiet without --log-level
+grep -q 'event=' "$tmp/out" && fail "sluice-enqueue logged without --log-level: $(cat "$tmp/out")"
+echo "ok: --version, EXAMPLES, one error style, negative values, missing queues, --log-level"

@@ -94,6 +94,8 @@ static const char usage[] =
     "      --default-capacity N     dead replay: capacity when the queue has none set\n"
     "                               (default 1000, the producers' default)\n"
     "      --yes                    purge, dead purge: really delete\n"
+    "      --log-level LEVEL        error, warn, info, debug or off (default off): the\n"
+    "                               connection's events (reconnects, redirects) on stderr\n"
     "  -h, --help                   this text\n"
     "\n"
     "EXAMPLES\n"
@@ -119,9 +121,11 @@ enum {
     OPT_ALGORITHM,
     OPT_PER_TENANT,
     OPT_WEIGHT,
+    OPT_LOG_LEVEL,
 };
 
-/* Bits naming the options a subcommand accepts (--redis, --json and --help: all of them). */
+/* Bits naming the options a subcommand accepts (--redis, --json, --log-level and --help: all of
+ * them). */
 enum {
     A_BACKEND = 1 << 0,
     A_GROUP = 1 << 1,
@@ -151,6 +155,7 @@ static const struct option longopts[] = {
     {"algorithm", required_argument, NULL, OPT_ALGORITHM},
     {"per-tenant", required_argument, NULL, OPT_PER_TENANT},
     {"weight", required_argument, NULL, OPT_WEIGHT},
+    {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -255,6 +260,8 @@ static int parse_one(admin *a, int ch, const char *v, char *err, size_t n) {
     case OPT_YES:
         a->yes = 1;
         return 0;
+    case OPT_LOG_LEVEL:
+        return sluice_cli_log_level(v, "sluice-admin", err, n);
     case OPT_WEIGHT:
         if (a->nweights == ADMIN_WEIGHTS_MAX) {
             snprintf(err, n, "--weight: at most %d in one run", ADMIN_WEIGHTS_MAX);

@@ -26,6 +26,12 @@ extern "C" {
  * SLUICE_EXIT_OK, for `return sluice_cli_version("sluice-x");` in an option switch. */
 int sluice_cli_version(const char *prog);
 
+/* --log-level LEVEL, the same in every binary: parses error, warn, info, debug or off and sets
+ * the threshold of the key=value log lines on stderr, prefixed prog=PROG. Call while parsing
+ * the options (before any thread starts). Returns 0, or -1 with a message naming the value in
+ * err. */
+int sluice_cli_log_level(const char *level, const char *prog, char *err, size_t errlen);
+
 struct sockaddr_storage;
 /* A listening address for the binaries (--listen, --metrics), one set of forms for all:
  * "HOST:PORT" with an IPv4 literal or "localhost", "[IPv6]:PORT", and ":PORT" or "*:PORT"
