@@ -68,4 +68,14 @@ logs sluice-bench "$bin/sluice-bench" --log-level info admit --redis "$ru" --que
 redis-cli -s "$tmp/r.sock" FUNCTION FLUSH >/dev/null
 run 0 'admitted=1' "$bin/sluice-enqueue" -r "$ru" -q "$lq" c # quiet without --log-level
 grep -q 'event=' "$tmp/out" && fail "sluice-enqueue logged without --log-level: $(cat "$tmp/out")"
-echo "ok: --version, EXAMPLES, one error style, negative values, missing queues, --log-level"
+
+# scripts/demo --help: its whole description (to the last sentence) and every option with its
+# default
+run 0 'stops everything it started\.$' "${SLUICE_SOURCE_DIR:?}/scripts/demo" --duration 5 --help
+for o in '--duration S .*\(20\)' '--workers N .*\(2\)' '--capacity C .*\(500\)' \
+    '--rate R .*\(3000' '--work-ms MS .*\(20 ms' '--pace N/DURATION .*\(none' \
+    '--quiet-rate R .*\(20\)' '--tenant-pace' '--cluster '; do
+    grep -qE -- "^  $o" "$tmp/out" || fail "scripts/demo --help lacks /$o/: $(cat "$tmp/out")"
+done
+echo "ok: --version, EXAMPLES, one error style, negative values, missing queues, --log-level," \
+    "scripts/demo --help"
