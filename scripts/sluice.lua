@@ -125,10 +125,13 @@ local function room(cap, depth, n)
 end
 
 -- Counts rejections and puts the `acked` counter into reply[5] (for the drain-rate estimate
--- behind Retry-After) when there were any.
-local function count_rejected(stats, rejected, reply)
+-- behind Retry-After) when there were any. A tentative call's are not counted: the producer
+-- tries another partition, which counts the message's final outcome.
+local function count_rejected(stats, rejected, reply, tentative)
     if rejected > 0 then
-        redis.call('HINCRBY', stats, 'rejected', rejected)
+        if not tentative then
+            redis.call('HINCRBY', stats, 'rejected', rejected)
+        end
         reply[5] = tonumber(redis.call('HGET', stats, 'acked')) or 0
     end
 end
@@ -1740,7 +1743,10 @@ outcome_i the id (admitted), 0 (full) or {limit name, retry_after_ms, COUNT, PER
 local EMPTY = {} -- never written
 
 local function admit_each(keys, args, cap, depth, nlimits, append, share)
-    local stride = tonumber(args[3])
+    local stride, tentative = tonumber(args[3]), args[3] == '1t' or args[3] == '3t'
+    if tentative then
+        stride = tonumber(string.sub(args[3], 1, 1))
+    end
     local n = stride and (#args - 3) / stride
     if (stride ~= 1 and stride ~= 3) or n < 1 or n ~= math.floor(n) then
         return redis.error_reply('SLUICECONFIG sluice_admit2 takes a capacity, a TTL, a stride ' ..
@@ -1835,7 +1841,7 @@ local function admit_each(keys, args, cap, depth, nlimits, append, share)
     if limited > 0 then
         redis.call('HINCRBY', keys[3], 'limited', limited)
     end
-    count_rejected(keys[3], full, reply)
+    count_rejected(keys[3], full, reply, tentative)
     return reply
 end
 
@@ -1843,7 +1849,9 @@ end
 KEYS[1] stream, KEYS[2] meta, KEYS[3] stats, KEYS[4] idempotency key (optional)
 ARGV[1] default capacity, ARGV[2] idempotency TTL ms (with KEYS[4]: exactly one message)
 ARGV[3] stride: 1 (ARGV[4..] are envelopes; no tenant, no client key) or 3 (ARGV[4..] are
-triples: tenant ('' none), client key ('' none), envelope)
+triples: tenant ('' none), client key ('' none), envelope); 1t or 3t: the same, tentative (the
+producer tries another partition for a message full here, so `rejected` does not count it:
+each message is counted once, where its final outcome is decided)
 reply: {admitted, depth_after, capacity, duplicate(0|1), acked, outcome_1, ..., outcome_n}
   outcome: the entry id (admitted), 0 (full), or {limit, retry_after_ms, COUNT, PERIOD_MS}
   (refused by that limit; retry_after_ms rounded up). A duplicate replies {1, depth,

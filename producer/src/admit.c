@@ -246,6 +246,11 @@ int sluice__admit_call_build(sluice__admit_call *call, const sluice__admit_cfg *
     return st;
 }
 
+void sluice__admit_call_tentative(sluice__admit_call *call) {
+    call->args[2] = call->stride == 3 ? "3t" : "1t";
+    call->arglens[2] = 2;
+}
+
 void sluice__admit_call_free(sluice__admit_call *call) {
     free(call->args);
     free(call->arglens);

@@ -55,6 +55,12 @@ int sluice__admit_cfg_init(sluice__admit_cfg *cfg, const sluice_producer_options
 int sluice__admit_check_msg(const sluice__admit_cfg *cfg, const sluice_message *m, char *err,
                             size_t errlen);
 
+/* Makes a built call tentative: a message it finds full is not counted in the queue's
+ * `rejected`, because the producer tries another partition for it and that one counts its final
+ * outcome (each message is counted once). Only for calls whose every message has a second
+ * partition to try. */
+void sluice__admit_call_tentative(sluice__admit_call *call);
+
 /*
  * Validates and encodes msgs[0..n) into `call`. Returns 0, ETOOBIG (a payload over the limit or
  * a batch over max_batch) or EINVAL, with a message in err. Free with sluice__admit_call_free.

@@ -490,13 +490,15 @@ static void on_call_reply(sluice_aconn *c, int status, int sent, redisReply *r, 
 #define ACALL_MAX_BYTES ((size_t)4 << 20)
 
 /* Takes the next run of requests off the partition's list: up to max_batch and ACALL_MAX_BYTES
- * without idempotency keys, or one with a key. Returns the first; *n is set. */
+ * without idempotency keys, all with another partition to try or none, or one with a key.
+ * Returns the first; *n is set. */
 static areq *take_batch(apart *pt, size_t *n) {
     areq *first = pt->head, *last = first;
     size_t k = 1, bytes = first->bytes;
     if (first->m.idempotency_key == NULL) {
         while (k < pt->cfg.max_batch && last->next != NULL &&
                last->next->m.idempotency_key == NULL &&
+               (last->next->alt != last->next->part) == (first->alt != first->part) &&
                bytes + last->next->bytes <= ACALL_MAX_BYTES) {
             last = last->next;
             bytes += last->bytes;
@@ -539,6 +541,9 @@ static int send_call(apart *pt) {
     }
     sluice__admit_call call;
     int st = sluice__admit_call_build(&call, &pt->cfg, ap->scratch, n, ap->err, sizeof(ap->err));
+    if (st == 0 && first->alt != first->part) {
+        sluice__admit_call_tentative(&call); /* a full one is counted where its second try ends */
+    }
     if (st == 0) {
         uint64_t now = uv_now(ap->loop);
         int left = first->deadline > now ? (int)(first->deadline - now) : 1;

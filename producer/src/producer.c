@@ -115,15 +115,19 @@ static int wait_replicas(sluice_producer *p, sluice_admit_result *res, size_t n,
     return st;
 }
 
-/* One admission call of msgs[0..n) into the queue (or partition) of `cfg`. */
+/* One admission call of msgs[0..n) into the queue (or partition) of `cfg`; tentative: each of
+ * them has another partition to try (sluice__admit_call_tentative). */
 static int admit_on(sluice_producer *p, const sluice__admit_cfg *cfg, const sluice_message *msgs,
-                    size_t n, sluice_admit_result *res, size_t *admitted) {
+                    size_t n, int tentative, sluice_admit_result *res, size_t *admitted) {
     sluice__admit_call call;
     *admitted = 0;
     int st = sluice__admit_call_build(&call, cfg, msgs, n, p->err, sizeof(p->err));
     if (st != 0) {
         sluice__admit_fail(res, n, st, 0, 0);
         return st;
+    }
+    if (tentative) {
+        sluice__admit_call_tentative(&call);
     }
     redisReply *r = NULL;
     int sent = 0, filled = 0; /* filled: res[] holds each message's outcome */
@@ -204,8 +208,10 @@ static const sluice__admit_cfg *part_cfg(sluice_producer *p, int i) {
 
 /* A partitioned queue: each message goes to its tenant's partition, or else to the emptier of
  * two partitions picked at random (depths from earlier replies); a message without a tenant
- * that finds its partition full tries the other one before it is answered full. One call per
- * partition used. */
+ * that finds its partition full tries the other one before it is answered full. Three rounds,
+ * one call per partition used in each: the messages with one partition to try, the first try of
+ * those with two (tentative: a full one is counted rejected only where its second try ends),
+ * and the second tries. */
 static int admit_parts(sluice_producer *p, const sluice_message *msgs, size_t n,
                        sluice_admit_result *res, size_t *admitted) {
     int *first = malloc(n * sizeof(int)), *second = malloc(n * sizeof(int));
@@ -227,13 +233,13 @@ static int admit_parts(sluice_producer *p, const sluice_message *msgs, size_t n,
         first[i] = p->pdepth[a] <= p->pdepth[b] ? a : b;
         second[i] = first[i] == a ? b : a;
     }
-    for (int round = 0; st == 0 && round < 2; round++) {
+    for (int round = 0; st == 0 && round < 3; round++) {
         for (int part = 0; part < p->parts; part++) {
             size_t k = 0;
             for (size_t i = 0; i < n; i++) {
-                int want = round == 0 ? first[i] : second[i];
-                if (want == part &&
-                    (round == 0 || (res[i].outcome == SLUICE_FULL && second[i] != first[i]))) {
+                int two = second[i] != first[i];
+                if (round == 2 ? two && second[i] == part && res[i].outcome == SLUICE_FULL
+                               : first[i] == part && two == round) {
                     idx[k] = i;
                     sub[k++] = msgs[i];
                 }
@@ -243,7 +249,7 @@ static int admit_parts(sluice_producer *p, const sluice_message *msgs, size_t n,
             }
             const sluice__admit_cfg *c = part_cfg(p, part);
             size_t got = 0;
-            int s = c == NULL ? SLUICE_ENOMEM : admit_on(p, c, sub, k, sres, &got);
+            int s = c == NULL ? SLUICE_ENOMEM : admit_on(p, c, sub, k, round == 1, sres, &got);
             if (c == NULL) {
                 sluice__admit_fail(sres, k, s, 0, 0);
             }
@@ -283,7 +289,7 @@ int sluice_producer_admit_batch(sluice_producer *p, const sluice_message *msgs, 
     if (p->parts > 1 && n > 0 && msgs[0].idempotency_key == NULL) {
         return admit_parts(p, msgs, n, res, admitted);
     }
-    return admit_on(p, &p->cfg, msgs, n, res, admitted);
+    return admit_on(p, &p->cfg, msgs, n, 0, res, admitted);
 }
 
 int sluice_producer_admit_msg(sluice_producer *p, const sluice_message *m,

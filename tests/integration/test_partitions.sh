@@ -28,6 +28,20 @@ run 0 "capacity of $q: 300" A capacity "$q" 300
 run 0 'partitions of .*: 3 \(capacity 300 in all, 100 each\)' A partitions "$q" 3
 seq 1 400 | E --queue "$q" >"$tmp/e" || true
 grep -q '^admitted=300 rejected=100 ' "$tmp/e" || fail "400 offered: $(cat "$tmp/e")"
+# each message counted once in the partitions' stats, not once per partition it tried: admitted
+# + rejected over the partitions is what was offered - also through the async producer (the
+# gateway: 20 more, all refused)
+stats_sum() { local i n=0; for i in "" ~1 ~2; do
+    n=$((n + $(rcli HGET "sluice:{$q$i}:stats" "$1"))); done; echo "$n"; }
+[ "$(stats_sum admitted)/$(stats_sum rejected)" = 300/100 ] ||
+    fail "stats over the partitions: admitted $(stats_sum admitted), rejected $(stats_sum rejected) of 400"
+gateway_start --queue "$q"
+for _ in $(seq 1 20); do
+    curl -s -o /dev/null -w '%{http_code}\n' --data-binary x "http://127.0.0.1:$port/v1/queues/$q/messages"
+done >"$tmp/codes"
+[ "$(grep -c '^429$' "$tmp/codes")" = 20 ] || fail "gateway on a full queue: $(sort "$tmp/codes" | uniq -c)"
+[ "$(stats_sum rejected)" = 120 ] || fail "20 refused by the gateway counted $(($(stats_sum rejected) - 100)) times"
+kill -TERM "${pids[-1]}"
 for p in "$q" "$q~1" "$q~2"; do
     [ "$(xlen "$p")" = 100 ] || fail "$p holds $(xlen "$p"), want 100"
 done
