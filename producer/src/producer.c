@@ -233,7 +233,11 @@ static int admit_parts(sluice_producer *p, const sluice_message *msgs, size_t n,
         first[i] = p->pdepth[a] <= p->pdepth[b] ? a : b;
         second[i] = first[i] == a ? b : a;
     }
-    for (int round = 0; st == 0 && round < 3; round++) {
+    /* every message gets its first try (rounds 0 and 1) even after a call failed; the second
+     * tries only while nothing failed (else one full on its tentative try is answered full
+     * without being counted: the call reports the failure) */
+    int ready = st == 0;
+    for (int round = 0; ready && round < 3 && (round < 2 || st == 0); round++) {
         for (int part = 0; part < p->parts; part++) {
             size_t k = 0;
             for (size_t i = 0; i < n; i++) {
