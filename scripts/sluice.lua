@@ -146,7 +146,8 @@ queue switched to fair keeps what waits in it, as the first lane). All in the qu
   sluice:{Q}:ring    list  the lanes with undelivered entries, in round-robin order
   sluice:{Q}:deficit hash  T -> what lane T may still take in its turn (deficit round robin)
   sluice:{Q}:weights hash  T -> weight (default 1): entries per turn
-  sluice:{Q}:served  hash  T -> entries delivered from lane T (monotonic)
+  sluice:{Q}:served  hash  T -> entries delivered from lane T since it last held nothing (it
+                           goes with the lane: an idle tenant keeps no state but its weight)
   sluice:{Q}:wake    list  at most one token: pushed when a lane gets its first undelivered
                            entry (or a take leaves backlog), popped by an idle worker's BLPOP
 A lane's undelivered count only guides the order: a read that returns less than it asked for
@@ -193,13 +194,15 @@ local function lanes_added(prefix, added, order)
 end
 
 -- Counts n entries deleted from tenant lane t (ack, dead). An empty lane's stream goes (with
--- its group, made again when the lane is next read): tenants come and go, their lanes with them.
+-- its group, made again when the lane is next read) and its served count: tenants come and go,
+-- their lanes with them, and an idle tenant keeps nothing.
 local function lane_removed(prefix, t, n)
     if t == '' or n <= 0 then
         return
     end
     if redis.call('HINCRBY', prefix .. 'lanes', t, -n) <= 0 then
         redis.call('HDEL', prefix .. 'lanes', t)
+        redis.call('HDEL', prefix .. 'served', t)
         redis.call('DEL', lane_key(prefix, t))
     end
     redis.call('HINCRBY', prefix .. 'meta', 'lane_depth', -n)
