@@ -1754,6 +1754,14 @@ local function admit_each(keys, args, cap, depth, nlimits, append, share)
         return redis.error_reply('SLUICECONFIG sluice_admit2 takes a capacity, a TTL, a stride ' ..
             '(1 or 3) and per message an envelope (1) or tenant, client, envelope (3)')
     end
+    -- a tenant names keys and lanes, and clients hold it as a C string: no NUL byte in it
+    for i = 1, stride == 3 and n or 0 do
+        local t = args[1 + i * 3]
+        if t:find('\0', 1, true) then
+            return redis.error_reply('SLUICECONFIG tenant ' .. s_format('%q', t:sub(1, 40)) ..
+                ' of message ' .. i .. ' has a NUL byte')
+        end
+    end
     local lims, now, prefix = EMPTY, 0, string.sub(keys[2], 1, -5) -- "sluice:{Q}:" of "...meta"
     if nlimits > 0 then
         lims = queue_limits(prefix .. 'limits', ADMISSION_SCOPES)

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Fair queues and the tenants that come and go: a drained lane leaves no per-tenant state (one-off
-# tenants cost nothing once served) and `sluice-admin fair Q` lists many lanes correctly, also
-# before a worker made the group.
+# tenants cost nothing once served) and `sluice-admin fair Q` lists many lanes correctly; a
+# tenant is a byte string: one with a NUL byte is refused by sluice_admit2, and a worker settles
+# an entry of such a lane by its whole name; `fair Q` says the plain thing before a worker made
+# the group.
 . "$(dirname "$0")/lib.sh"
 q="fairt-$$"
 A() { "$bin/sluice-admin" --redis "$url" "$@"; }
@@ -69,8 +71,36 @@ done
 [ "$(rcli HGET "${k}weights" u-7)" = 5 ] || fail "a weight went with its lane"
 [ "$(rcli HGET "${k}stats" acked)" = 300 ] || fail "acked $(rcli HGET "${k}stats" acked) of 300"
 
+# ---- a tenant is a byte string ----
+n="$q-n"
+k="sluice:{$n}:"
+A fair "$n" on >/dev/null
+resp "b'FCALL'" "b'sluice_admit2'" "b'3'" "b'${k}stream'" "b'${k}meta'" "b'${k}stats'" \
+    "b'100'" "b'0'" "b'3'" "b'ok'" "b''" "$(envelope a)" "b'a\\x00b'" "b''" "$(envelope b)" >"$tmp/nul"
+grep -q 'SLUICECONFIG tenant "a\\000b" of message 2 has a NUL byte' "$tmp/nul" ||
+    fail "a tenant with a NUL byte: $(cat "$tmp/nul")"
+[ "$(rcli EXISTS "${k}lane:ok")" = 0 ] || fail "a refused call admitted part of its batch"
+# a lane with a NUL byte in its name (as one admitted before that check): settled by its name
+resp "b'FCALL'" "b'sluice_admit2'" "b'3'" "b'${k}stream'" "b'${k}meta'" "b'${k}stats'" \
+    "b'100'" "b'0'" "b'3'" "b'x'" "b''" "$(envelope nul-lane)" >/dev/null
+resp "b'RENAME'" "b'${k}lane:x'" "b'${k}lane:a\\x00b'" >/dev/null
+for h in lanes lwait; do
+    resp "b'HSET'" "b'${k}$h'" "b'a\\x00b'" "b'1'" >/dev/null
+    rcli HDEL "${k}$h" x >/dev/null
+done
+rcli DEL "${k}ring" >/dev/null
+resp "b'RPUSH'" "b'${k}ring'" "b'a\\x00b'" >/dev/null
+timeout 30 "${worker[@]}" --queue "$n" --max-messages 1 --record "$tmp/rec" >/dev/null ||
+    fail "the entry of lane a\\0b was not handled"
+grep -q nul-lane "$tmp/rec" || fail "handled: $(cat "$tmp/rec")"
+[ "$(rcli HGET "${k}stats" acked)" = 1 ] && [ "$(rcli HGET "${k}meta" lane_depth)" = 0 ] &&
+    [ "$(rcli HLEN "${k}lanes")" = 0 ] ||
+    fail "the entry of lane a\\0b was not settled: acked $(rcli HGET "${k}stats" acked)," \
+        "lane_depth $(rcli HGET "${k}meta" lane_depth)"
+
 # ---- the plain thing before a worker made the group ----
 l="$q-l"
 run 0 'fair off, 0 tenant lanes' A fair "$l"
 grep -q NOGROUP "$tmp/out" && fail "fair before the group: $(cat "$tmp/out")"
-echo "ok: drained one-off tenants leave no state; listing of 300 lanes; no NOGROUP"
+echo "ok: drained one-off tenants leave no state; listing of 300 lanes; NUL tenants refused," \
+    "a NUL lane settled; no NOGROUP"
