@@ -3,8 +3,8 @@
 # Fair queues and the tenants that come and go: a drained lane leaves no per-tenant state (one-off
 # tenants cost nothing once served) and `sluice-admin fair Q` lists many lanes correctly; a
 # tenant is a byte string: one with a NUL byte is refused by sluice_admit2, and a worker settles
-# an entry of such a lane by its whole name; `fair Q` says the plain thing before a worker made
-# the group.
+# an entry of such a lane by its whole name; a weight of a tenant name of 600 bytes is kept
+# whole; the admin tools say the plain thing before a worker made the group and on a fair queue.
 . "$(dirname "$0")/lib.sh"
 q="fairt-$$"
 A() { "$bin/sluice-admin" --redis "$url" "$@"; }
@@ -98,9 +98,19 @@ grep -q nul-lane "$tmp/rec" || fail "handled: $(cat "$tmp/rec")"
     fail "the entry of lane a\\0b was not settled: acked $(rcli HGET "${k}stats" acked)," \
         "lane_depth $(rcli HGET "${k}meta" lane_depth)"
 
-# ---- the plain thing before a worker made the group ----
+# ---- a weight's tenant name of 600 bytes is kept whole ----
+w="$q-w"
+long=$(printf 't%.0s' $(seq 1 600))
+run 0 "^weight of $long on $w: 3\$" A fair "$w" on --weight "$long=3"
+[ "$(rcli HGET "sluice:{$w}:weights" "$long")" = 3 ] || fail "the 600-byte name was not kept"
+
+# ---- the plain thing: before a worker made the group, and on a fair queue ----
 l="$q-l"
 run 0 'fair off, 0 tenant lanes' A fair "$l"
 grep -q NOGROUP "$tmp/out" && fail "fair before the group: $(cat "$tmp/out")"
+run 0 'applies to fair queues' A limit "$l" set dt drain-tenant 5/1s
+A fair "$l" on >/dev/null
+run 0 'limit it on' A limit "$l" set it inflight-tenant 2
+grep -q 'applies to fair queues' "$tmp/out" && fail "note on a fair queue: $(cat "$tmp/out")"
 echo "ok: drained one-off tenants leave no state; listing of 300 lanes; NUL tenants refused," \
-    "a NUL lane settled; no NOGROUP"
+    "a NUL lane settled; a 600-byte weight name; no NOGROUP, no note on a fair queue"

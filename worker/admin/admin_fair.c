@@ -78,15 +78,24 @@ static int fair_all(admin *a, int nargs, const char **args, long long *holding) 
 
 static int set_weights(admin *a) {
     for (int i = 0; i < a->nweights; i++) {
-        char tenant[512];
         const char *eq = strrchr(a->weights[i], '=');
-        snprintf(tenant, sizeof(tenant), "%.*s", (int)(eq - a->weights[i]), a->weights[i]);
+        size_t len = (size_t)(eq - a->weights[i]);
+        char *tenant = malloc(len + 1); /* a tenant name of any length, whole */
+        if (tenant == NULL) {
+            admin_err(a, "out of memory");
+            return SLUICE_EXIT_REDIS;
+        }
+        memcpy(tenant, a->weights[i], len);
+        tenant[len] = '\0';
         const char *args[] = {"weight", tenant, eq + 1};
         int rc = fair_all(a, 3, args, NULL);
+        if (rc == 0) {
+            printf("weight of %s on %s: %s\n", tenant, a->queue, eq + 1);
+        }
+        free(tenant);
         if (rc != 0) {
             return rc;
         }
-        printf("weight of %s on %s: %s\n", tenant, a->queue, eq + 1);
     }
     return 0;
 }
