@@ -4,7 +4,7 @@ sluice server-side library, data model version 1.
 
 The single source of every atomic operation sluice performs. It is embedded into the binaries
 at build time and loaded with FUNCTION LOAD (Redis 7); on servers without functions each
-function is run as a script with EVALSHA (the loader appends `return fn(KEYS, ARGV)` to the
+function is run as a script with EVALSHA (the loader appends `return entry(fn)(KEYS, ARGV)` to the
 text above the REGISTER marker and drops the shebang line).
 
 Every key a function touches is passed in KEYS; all keys of one queue share the hash tag {Q}.
@@ -149,7 +149,8 @@ queue switched to fair keeps what waits in it, as the first lane). All in the qu
   sluice:{Q}:ring    list  the lanes with undelivered entries, in round-robin order
   sluice:{Q}:deficit hash  T -> what lane T may still take in its turn (deficit round robin)
   sluice:{Q}:weights hash  T -> weight (default 1): entries per turn
-  sluice:{Q}:served  hash  T -> entries delivered from lane T (monotonic)
+  sluice:{Q}:served  hash  T -> entries delivered from lane T since it last held nothing (it
+                           goes with the lane: an idle tenant keeps no state but its weight)
   sluice:{Q}:wake    list  at most one token: pushed when a lane gets its first undelivered
                            entry (or a take leaves backlog), popped by an idle worker's BLPOP
 A lane's undelivered count only guides the order: a read that returns less than it asked for
@@ -196,13 +197,15 @@ local function lanes_added(prefix, added, order)
 end
 
 -- Counts n entries deleted from tenant lane t (ack, dead). An empty lane's stream goes (with
--- its group, made again when the lane is next read): tenants come and go, their lanes with them.
+-- its group, made again when the lane is next read) and its served count: tenants come and go,
+-- their lanes with them, and an idle tenant keeps nothing.
 local function lane_removed(prefix, t, n)
     if t == '' or n <= 0 then
         return
     end
     if redis.call('HINCRBY', prefix .. 'lanes', t, -n) <= 0 then
         redis.call('HDEL', prefix .. 'lanes', t)
+        redis.call('HDEL', prefix .. 'served', t)
         redis.call('DEL', lane_key(prefix, t))
     end
     redis.call('HINCRBY', prefix .. 'meta', 'lane_depth', -n)
@@ -809,14 +812,25 @@ What each algorithm promises (T = PERIOD/COUNT):
 --[[ The limiter's runtime API in upvalues. A function's globals (redis, tonumber, math, ...) are
 looked up through the globals table's metatable on every use, which costs a short hot path more
 than some of its calls; an upvalue is one step. redis.call, tonumber and math are not there
-while the library loads, so limit_api() sets them at the entry points that reach this code
-(sluice_limit, the admission and paced reads through queue_limits, sluice_limits_config); the
-string functions come from the strings' metatable, there at load. ]]
+while the library loads, so every function sets them on its first call: each is called through
+entry() (registered so, and the EVALSHA form of each function calls it so), whichever function
+a fresh Lua state (new server, restart, failover, FUNCTION LOAD) runs first. The string
+functions come from the strings' metatable, there at load. ]]
 local r_call, to_number, m_floor, m_ceil, m_fmod = nil, nil, nil, nil, nil
 local s_format, s_match = ('').format, ('').match
 local function limit_api()
     r_call, to_number = redis.call, tonumber
     m_floor, m_ceil, m_fmod = math.floor, math.ceil, math.fmod
+end
+
+-- fn as called by Redis: with the runtime API set first.
+local function entry(fn)
+    return function(keys, args)
+        if not r_call then
+            limit_api()
+        end
+        return fn(keys, args)
+    end
 end
 
 -- Redis's clock in microseconds: every limit's time comes from here, never from a client.
@@ -1390,9 +1404,6 @@ local function limit_dup(seen, key, c)
 end
 
 local function limit(keys, args)
-    if not r_call then
-        limit_api()
-    end
     local nl = #keys
     if nl < 1 or #args ~= nl + 1 then
         return redis.error_reply('SLUICECONFIG sluice_limit takes N keys, a weight and N specs' ..
@@ -1553,9 +1564,6 @@ local queue_limits_cache, queue_limits_cached = {}, 0
 -- state keys, sluice:{Q}:lim:NAME:, the value follows). Shared between calls: read it, never
 -- write it.
 local function queue_limits(limits_key, scopes)
-    if not r_call then
-        limit_api()
-    end
     local raw = r_call('HGETALL', limits_key)
     local by_scopes = queue_limits_cache[scopes]
     if not by_scopes then
@@ -1751,6 +1759,14 @@ local function admit_each(keys, args, cap, depth, nlimits, append, share)
     if (stride ~= 1 and stride ~= 3) or n < 1 or n ~= math.floor(n) then
         return redis.error_reply('SLUICECONFIG sluice_admit2 takes a capacity, a TTL, a stride ' ..
             '(1 or 3) and per message an envelope (1) or tenant, client, envelope (3)')
+    end
+    -- a tenant names keys and lanes, and clients hold it as a C string: no NUL byte in it
+    for i = 1, stride == 3 and n or 0 do
+        local t = args[1 + i * 3]
+        if t:find('\0', 1, true) then
+            return redis.error_reply('SLUICECONFIG tenant ' .. s_format('%q', t:sub(1, 40)) ..
+                ' of message ' .. i .. ' has a NUL byte')
+        end
     end
     local lims, now, prefix = EMPTY, 0, string.sub(keys[2], 1, -5) -- "sluice:{Q}:" of "...meta"
     if nlimits > 0 then
@@ -2427,9 +2443,6 @@ KEYS[1] sluice:{Q}:limits, KEYS[2] meta
 ARGV 'set' NAME SCOPE SPEC | 'del' NAME
 reply: the number of limits now configured. Errors: SLUICECONFIG naming the bad value. ]]
 local function limits_config(keys, args)
-    if not r_call then
-        limit_api()
-    end
     local op, name = args[1], args[2]
     if type(name) ~= 'string' or #name > 64 or not string.match(name, LIMIT_NAME_PATTERN) then
         return redis.error_reply('SLUICECONFIG limit name ' ..
@@ -2489,6 +2502,16 @@ end
 -- create the stream and group), sluice_limit (adds limiter state) and sluice_fair_config only
 -- grow memory and are refused under OOM as well.
 -- A function that drains or moves admitted work: allowed under OOM (see above).
+-- Every function is registered through entry() (see limit_api): below, `redis` is the loader's
+-- API with a register_function that wraps each callback so.
+local register_function = redis.register_function
+local redis = {register_function = function(spec, fn)
+    if fn == nil then -- the table form: {function_name = ..., callback = ..., flags = ...}
+        spec.callback = entry(spec.callback)
+        return register_function(spec)
+    end
+    return register_function(spec, entry(fn))
+end}
 local function drains(name, fn)
     redis.register_function{function_name = name, callback = fn, flags = {'allow-oom'}}
 end

@@ -4,7 +4,7 @@
  *
  * FUNCTION LOAD takes the library as it is. For servers without functions (or when forced),
  * each function is also available as a stand-alone script for EVALSHA: the library text without
- * its shebang line, cut at the "-- REGISTER" marker, plus `return <local>(KEYS, ARGV)`.
+ * its shebang line, cut at the "-- REGISTER" marker, plus `return entry(<local>)(KEYS, ARGV)`.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,7 +90,7 @@ char *sluice_lua_script(sluice_fn fn, size_t *len) {
         return NULL;
     }
     memcpy(out, body, n);
-    int tail = snprintf(out + n, cap - n, "\nreturn %s(KEYS, ARGV)\n", fns[fn].local);
+    int tail = snprintf(out + n, cap - n, "\nreturn entry(%s)(KEYS, ARGV)\n", fns[fn].local);
     if (len != NULL) {
         *len = n + (size_t)tail;
     }

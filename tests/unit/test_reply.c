@@ -76,11 +76,11 @@ static void test_lua(void) {
     CHECK(strncmp(s, "#!", 2) != 0 && strstr(s, "#!lua") == NULL);
     CHECK(strstr(s, "register_function") == NULL);
     CHECK(strstr(s, "local function admit(") != NULL);
-    const char *tail = "\nreturn admit(KEYS, ARGV)\n";
+    const char *tail = "\nreturn entry(admit)(KEYS, ARGV)\n";
     CHECK(len > strlen(tail) && strcmp(s + len - strlen(tail), tail) == 0);
     free(s);
     s = sluice_lua_script(SLUICE_FN_LIST_ACK, NULL);
-    CHECK(s != NULL && strstr(s, "\nreturn list_ack(KEYS, ARGV)\n") != NULL);
+    CHECK(s != NULL && strstr(s, "\nreturn entry(list_ack)(KEYS, ARGV)\n") != NULL);
     free(s);
     CHECK(sluice_lua_script(SLUICE_FN_COUNT_, NULL) == NULL);
 

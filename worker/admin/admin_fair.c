@@ -78,15 +78,24 @@ static int fair_all(admin *a, int nargs, const char **args, long long *holding) 
 
 static int set_weights(admin *a) {
     for (int i = 0; i < a->nweights; i++) {
-        char tenant[512];
         const char *eq = strrchr(a->weights[i], '=');
-        snprintf(tenant, sizeof(tenant), "%.*s", (int)(eq - a->weights[i]), a->weights[i]);
+        size_t len = (size_t)(eq - a->weights[i]);
+        char *tenant = malloc(len + 1); /* a tenant name of any length, whole */
+        if (tenant == NULL) {
+            admin_err(a, "out of memory");
+            return SLUICE_EXIT_REDIS;
+        }
+        memcpy(tenant, a->weights[i], len);
+        tenant[len] = '\0';
         const char *args[] = {"weight", tenant, eq + 1};
         int rc = fair_all(a, 3, args, NULL);
+        if (rc == 0) {
+            printf("weight of %s on %s: %s\n", tenant, a->queue, eq + 1);
+        }
+        free(tenant);
         if (rc != 0) {
             return rc;
         }
-        printf("weight of %s on %s: %s\n", tenant, a->queue, eq + 1);
     }
     return 0;
 }
@@ -107,25 +116,66 @@ static int cmp_row(const void *x, const void *y) {
     return c != 0 ? c : (a->len > b->len) - (a->len < b->len);
 }
 
-static long long field_ll(const redisReply *h, const char *name, size_t len) {
-    for (size_t i = 0; h->type == REDIS_REPLY_ARRAY && i + 1 < h->elements; i += 2) {
-        if (h->element[i]->len == len && memcmp(h->element[i]->str, name, len) == 0) {
-            return sluice_reply_ll(h->element[i + 1], 0);
+/* HMGET `key` "" followed by the lanes' tenants of `lanes` (an HGETALL reply): the values in the
+ * same order, so the listing is one pass whatever the number of lanes. */
+static int lanes_hmget(admin *a, const char *key, const redisReply *lanes, redisReply **out) {
+    size_t n = 3 + lanes->elements / 2;
+    const char **argv = malloc(n * sizeof(*argv));
+    size_t *lens = malloc(n * sizeof(*lens));
+    int rc = SLUICE_EXIT_REDIS;
+    if (argv == NULL || lens == NULL) {
+        admin_err(a, "out of memory");
+    } else {
+        argv[0] = "HMGET", lens[0] = 5;
+        argv[1] = key, lens[1] = strlen(key);
+        argv[2] = "", lens[2] = 0;
+        for (size_t i = 0; i + 1 < lanes->elements; i += 2) {
+            argv[3 + i / 2] = lanes->element[i]->str, lens[3 + i / 2] = lanes->element[i]->len;
+        }
+        rc = admin_callv(a, out, "reading the lanes", (int)n, argv, lens);
+        if (rc == 0 && ((*out)->type != REDIS_REPLY_ARRAY || (*out)->elements != n - 2)) {
+            admin_err(a, "reading the lanes: unexpected reply to HMGET %s", key);
+            rc = SLUICE_EXIT_REDIS;
         }
     }
-    return -1;
+    free(argv);
+    free(lens);
+    return rc;
+}
+
+/* Entries of the queue's stream delivered and not settled: 0 before a worker made the group. */
+static int stream_pending(admin *a, long long *pending) {
+    const char *argv[] = {"XPENDING", a->keys.stream, a->group};
+    redisReply *r = NULL;
+    int st = sluice_conn_command(a->conn, 3, argv, NULL, &r, NULL);
+    *pending = 0;
+    if (st == SLUICE_ENOTFOUND) { /* NOGROUP: no stream or no group yet */
+        st = 0;
+    } else if (st != 0) {
+        admin_err(a, "XPENDING: %s",
+                  r != NULL && r->type == REDIS_REPLY_ERROR ? r->str : sluice_conn_errstr(a->conn));
+    } else if (r->type == REDIS_REPLY_ARRAY && r->elements > 0) {
+        *pending = sluice_reply_ll(r->element[0], 0);
+    }
+    freeReplyObject(r);
+    return st == 0 ? 0 : SLUICE_EXIT_REDIS;
 }
 
 static int fair_show(admin *a) {
-    char key[5][SLUICE_KEY_MAX + 16];
+    char key[4][SLUICE_KEY_MAX + 16];
     const char *parts[] = {"lanes", "lwait", "served", "weights"};
     for (int i = 0; i < 4; i++) {
         snprintf(key[i], sizeof(key[i]), "%s%s", a->keys.prefix, parts[i]);
     }
-    redisReply *h[4] = {NULL}, *meta = NULL, *xlen = NULL, *pend = NULL;
+    /* h[0]: HGETALL lanes; h[1..3]: lwait, served and weights of "" then of each lane */
+    redisReply *h[4] = {NULL}, *meta = NULL, *xlen = NULL;
+    long long pending = 0;
     int rc = admin_connect(a);
-    for (int i = 0; rc == 0 && i < 4; i++) {
-        rc = admin_call(a, &h[i], "reading the lanes", "HGETALL", key[i], NULL);
+    if (rc == 0) {
+        rc = admin_call(a, &h[0], "reading the lanes", "HGETALL", key[0], NULL);
+    }
+    for (int i = 1; rc == 0 && i < 4; i++) {
+        rc = lanes_hmget(a, key[i], h[0], &h[i]);
     }
     if (rc == 0) {
         rc = admin_call(a, &meta, "reading meta", "HMGET", a->keys.meta, "fair", "lane_depth",
@@ -134,32 +184,33 @@ static int fair_show(admin *a) {
     if (rc == 0) {
         rc = admin_call(a, &xlen, "XLEN", "XLEN", a->keys.stream, NULL);
     }
-    if (rc == 0 &&
-        admin_call(a, &pend, "XPENDING", "XPENDING", a->keys.stream, a->group, NULL) != 0) {
-        pend = NULL; /* no group yet: nothing in flight */
+    if (rc == 0) {
+        rc = stream_pending(a, &pending);
     }
-    size_t n = 1 + h[0]->elements / 2;
+    size_t n = rc == 0 ? 1 + h[0]->elements / 2 : 0;
     lane_row *rows = rc == 0 ? calloc(n, sizeof(*rows)) : NULL;
     if (rc == 0 && rows == NULL) {
         admin_err(a, "out of memory");
         rc = SLUICE_EXIT_REDIS;
     }
     if (rc == 0) {
-        long long pending = pend != NULL && pend->type == REDIS_REPLY_ARRAY && pend->elements > 0
-                                ? sluice_reply_ll(pend->element[0], 0)
-                                : 0;
         int fair = sluice_reply_ll(meta->element[0], 0) == 1;
         /* lane '' is the queue's stream */
-        rows[0] = (lane_row){"", 0, xlen->integer, 0, field_ll(h[2], "", 0), 1};
+        rows[0] = (lane_row){"",
+                             0,
+                             xlen->integer,
+                             0,
+                             sluice_reply_ll(h[2]->element[0], -1),
+                             sluice_reply_ll(h[3]->element[0], -1)};
         rows[0].waiting = xlen->integer - pending;
-        for (size_t i = 0; i + 1 < h[0]->elements; i += 2) {
-            lane_row *r = &rows[1 + i / 2];
-            r->tenant = h[0]->element[i]->str;
-            r->len = h[0]->element[i]->len;
-            r->depth = sluice_reply_ll(h[0]->element[i + 1], 0);
-            r->waiting = field_ll(h[1], r->tenant, r->len);
-            r->served = field_ll(h[2], r->tenant, r->len);
-            r->weight = field_ll(h[3], r->tenant, r->len);
+        for (size_t i = 1; i < n; i++) {
+            lane_row *r = &rows[i];
+            r->tenant = h[0]->element[2 * (i - 1)]->str;
+            r->len = h[0]->element[2 * (i - 1)]->len;
+            r->depth = sluice_reply_ll(h[0]->element[2 * (i - 1) + 1], 0);
+            r->waiting = sluice_reply_ll(h[1]->element[i], -1);
+            r->served = sluice_reply_ll(h[2]->element[i], -1);
+            r->weight = sluice_reply_ll(h[3]->element[i], -1);
         }
         qsort(rows + 1, n - 1, sizeof(*rows), cmp_row);
         long long shown = (long long)n < a->limit ? (long long)n : a->limit;
@@ -206,7 +257,6 @@ static int fair_show(admin *a) {
     }
     freeReplyObject(meta);
     freeReplyObject(xlen);
-    freeReplyObject(pend);
     return rc;
 }
 

@@ -91,6 +91,16 @@ static const char *fmt_rate(const char *spec, char *buf, size_t len) {
     return buf;
 }
 
+/* 1 when the queue is fair (meta `fair`); 0 when not, or when that cannot be read. */
+static int queue_fair(admin *a) {
+    const char *argv[] = {"HGET", a->keys.meta, "fair"};
+    redisReply *r = NULL;
+    int fair = sluice_conn_command(a->conn, 3, argv, NULL, &r, NULL) == 0 &&
+               r->type == REDIS_REPLY_STRING && strcmp(r->str, "1") == 0;
+    freeReplyObject(r);
+    return fair;
+}
+
 static int limit_set(admin *a) {
     char spec[96], rate[300], err[300];
     if (a->nargs != 5) {
@@ -144,7 +154,7 @@ static int limit_set(admin *a) {
                    : strncmp(spec, "gate:", 5) == 0 ? "a gate: one per interval in each partition"
                                                     : "its share of the whole, like the capacity");
         }
-        if (strstr(scope, "-tenant") != NULL) {
+        if (strstr(scope, "-tenant") != NULL && !queue_fair(a)) {
             printf("note: %s applies to fair queues (sluice-admin fair %s on): a plain queue "
                    "is one line, where holding one tenant back would hold back all behind it\n",
                    scope, a->queue);

@@ -67,15 +67,17 @@ int sluice__job_set_lane(job *j, const char *tenant, size_t len) {
     }
     memcpy(j->lane, tenant, len);
     j->lane[len] = '\0';
+    j->lane_len = len;
     return 0;
 }
 
-const char *sluice__job_stream(const job *j, int *owned) {
+const char *sluice__job_stream(const job *j, size_t *len, int *owned) {
     *owned = 0;
-    if (j->lane == NULL || j->lane[0] == '\0') {
+    if (j->lane == NULL || j->lane_len == 0) {
+        *len = strlen(j->w->keys.stream);
         return j->w->keys.stream;
     }
-    size_t plen = strlen(j->w->keys.prefix), tlen = strlen(j->lane);
+    size_t plen = strlen(j->w->keys.prefix), tlen = j->lane_len;
     char *k = malloc(plen + 5 + tlen + 1);
     if (k == NULL) {
         return NULL;
@@ -83,6 +85,7 @@ const char *sluice__job_stream(const job *j, int *owned) {
     memcpy(k, j->w->keys.prefix, plen);
     memcpy(k + plen, "lane:", 5);
     memcpy(k + plen + 5, j->lane, tlen + 1);
+    *len = plen + 5 + tlen;
     *owned = 1;
     return k;
 }
@@ -171,11 +174,13 @@ void sluice__job_dead(job *j, const char *reason) {
     int st;
     if (w->o.backend == SLUICE_BACKEND_STREAM) {
         int owned;
-        const char *stream = sluice__job_stream(j, &owned);
+        size_t len = 0;
+        const char *stream = sluice__job_stream(j, &len, &owned);
         const char *keys[] = {stream, w->keys.dead, w->keys.stats};
+        size_t klens[] = {len, strlen(w->keys.dead), strlen(w->keys.stats)};
         const char *args[] = {w->group, j->id, w->consumer, deliveries, j->reason};
         st = stream == NULL ? SLUICE_ENOMEM
-                            : sluice_aconn_fcall(w->cmd, SLUICE_FN_DEAD, 3, keys, NULL, 5, args,
+                            : sluice_aconn_fcall(w->cmd, SLUICE_FN_DEAD, 3, keys, klens, 5, args,
                                                  NULL, 0, on_settled, j);
         if (owned) {
             free((void *)stream);
@@ -215,12 +220,14 @@ static void job_retry(job *j) {
     char idle_s[24];
     snprintf(idle_s, sizeof(idle_s), "%lld", idle);
     int owned;
-    const char *stream = sluice__job_stream(j, &owned);
+    size_t len = 0;
+    const char *stream = sluice__job_stream(j, &len, &owned);
     const char *keys[] = {stream, w->keys.stats};
+    size_t klens[] = {len, strlen(w->keys.stats)};
     const char *args[] = {w->group, w->consumer, j->id, idle_s};
     j->state = JOB_SETTLING;
     w->st.retried++;
-    if (stream == NULL || sluice_aconn_fcall(w->cmd, SLUICE_FN_RETRY, 2, keys, NULL, 4, args, NULL,
+    if (stream == NULL || sluice_aconn_fcall(w->cmd, SLUICE_FN_RETRY, 2, keys, klens, 4, args, NULL,
                                              0, on_settled, j) != 0) {
         on_settled(w->cmd, stream == NULL ? SLUICE_ENOMEM : SLUICE_ECONN, 0, NULL, j);
     }
@@ -383,9 +390,8 @@ static int send_lane_acks(sluice_worker *w, ack_batch *b) {
     a.v[k] = w->group;
     a.lens[k++] = strlen(w->group);
     for (size_t i = 0; i < b->n; i++) {
-        const char *lane = b->jobs[i]->lane ? b->jobs[i]->lane : "";
-        a.v[k] = lane;
-        a.lens[k++] = strlen(lane);
+        a.v[k] = b->jobs[i]->lane ? b->jobs[i]->lane : "";
+        a.lens[k++] = b->jobs[i]->lane ? b->jobs[i]->lane_len : 0;
         a.v[k] = b->jobs[i]->id;
         a.lens[k++] = strlen(b->jobs[i]->id);
     }

@@ -184,13 +184,14 @@ static void on_touched(sluice_aconn *c, int status, int sent, redisReply *r, voi
 
 static void touch_lane_job(sluice_worker *w, job *j) {
     int owned;
-    const char *stream = sluice__job_stream(j, &owned);
+    size_t len = 0;
+    const char *stream = sluice__job_stream(j, &len, &owned);
     if (stream == NULL) {
         return;
     }
     const char *keys[] = {stream};
     const char *args[] = {w->group, w->consumer, j->id};
-    sluice_aconn_fcall(w->cmd, SLUICE_FN_TOUCH, 1, keys, NULL, 3, args, NULL, 0, on_touched, w);
+    sluice_aconn_fcall(w->cmd, SLUICE_FN_TOUCH, 1, keys, &len, 3, args, NULL, 0, on_touched, w);
     if (owned) {
         free((void *)stream);
     }

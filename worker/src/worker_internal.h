@@ -39,6 +39,7 @@ struct job {
     unsigned char *raw; /* stream: the envelope; list: the whole element "<seq>:<envelope>" */
     size_t raw_len;
     char *lane; /* fair queue: the tenant whose lane holds the entry; NULL: the queue's stream */
+    size_t lane_len;  /* its length in bytes (a tenant is a byte string) */
     char reason[200]; /* why it goes to the dead stream */
     sluice_header hdrs[SLUICE_ENVELOPE_MAX_HEADERS];
 };
@@ -115,8 +116,8 @@ job *sluice__job_new(sluice_worker *w, const char *id, size_t idlen, const char 
 /* Records the lane (tenant) of a fair queue's entry; 0 or SLUICE_ENOMEM. */
 int sluice__job_set_lane(job *j, const char *tenant, size_t len);
 /* The key of the stream holding the job's entry: the queue's stream or its lane (a key the
- * caller frees with free() when *owned). NULL when out of memory. */
-const char *sluice__job_stream(const job *j, int *owned);
+ * caller frees with free() when *owned), *len bytes long. NULL when out of memory. */
+const char *sluice__job_stream(const job *j, size_t *len, int *owned);
 void sluice__job_dispatch(job *j);
 void sluice__job_dead(job *j, const char *reason);
 void sluice__jobs_flush(sluice_worker *w);
