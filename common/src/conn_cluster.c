@@ -160,9 +160,11 @@ static sluice__node *pool_get(sluice_conn *c, const char *host, int port) {
     return n;
 }
 
-/* CLUSTER SHARDS (CLUSTER SLOTS before Redis 7) on ctx into cl->fresh. Returns 0, -1 when the
- * connection failed (ctx unusable), or a status. */
-static int ask_map(sluice_conn *c, redisContext *ctx, const char *host, char *why, size_t len) {
+/* CLUSTER SHARDS (CLUSTER SLOTS before Redis 7) on ctx (host:port) into cl->fresh. Returns 0,
+ * -1 when the connection failed (ctx unusable), or a status: SLUICE_ECLUSTER from a server
+ * without cluster mode, SLUICE_EAUTH / ENOPERM when it refused us. */
+static int ask_map(sluice_conn *c, redisContext *ctx, const char *host, int port, char *why,
+                   size_t len) {
     static const char *const cmds[][2] = {{"CLUSTER", "SHARDS"}, {"CLUSTER", "SLOTS"}};
     int st = SLUICE_EPROTO;
     for (int i = 0; i < 2; i++) {
@@ -171,8 +173,16 @@ static int ask_map(sluice_conn *c, redisContext *ctx, const char *host, char *wh
             snprintf(why, len, "%s", ctx->errstr);
             return -1;
         }
+        char where[300];
+        snprintf(where, sizeof(where), strchr(host, ':') != NULL ? "[%s]:%d" : "%s:%d", host, port);
         if (r->type == REDIS_REPLY_ERROR) {
             snprintf(why, len, "CLUSTER %s: %s", cmds[i][1], r->str);
+            st = sluice_reply_error_status(r->str, r->len);
+            if (st == SLUICE_EAUTH || st == SLUICE_ENOPERM ||
+                (st = sluice__mode_check(1, r, where, why, len)) != 0) {
+                freeReplyObject(r); /* no other command will do better */
+                return st;
+            }
             st = SLUICE_EPROTO;
         } else {
             st = i == 0 ? sluice__cluster_parse_shards(r, host, &c->cl->fresh, why, len)
@@ -212,7 +222,7 @@ static int ask_map_at(sluice_conn *c, const char *host, int port, int timeout_ms
         freeReplyObject(r);
     }
     if (st == 0) {
-        st = ask_map(c, ctx, host, why, len);
+        st = ask_map(c, ctx, host, port, why, len);
     }
     redisFree(ctx);
     return st;
@@ -233,14 +243,14 @@ static int refresh(sluice_conn *c, uint64_t deadline) {
     for (int i = 0; st != 0 && i < cl->npool; i++) {
         sluice__node *n = cl->pool[i];
         if (n->ctx != NULL && n != cl->pipe) {
-            st = ask_map(c, n->ctx, n->host, why, sizeof(why));
+            st = ask_map(c, n->ctx, n->host, n->port, why, sizeof(why));
             if (st == -1) {
                 sluice__node_drop(n);
             }
         }
     }
     int nknown = cl->map.nnodes;
-    for (int i = 0; st != 0 && i < nknown + c->url.nseeds; i++) {
+    for (int i = 0; st != 0 && st != SLUICE_ECLUSTER && i < nknown + c->url.nseeds; i++) {
         int left = remaining_ms(deadline);
         if (left <= 0) {
             break;
@@ -249,6 +259,10 @@ static int refresh(sluice_conn *c, uint64_t deadline) {
         int port = i < nknown ? cl->map.nodes[i].port : c->url.seeds[i - nknown].port;
         int t = left < c->o.connect_timeout_ms ? left : c->o.connect_timeout_ms;
         st = ask_map_at(c, host, port, t, why, sizeof(why));
+    }
+    if (st == SLUICE_ECLUSTER) {
+        snprintf(c->err, sizeof(c->err), "%s: %s", c->where, why); /* a seed is refused */
+        return st;
     }
     if (st != 0) {
         snprintf(c->err, sizeof(c->err), "%s: no node gave the slot map: %s", c->where, why);

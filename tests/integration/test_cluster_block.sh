@@ -8,6 +8,9 @@
 #   - at the end of a migration the nodes learn the new owner one by one, and meanwhile the
 #     source answers MOVED to the target and the target MOVED to the source: a call keeps
 #     following (with pauses) until its deadline, and is admitted once the target knows;
+#   - a URL of the wrong kind is refused, by the blocking tools and the worker alike: a
+#     redis+cluster:// seed that is a plain Redis, a redis:// URL at a cluster node;
+#   - a missing password is an authentication error, not "unavailable";
 #   - a primary killed (-9): calls made before its replica is promoted wait for the promotion
 #     within their --timeout, and a stdin-fed sluice-enqueue goes on.
 . "$(dirname "$0")/lib.sh"
@@ -99,6 +102,26 @@ run 0 '^admitted=1 rejected=0 depth=2 ' E --queue "$qp" --timeout 8000 c
 wait "$late" || true
 [ "$(rc "$mdst" XLEN "sluice:{$qp}:stream")" = 2 ] || fail "ping-pong: not 2 entries on $mdst"
 
+# ---- URLs of the wrong kind ----
+plain=${url#redis://}
+bad="redis+cluster://$plain,127.0.0.1:${ports[0]}"
+qm="bm$$"
+run 3 "$plain: not a cluster node" E --redis "$bad" --queue "$qm" x
+run 3 "$plain: not a cluster node" "$bin/sluice-admin" --redis "$bad" stats "$qm"
+run 3 "$plain: not a cluster node" timeout 20 "$bin/sluice-worker" --redis "$bad" --queue "$qm"
+run 3 'this server is a cluster node; use redis\+cluster://' \
+    "$bin/sluice-enqueue" --redis "redis://127.0.0.1:${ports[0]}" --queue "$qm" x
+run 3 'this server is a cluster node; use redis\+cluster://' \
+    timeout 20 "$bin/sluice-worker" --redis "redis://127.0.0.1:${ports[0]}" --queue "$qm"
+[ "$(rcli EXISTS "sluice:{$qm}:stream" "sluice:{$qm}:meta")" = 0 ] ||
+    fail "the plain server got keys of $qm"
+
+# ---- a cluster that wants a password, and a URL without one ----
+for p in "${ports[@]}"; do rc "$p" CONFIG SET requirepass "pw$$" >/dev/null; done
+run 3 'authentication failed.*NOAUTH' E --queue "$qm" x
+run 0 '^admitted=1 ' E --redis "redis+cluster://:pw$$@127.0.0.1:${ports[0]}" --queue "$qm" x
+for p in "${ports[@]}"; do redis-cli -a "pw$$" --no-auth-warning -p "$p" CONFIG SET requirepass "" >/dev/null; done
+
 # ---- failover: a primary killed under a stdin-fed producer ----
 qf="bf$$"
 dead=$(owner "$qf")
@@ -139,4 +162,4 @@ grep -q '^admitted=3 rejected=0' "$tmp/feed.out" || fail "failover: $(cat "$tmp/
     fail "failover: $(rc "$replica" XLEN "sluice:{$qf}:stream") entries on the promoted replica"
 
 echo "test_cluster_block: WAIT on the importing node, a MOVED ping-pong followed to its end," \
-    "a failover of $dead ridden out"
+    "URLs of the wrong kind refused, NOAUTH reported, a failover of $dead ridden out"
