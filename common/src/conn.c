@@ -252,6 +252,7 @@ static int handshake(sluice_conn *c, sluice__node *n) {
     if (c->cl == NULL) { /* a cluster's nodes come from its own map */
         st = setup_cmd(c, n, &r, 2, (const char *[]){"CLUSTER", "MYID"});
         if (r != NULL) {
+            c->err[0] = '\0'; /* a refusal (an ACL without CLUSTER) is no failure */
             st = sluice__mode_check(0, r, n->where, c->err, sizeof(c->err));
         }
         freeReplyObject(r);
