@@ -217,6 +217,26 @@ static int ensure_library(sluice_conn *c, sluice__node *n) {
     return st == SLUICE_ENOPERM ? 0 : st; /* a restricted user may only call functions */
 }
 
+int sluice__mode_check(int is_cluster, const redisReply *r, const char *where, char *err,
+                       size_t errlen) {
+    if (r == NULL) {
+        return 0;
+    }
+    if (!is_cluster && r->type == REDIS_REPLY_STRING) {
+        snprintf(err, errlen, "%s: this server is a cluster node; use redis+cluster://", where);
+        return SLUICE_ECLUSTER;
+    }
+    if (is_cluster && r->type == REDIS_REPLY_ERROR && r->str != NULL &&
+        strstr(r->str, "cluster support disabled") != NULL) {
+        snprintf(err, errlen,
+                 "%s: not a cluster node (%s); a redis+cluster:// URL names nodes of a Redis "
+                 "Cluster only, use redis:// for a single server",
+                 where, r->str);
+        return SLUICE_ECLUSTER;
+    }
+    return 0;
+}
+
 static int handshake(sluice_conn *c, sluice__node *n) {
     redisReply *r = NULL;
     int st = 0;
@@ -227,6 +247,17 @@ static int handshake(sluice_conn *c, sluice__node *n) {
         freeReplyObject(r);
         if (st != 0) {
             return st == SLUICE_EREDIS ? SLUICE_EAUTH : st;
+        }
+    }
+    if (c->cl == NULL) { /* a cluster's nodes come from its own map */
+        st = setup_cmd(c, n, &r, 2, (const char *[]){"CLUSTER", "MYID"});
+        if (r != NULL) {
+            c->err[0] = '\0'; /* a refusal (an ACL without CLUSTER) is no failure */
+            st = sluice__mode_check(0, r, n->where, c->err, sizeof(c->err));
+        }
+        freeReplyObject(r);
+        if (st != 0) {
+            return st;
         }
     }
     if (c->url.db != 0) {
@@ -249,7 +280,7 @@ static int node_ensure(sluice_conn *c, sluice__node *n) {
     uint64_t now = sluice_now_ms();
     if (now < n->next_attempt_ms) {
         /* keep the last error: it says why we are backing off */
-        return SLUICE_ECONN;
+        return n->wrong_mode ? SLUICE_ECLUSTER : SLUICE_ECONN;
     }
     struct timeval ctv = {c->o.connect_timeout_ms / 1000, (c->o.connect_timeout_ms % 1000) * 1000};
     struct timeval tv = {c->o.command_timeout_ms / 1000, (c->o.command_timeout_ms % 1000) * 1000};
@@ -269,6 +300,7 @@ static int node_ensure(sluice_conn *c, sluice__node *n) {
         redisEnableKeepAlive(n->ctx);
     }
     int st = handshake(c, n);
+    n->wrong_mode = st == SLUICE_ECLUSTER;
     if (st != 0) {
         if (n->ctx != NULL) {
             char keep[sizeof(c->err)];

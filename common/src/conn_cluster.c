@@ -5,17 +5,25 @@
  * Keeps the slot map (cluster.h) and one node connection per server it talks to, each made
  * lazily and with its own handshake, so the sluice library is loaded on every primary that
  * serves a call. A call goes to the primary of its routing key's slot; keyless calls go to any
- * primary. Replies that say the call did not run are followed inside the call's deadline
- * (command_timeout_ms) and at most CLUSTER_TRIES times:
+ * primary. Replies that say the call did not run are followed until the call's deadline
+ * (command_timeout_ms), never for a count alone: from the second redirection of a call on, a
+ * short pause (10 ms doubling to PAUSE_MAX_MS, with jitter) comes before each send, so a MOVED
+ * ping-pong at the end of a migration (the source already names the target, the target still
+ * the source) or a failover waits for the cluster to settle instead of failing at once:
  *   MOVED          the slot has a new owner: update that slot, refresh the whole map before the
  *                  next call, send again there;
  *   ASK            the slot is migrating and the keys are gone: ASKING + send once on the
  *                  importing node, without touching the map;
  *   TRYAGAIN       a multi-key call during a migration, CLUSTERDOWN: back off, send again;
- *   no connection  to the node (failover, restart): refresh the map from any node that
- *                  answers and send once more.
+ *   no connection  to the node (failover, restart): pause, refresh the map from any node that
+ *                  answers and send again, until the deadline.
+ * A call still redirected or refused a connection when the deadline passes fails with
+ * SLUICE_ETIMEDOUT (it did not run: `sent` = 0).
  * A request written to a node whose reply was lost is never sent again: the caller learns
  * `sent` = 1 (outcome unknown), exactly as on one server.
+ *
+ * WAIT goes to the node that took the last keyed call (the importing node after an ASK), whose
+ * replicas must hold the write, not to the slot's owner in the map.
  *
  * A transaction sent command by command (MULTI, ..., EXEC) runs on the node of its first keyed
  * command: MULTI is answered here (+OK) and sent with that command. A pipeline
@@ -32,11 +40,12 @@
 #include "sluice/cli.h"
 #include "sluice/cluster.h"
 #include "sluice/log.h"
+#include "sluice/reply.h"
 #include "sluice/status.h"
 
 #include "conn_internal.h"
 
-#define CLUSTER_TRIES  16  /* sends of one call, redirections included */
+#define PAUSE_MAX_MS   200 /* the longest pause between two rounds of one call */
 #define REFRESH_MIN_MS 100 /* a map made stale by MOVED is reread at most this often */
 #define POOL_MAX       SLUICE_CLUSTER_NODES_MAX
 
@@ -56,14 +65,13 @@ struct sluice__cluster {
     int npending; /* commands in `pending` */
     int owed;     /* replies to read from `pipe` */
     int txn;
-    int last_slot; /* of the last keyed call: WAIT goes where that write went (-1 none yet) */
+    sluice_cluster_addr last; /* the node that took the last keyed call: WAIT goes there */
 };
 
 sluice__cluster *sluice__cluster_new(void) {
     sluice__cluster *cl = calloc(1, sizeof(*cl));
     if (cl != NULL) {
         sluice__cluster_map_init(&cl->map);
-        cl->last_slot = -1;
     }
     return cl;
 }
@@ -152,9 +160,11 @@ static sluice__node *pool_get(sluice_conn *c, const char *host, int port) {
     return n;
 }
 
-/* CLUSTER SHARDS (CLUSTER SLOTS before Redis 7) on ctx into cl->fresh. Returns 0, -1 when the
- * connection failed (ctx unusable), or a status. */
-static int ask_map(sluice_conn *c, redisContext *ctx, const char *host, char *why, size_t len) {
+/* CLUSTER SHARDS (CLUSTER SLOTS before Redis 7) on ctx (host:port) into cl->fresh. Returns 0,
+ * -1 when the connection failed (ctx unusable), or a status: SLUICE_ECLUSTER from a server
+ * without cluster mode, SLUICE_EAUTH / ENOPERM when it refused us. */
+static int ask_map(sluice_conn *c, redisContext *ctx, const char *host, int port, char *why,
+                   size_t len) {
     static const char *const cmds[][2] = {{"CLUSTER", "SHARDS"}, {"CLUSTER", "SLOTS"}};
     int st = SLUICE_EPROTO;
     for (int i = 0; i < 2; i++) {
@@ -163,8 +173,16 @@ static int ask_map(sluice_conn *c, redisContext *ctx, const char *host, char *wh
             snprintf(why, len, "%s", ctx->errstr);
             return -1;
         }
+        char where[300];
+        snprintf(where, sizeof(where), strchr(host, ':') != NULL ? "[%s]:%d" : "%s:%d", host, port);
         if (r->type == REDIS_REPLY_ERROR) {
             snprintf(why, len, "CLUSTER %s: %s", cmds[i][1], r->str);
+            st = sluice_reply_error_status(r->str, r->len);
+            if (st == SLUICE_EAUTH || st == SLUICE_ENOPERM ||
+                (st = sluice__mode_check(1, r, where, why, len)) != 0) {
+                freeReplyObject(r); /* no other command will do better */
+                return st;
+            }
             st = SLUICE_EPROTO;
         } else {
             st = i == 0 ? sluice__cluster_parse_shards(r, host, &c->cl->fresh, why, len)
@@ -204,7 +222,7 @@ static int ask_map_at(sluice_conn *c, const char *host, int port, int timeout_ms
         freeReplyObject(r);
     }
     if (st == 0) {
-        st = ask_map(c, ctx, host, why, len);
+        st = ask_map(c, ctx, host, port, why, len);
     }
     redisFree(ctx);
     return st;
@@ -225,14 +243,14 @@ static int refresh(sluice_conn *c, uint64_t deadline) {
     for (int i = 0; st != 0 && i < cl->npool; i++) {
         sluice__node *n = cl->pool[i];
         if (n->ctx != NULL && n != cl->pipe) {
-            st = ask_map(c, n->ctx, n->host, why, sizeof(why));
+            st = ask_map(c, n->ctx, n->host, n->port, why, sizeof(why));
             if (st == -1) {
                 sluice__node_drop(n);
             }
         }
     }
     int nknown = cl->map.nnodes;
-    for (int i = 0; st != 0 && i < nknown + c->url.nseeds; i++) {
+    for (int i = 0; st != 0 && st != SLUICE_ECLUSTER && i < nknown + c->url.nseeds; i++) {
         int left = remaining_ms(deadline);
         if (left <= 0) {
             break;
@@ -241,6 +259,10 @@ static int refresh(sluice_conn *c, uint64_t deadline) {
         int port = i < nknown ? cl->map.nodes[i].port : c->url.seeds[i - nknown].port;
         int t = left < c->o.connect_timeout_ms ? left : c->o.connect_timeout_ms;
         st = ask_map_at(c, host, port, t, why, sizeof(why));
+    }
+    if (st == SLUICE_ECLUSTER) {
+        snprintf(c->err, sizeof(c->err), "%s: %s", c->where, why); /* a seed is refused */
+        return st;
     }
     if (st != 0) {
         snprintf(c->err, sizeof(c->err), "%s: no node gave the slot map: %s", c->where, why);
@@ -381,9 +403,23 @@ static const char *redirect_name(sluice_cluster_redirect_kind k) {
                                            : "clusterdown";
 }
 
-/* Acts on a redirection from n before the next send: the map, the ASK node, the backoff. */
-static sluice__node *follow(sluice_conn *c, sluice__node *n, sluice_cluster_redirect *rd,
-                            int attempt, uint64_t deadline) {
+/* Waits before a call's pause number `round` (1, 2, ...): 10 ms doubling up to PAUSE_MAX_MS,
+ * with jitter, and never past the deadline. */
+static void pause_round(sluice_conn *c, int round, uint64_t deadline) {
+    sluice_conn_options o = c->o;
+    o.backoff_min_ms = 10;
+    o.backoff_max_ms = PAUSE_MAX_MS;
+    int d = sluice__backoff_ms(&o, round, &c->seed);
+    int left = remaining_ms(deadline);
+    d = d < left ? d : left;
+    if (d > 0) {
+        struct timespec ts = {d / 1000, (long)(d % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Acts on a redirection from n before the next send: the map, the ASK node. */
+static sluice__node *follow(sluice_conn *c, sluice__node *n, sluice_cluster_redirect *rd) {
     sluice__cluster *cl = c->cl;
     if (rd->addr.host[0] == '\0') {
         snprintf(rd->addr.host, sizeof(rd->addr.host), "%s", n->host); /* unknown endpoint */
@@ -401,14 +437,6 @@ static sluice__node *follow(sluice_conn *c, sluice__node *n, sluice_cluster_redi
     if (rd->kind == SLUICE_REDIRECT_ASK) {
         return pool_get(c, rd->addr.host, rd->addr.port);
     }
-    /* TRYAGAIN, CLUSTERDOWN: wait a little (10 ms doubling, with jitter), within the deadline */
-    sluice_conn_options o = c->o;
-    o.backoff_min_ms = 10;
-    int d = sluice__backoff_ms(&o, attempt + 1, &c->seed);
-    int left = remaining_ms(deadline);
-    d = d < left ? d : left;
-    struct timespec ts = {d / 1000, (long)(d % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
     if (rd->kind == SLUICE_REDIRECT_DOWN) {
         cl->stale = 1;
     }
@@ -434,37 +462,72 @@ static void set_timeout(sluice__node *n, int ms) {
     }
 }
 
-/* Sends q to the node of `slot` and follows redirections; *used is the node that answered. */
-static int call(sluice_conn *c, const creq *q, int slot, redisReply **out, int *sent,
-                sluice__node **used) {
+/* The node of a call is gone (failover, restart), a replica now, or no primary serves the slot:
+ * who serves it now? The first time at once, then after a pause. Returns 0 to send again, -1
+ * once the deadline has passed (c->err still says what failed). */
+static int reroute(sluice_conn *c, int *reroutes, int *rounds, uint64_t deadline) {
+    if (*reroutes > 0) {
+        pause_round(c, ++*rounds, deadline);
+    }
+    ++*reroutes;
+    if (remaining_ms(deadline) == 0) {
+        return -1;
+    }
+    char keep[sizeof(c->err)]; /* the node's failure says more than the refresh's */
+    memcpy(keep, c->err, sizeof(keep));
+    if (refresh(c, deadline) != 0) {
+        memcpy(c->err, keep, sizeof(keep)); /* no node answered yet: try again */
+    }
+    return 0;
+}
+
+/* The call's deadline passed while it was still redirected: SLUICE_ETIMEDOUT, with the last
+ * redirection in c->err. */
+static int past_deadline(sluice_conn *c, const sluice__node *n, const char *last, int sends) {
+    if (last[0] == '\0') {
+        snprintf(c->err, sizeof(c->err), "%s: the deadline (%d ms) passed", n->where,
+                 c->o.command_timeout_ms);
+    } else {
+        snprintf(c->err, sizeof(c->err),
+                 "%s: still redirected when the deadline (%d ms) passed, after %d sends", last,
+                 c->o.command_timeout_ms, sends);
+    }
+    return SLUICE_ETIMEDOUT;
+}
+
+/* No primary for `slot` in the map (a failover under way), as opposed to a full pool. */
+static int no_owner(const sluice_cluster_map *m, int slot) {
+    return slot >= 0 ? sluice__cluster_map_lookup(m, slot) == NULL : m->nnodes == 0;
+}
+
+/* Sends q to the node of `slot` (or to `pin`, which no redirection or refresh replaces) and
+ * follows redirections until the deadline; *used is the node that answered. */
+static int call(sluice_conn *c, const creq *q, int slot, sluice__node *pin, redisReply **out,
+                int *sent, sluice__node **used) {
     uint64_t deadline = sluice_now_ms() + (uint64_t)c->o.command_timeout_ms;
     sluice__node *ask = NULL;
-    int asked = 0, reloaded = 0, refreshed = 0;
+    int asked = 0, reloaded = 0, reroutes = 0, rounds = 0, pause = 0;
+    char last[400] = ""; /* the last redirection, for the message when the deadline passes */
     *out = NULL;
     set_sent(sent, 0);
-    if (slot >= 0) {
-        c->cl->last_slot = slot;
-    }
-    int st = map_ready(c, deadline);
-    for (int attempt = 0; st == 0 && attempt < CLUSTER_TRIES; attempt++) {
-        sluice__node *n = ask != NULL ? ask : route(c, slot);
+    int st = pin != NULL ? 0 : map_ready(c, deadline);
+    for (int attempt = 0; st == 0; attempt++) {
+        if (pause) {
+            pause_round(c, ++rounds, deadline);
+            pause = 0;
+        }
+        sluice__node *n = ask != NULL ? ask : pin != NULL ? pin : route(c, slot);
         if (n == NULL) {
-            return SLUICE_ECONN;
+            if (!no_owner(&c->cl->map, slot) || reroute(c, &reroutes, &rounds, deadline) != 0) {
+                return SLUICE_ECONN;
+            }
+            continue;
         }
         st = sluice__node_start(c, n);
         if (st == SLUICE_ECONN || st == SLUICE_ETIMEDOUT || st == SLUICE_EREADONLY) {
-            /* the node is gone or a replica now (failover, restart): who serves the slot
-             * now? Once. */
-            if (refreshed || ask != NULL || remaining_ms(deadline) == 0) {
+            if (ask != NULL || pin != NULL || reroute(c, &reroutes, &rounds, deadline) != 0) {
                 return st;
             }
-            char keep[sizeof(c->err)]; /* the node's failure says more than the refresh's */
-            memcpy(keep, c->err, sizeof(keep));
-            if (refresh(c, deadline) != 0) {
-                memcpy(c->err, keep, sizeof(keep));
-                return st;
-            }
-            refreshed = 1; /* a node still in its backoff fails at once: no connect storm */
             st = 0;
             continue;
         }
@@ -473,9 +536,7 @@ static int call(sluice_conn *c, const creq *q, int slot, redisReply **out, int *
         }
         int left = remaining_ms(deadline);
         if (attempt > 0 && left <= 0) {
-            snprintf(c->err, sizeof(c->err), "%s: deadline passed after %d redirections", n->where,
-                     attempt);
-            return SLUICE_ETIMEDOUT;
+            return past_deadline(c, n, last, attempt);
         }
         if (attempt > 0) {
             set_timeout(n, left); /* a retry gets what is left of the deadline */
@@ -497,12 +558,21 @@ static int call(sluice_conn *c, const creq *q, int slot, redisReply **out, int *
             }
             /* the node lost the library (or never had it): it did not run the call */
             reloaded = 1;
-        } else if ((kind == SLUICE_REDIRECT_ASK && asked) || attempt + 1 == CLUSTER_TRIES ||
-                   remaining_ms(deadline) == 0) {
+        } else if (kind == SLUICE_REDIRECT_ASK && asked) {
             return st; /* the last redirection is the answer */
         }
         if (q->multi && discard(c, n) != 0) {
             return st;
+        }
+        if (kind != SLUICE_REDIRECT_NONE) {
+            int len = (*out)->len < 80 ? (int)(*out)->len : 80;
+            snprintf(last, sizeof(last), "%s: %.*s", n->where, len, (*out)->str);
+        }
+        if (kind != SLUICE_REDIRECT_NONE && remaining_ms(deadline) == 0) {
+            freeReplyObject(*out);
+            *out = NULL;
+            set_sent(sent, 0);
+            return past_deadline(c, n, last, attempt + 1); /* it did not run */
         }
         freeReplyObject(*out);
         *out = NULL;
@@ -513,12 +583,23 @@ static int call(sluice_conn *c, const creq *q, int slot, redisReply **out, int *
         }
         asked |= kind == SLUICE_REDIRECT_ASK;
         st = 0;
-        ask = follow(c, n, &rd, attempt, deadline);
+        /* the first redirection is followed at once; TRYAGAIN, CLUSTERDOWN and any later one
+         * after a pause (a MOVED ping-pong lasts until every node has learnt the new owner) */
+        pause = attempt > 0 || kind == SLUICE_REDIRECT_TRYAGAIN || kind == SLUICE_REDIRECT_DOWN;
+        ask = follow(c, n, &rd);
         if (kind == SLUICE_REDIRECT_ASK && ask == NULL) {
             return SLUICE_ENOMEM;
         }
     }
     return st;
+}
+
+/* Remembers the node that took a keyed call, for the WAIT that may follow it. */
+static void note_write(sluice__cluster *cl, int slot, const sluice__node *used) {
+    if (slot >= 0 && used != NULL) {
+        snprintf(cl->last.host, sizeof(cl->last.host), "%s", used->host);
+        cl->last.port = used->port;
+    }
 }
 
 int sluice__cluster_fcall(sluice_conn *c, sluice_fn fn, int nkeys, const char **keys,
@@ -539,7 +620,9 @@ int sluice__cluster_fcall(sluice_conn *c, sluice_fn fn, int nkeys, const char **
         snprintf(c->err, sizeof(c->err), "%s: a pipeline or transaction is open", c->where);
         return SLUICE_EINVAL;
     }
-    return call(c, &q, slot, out, sent, &used);
+    int st = call(c, &q, slot, NULL, out, sent, &used);
+    note_write(c->cl, slot, used);
+    return st;
 }
 
 /* ---- transactions sent command by command ---- */
@@ -606,12 +689,14 @@ int sluice__cluster_command(sluice_conn *c, int argc, const char **argv, const s
         return (*out = ok_reply()) != NULL ? 0 : SLUICE_ENOMEM;
     }
     creq q = {.argc = argc, .argv = argv, .lens = lens, .multi = cl->txn == TXN_DEFERRED};
-    sluice__node *used = NULL;
+    sluice__node *used = NULL, *pin = NULL;
     int slot = sluice__cluster_command_slot(argc, argv, lens);
-    if (slot < 0 && is_cmd(argc, argv, lens, "WAIT")) {
-        slot = cl->last_slot; /* the replicas of the node that took the last write */
+    if (slot < 0 && cl->last.host[0] != '\0' && is_cmd(argc, argv, lens, "WAIT") &&
+        (pin = pool_get(c, cl->last.host, cl->last.port)) == NULL) {
+        return SLUICE_ENOMEM; /* the replicas of the node that took the last write */
     }
-    int st = call(c, &q, slot, out, sent, &used);
+    int st = call(c, &q, slot, pin, out, sent, &used);
+    note_write(cl, slot, used);
     if (q.multi) {
         int over =
             *out == NULL || is_cmd(argc, argv, lens, "EXEC") || is_cmd(argc, argv, lens, "DISCARD");

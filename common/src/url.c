@@ -175,11 +175,55 @@ static int parse_ipv6(sluice_url *u, const char *s, size_t *used, url_err *e) {
     return 0;
 }
 
+/* An IPv6 address written without brackets ("::1:7000", "fe80::1"), up to the stops other than
+ * ':': refused with the bracketed form to write instead. Returns 0 when s is no such thing. */
+static int bare_ipv6(const char *s, const char *stops, url_err *e) {
+    char nocolon[8], text[64], head[64];
+    size_t k = 0, len;
+    for (; *stops != '\0' && k + 1 < sizeof(nocolon); stops++) {
+        if (*stops != ':') {
+            nocolon[k++] = *stops;
+        }
+    }
+    nocolon[k] = '\0';
+    len = strcspn(s, nocolon);
+    const char *first = memchr(s, ':', len);
+    if (first == NULL || memchr(first + 1, ':', len - (size_t)(first + 1 - s)) == NULL ||
+        len >= sizeof(text)) {
+        return 0; /* at most one ':' - host:port */
+    }
+    memcpy(text, s, len);
+    text[len] = '\0';
+    unsigned char addr[16];
+    char *last = strrchr(text, ':');
+    size_t hlen = (size_t)(last - text);
+    memcpy(head, text, hlen);
+    head[hlen] = '\0';
+    /* "::1:7000" is most likely [::1]:7000; "::1" and "2001:db8::1" have no port */
+    if (last[1] != '\0' && strspn(last + 1, "0123456789") == strlen(last + 1) &&
+        strlen(last + 1) <= 5 && hlen > 0 && head[hlen - 1] != ':' &&
+        inet_pton(AF_INET6, head, addr) == 1) {
+        return url_fail(e,
+                        "host \"%s\" looks like an IPv6 address: write it in brackets, as in "
+                        "[%s]:%s",
+                        text, head, last + 1);
+    }
+    if (inet_pton(AF_INET6, text, addr) == 1) {
+        return url_fail(e,
+                        "host \"%s\" looks like an IPv6 address: write it in brackets, as in [%s]",
+                        text, text);
+    }
+    return 0;
+}
+
 /* A host name or IP literal at s, ending at any of `stops`. */
 static int parse_host(sluice_url *u, const char *s, const char *stops, size_t *used, url_err *e) {
     size_t len;
     if (s[0] == '[') {
         return parse_ipv6(u, s, used, e);
+    }
+    if (bare_ipv6(s, stops, e) != 0) {
+        return SLUICE_EINVAL;
     }
     len = strcspn(s, stops);
     if (len == 0) {
@@ -263,6 +307,10 @@ static int parse_seed(sluice_url *u, const char *s, size_t *used, url_err *e) {
     size_t n = 0, len;
     if (u->nseeds == SLUICE_URL_SEEDS_MAX) {
         return url_fail(e, "more than %d seed nodes", SLUICE_URL_SEEDS_MAX);
+    }
+    if (u->nseeds > 0 && (*s == '\0' || strchr(",/?#", *s) != NULL)) {
+        return url_fail(e, "seed %d is empty (%s)", u->nseeds + 1,
+                        *s == ',' ? "two commas in a row" : "a comma at the end");
     }
     u->port = 6379;
     if (parse_host(u, s, ":/?#,", &n, e) != 0) {

@@ -601,6 +601,25 @@ static int follow_moved(sluice_aconn *c, const redisReply *r) {
     return 1;
 }
 
+/* CLUSTER MYID: a server of the other kind than the URL names (a plain Redis as a cluster seed,
+ * a cluster node behind redis://) is refused, as the blocking connection refuses it. */
+static void step_mode(sluice_aconn *c, redisReply *r, int fn) {
+    (void)fn;
+    char where[300];
+    if (c->url.is_cluster) {
+        snprintf(where, sizeof(where), strchr(c->node_host, ':') != NULL ? "[%s]:%d" : "%s:%d",
+                 c->node_host, c->node_port);
+    } else {
+        snprintf(where, sizeof(where), "%s", c->where);
+    }
+    int st = sluice__mode_check(c->url.is_cluster, r, where, c->err, sizeof(c->err));
+    if (st != 0) {
+        drop(c, st, NULL);
+        return;
+    }
+    step_done(c);
+}
+
 /* Cluster: EXISTS on the queue's meta, the question "do you own the slot?". A MOVED names the
  * owner: reconnect there. An ASK (the slot is migrating away) still lets this node serve it. */
 static void step_route(sluice_aconn *c, redisReply *r, int fn) {
@@ -659,6 +678,10 @@ static void handshake_start(sluice_aconn *c) {
             argv[1] = c->url.password;
             st |= send_step(c, 2, argv, NULL, step_auth, -1);
         }
+    }
+    if (c->parent == NULL) { /* a cluster node, or not? (an ask link's node is one) */
+        const char *argv[] = {"CLUSTER", "MYID"};
+        st |= send_step(c, 2, argv, NULL, step_mode, -1);
     }
     if (c->url.db != 0) {
         char db[16];

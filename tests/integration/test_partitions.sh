@@ -14,6 +14,8 @@ purge_all() {
     for i in "" ~1 ~2; do A purge "$q$i" --yes >/dev/null 2>&1 || true; done
     for i in "" ~1 ~2; do A purge "$q-t$i" --yes >/dev/null 2>&1 || true; done
     for i in "" ~1 ~2 ~3; do A purge "$q-g$i" --yes >/dev/null 2>&1 || true; done
+    for i in "" ~1; do A purge "$q-n$i" --yes >/dev/null 2>&1 || true; done
+    A purge "$q-one" --yes >/dev/null 2>&1 || true
 }
 trap 'purge_all; lib_cleanup' EXIT
 xlen() { rcli XLEN "sluice:{$1}:stream"; }
@@ -22,6 +24,13 @@ xlen() { rcli XLEN "sluice:{$1}:stream"; }
 run 2 'partitions: 65 is out of range 1..64' A partitions "$q" 65
 run 2 "$q~1 is a partition" A partitions "$q~1" 2
 run 2 'queue name has .~. \(0x7e\)' E --queue "$q~0" x
+
+# one partition of a queue without a capacity changes nothing (no capacity pinned to 1000: the
+# producers' own --capacity still holds); more than one says what it pinned
+run 0 "partitions of $q-one: 1 \(not partitioned\); nothing changed" A partitions "$q-one" 1
+[ -z "$(rcli HGET "sluice:{$q-one}:meta" capacity)" ] || fail "partitions 1 set a capacity"
+run 1 '^admitted=5 rejected=1 ' E --queue "$q-one" --capacity 5 a b c d e f
+run 0 'it had no capacity set, 1000 is now its capacity' A partitions "$q-n" 2
 
 # capacity 300 over 3 partitions: 100 each, never more than 300 in all
 run 0 "capacity of $q: 300" A capacity "$q" 300

@@ -168,8 +168,16 @@ static void test_cluster(void) {
     PARSE_BAD(many, "more than 16 seed nodes");
     PARSE_BAD("redis+cluster://", "empty host");
     PARSE_BAD("redis+cluster://u:hunter2@", "empty host");
-    PARSE_BAD("redis+cluster://a:7000,", "empty host");
-    PARSE_BAD("redis+cluster://a:7000,,b:7001", "empty host");
+    PARSE_BAD("redis+cluster://a:7000,", "seed 2 is empty (a comma at the end)");
+    PARSE_BAD("redis+cluster://a:7000,,b:7001", "seed 2 is empty (two commas in a row)");
+    PARSE_BAD("redis+cluster://a:1,b:2,,c:3", "seed 3 is empty (two commas in a row)");
+    /* an IPv6 address without brackets: the bracketed form to write */
+    PARSE_BAD("redis+cluster://::1:7000", "host \"::1:7000\" looks like an IPv6 address: write it "
+                                          "in brackets, as in [::1]:7000");
+    PARSE_BAD("redis+cluster://a:1,fe80::1:7001", "as in [fe80::1]:7001");
+    PARSE_BAD("redis+cluster://2001:db8::1", "as in [2001:db8::1]");
+    PARSE_BAD("redis://::1:6380/0", "as in [::1]:6380");
+    PARSE_BAD("redis://::1", "as in [::1]");
     PARSE_BAD("redis+cluster://a:7000,b:x", "port \"x\" is not a number");
     PARSE_BAD("redis+cluster://a:70000", "port 70000 is out of range 1..65535");
     PARSE_BAD("redis+cluster://a:7000,b:", "port is empty");

@@ -306,14 +306,22 @@ int admin_partitions(admin *a) {
                   a->queue, parts);
         return SLUICE_EXIT_USAGE;
     }
-    if (total < 0) {
+    if (want == 1) { /* and so parts == 1: nothing to split, and no capacity to pin */
+        printf("partitions of %s: 1 (not partitioned); nothing changed\n", a->queue);
+        return 0;
+    }
+    int unset = total < 0;
+    if (unset) {
         total = 1000; /* the producers' default: a queue that never had a capacity set */
     }
     if ((rc = write_parts(a, want, total)) != 0 || (rc = copy_config(a, parts, want)) != 0) {
         return rc;
     }
-    printf("partitions of %s: %lld (capacity %lld in all, %lld each); producers and workers "
+    printf("partitions of %s: %lld (capacity %lld in all, %lld each%s); producers and workers "
            "follow within about a second\n",
-           a->queue, want, total, (total + want - 1) / want);
+           a->queue, want, total, (total + want - 1) / want,
+           unset ? "; it had no capacity set, 1000 is now its capacity: change it with "
+                   "sluice-admin capacity"
+                 : "");
     return 0;
 }

@@ -568,6 +568,12 @@ static void on_state(sluice_aconn *c, int ready, int status, void *arg) {
         if (c == w->cmd) {
             w->creating_group = 0;
         }
+        if (status == SLUICE_ECLUSTER &&
+            !w->fatal) { /* the URL's scheme is wrong: no retry heals it */
+            snprintf(w->err, sizeof(w->err), "%s", sluice_aconn_errstr(c));
+            w->fatal = status;
+            sluice_worker_stop(w);
+        }
         return; /* the connection logged it (event=redis_down conn=read|cmd queue=Q) */
     }
     SLUICE_LOG(SLUICE_LOG_INFO, "event=redis_up conn=%s", c == w->rd ? "read" : "cmd");
