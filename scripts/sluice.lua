@@ -2417,7 +2417,8 @@ end
 them and every spec is valid before anyone admits with it.
 KEYS[1] sluice:{Q}:limits, KEYS[2] meta
 ARGV 'set' NAME SCOPE SPEC | 'del' NAME
-reply: the number of limits now configured. Errors: SLUICECONFIG naming the bad value. ]]
+reply: the number of limits now configured. Errors: SLUICECONFIG naming the bad value (a drain or
+inflight scope on a list queue too). ]]
 local function limits_config(keys, args)
     if not r_call then
         limit_api()
@@ -2447,6 +2448,11 @@ local function limits_config(keys, args)
             if l.err then
                 return l
             end
+        end
+        -- list workers read with LMOVE, past any limit: refused rather than ignored (P12)
+        if DRAIN_SCOPES[scope] and redis.call('HGET', keys[2], 'backend') == 'list' then
+            return redis.error_reply('SLUICECONFIG ' .. keys[2] .. ' is a list queue: ' .. scope ..
+                ' limits need the stream backend')
         end
         redis.call('HSET', keys[1], name, scope .. ' ' .. args[4])
     elseif op == 'del' then
