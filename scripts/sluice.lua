@@ -1534,7 +1534,9 @@ local DRAIN_SCOPES = {drain = true, inflight = true, ['drain-tenant'] = true,
     ['inflight-tenant'] = true}
 local POOL_SCOPES = {drain = true, inflight = true} -- what a plain (not fair) queue honours
 local COUNT_SCOPES = {inflight = true, ['inflight-tenant'] = true} -- a count, not a rate
-local INFLIGHT_POLL_MS = 20 -- a worker held back by `inflight` asks again this much later
+-- a worker held back by `inflight` asks again when an entry of its own is settled (the reply
+-- says 'lease'), else this much later: idle workers do not poll for a unit another one holds
+local INFLIGHT_POLL_MS = 1000
 local LIMIT_NAME_PATTERN = '^[%w_%.%-]+$'
 
 --[[ The limits of a queue as they were last read, by the scopes asked for and the limits key:
@@ -2012,8 +2014,10 @@ KEYS[1] stream, KEYS[2] meta
 ARGV[1] group, ARGV[2] consumer, ARGV[3] n (the worker's free slots)
 reply: {entries (as XREADGROUP gives them, or {}), wait_ms, last_delivered_id}
   entries read: wait_ms 0; held back by a rate: wait_ms = when the next unit is allowed;
-  held back by `inflight`: wait_ms = INFLIGHT_POLL_MS; nothing to read: wait_ms -1 and the
-  group's last delivered id, for XREAD BLOCK ... STREAMS stream ID to wait on without reading.
+  held back by `inflight`: wait_ms at least INFLIGHT_POLL_MS and 'lease' in place of the id (a
+  worker asks again as soon as it settles an entry of its own); nothing to read: wait_ms -1 and
+  the group's last delivered id, for XREAD BLOCK ... STREAMS stream ID to wait on without
+  reading.
 Errors: SLUICECONFIG (a bad limit), NOGROUP, WRONGTYPE. ]]
 -- What a worker's read starts from: the count asked for (ARGV[3]), the queue's key prefix (of
 -- KEYS[2], meta), its limits in `scopes` (or an error reply) and Redis's time.
@@ -2023,13 +2027,14 @@ local function read_start(keys, args, scopes)
 end
 
 -- The pool's limits before a read: `drain` rates and the `inflight` count (in_flight() gives the
--- entries in flight now) cap n. Returns n, wait (us), the rates to count what is read in, and
--- the per-tenant limits left for the lanes; or nil, the error reply.
+-- entries in flight now) cap n. Returns n, wait (us), the rates to count what is read in, the
+-- per-tenant limits left for the lanes and whether `inflight` left no room; or nil, the error.
 local function pool_caps(lims, prefix, n, now, in_flight)
-    local wait, rates, per = 0, {}, {}
+    local wait, rates, per, leased = 0, {}, {}, false
     for _, lim in ipairs(lims) do
         if lim.scope == 'inflight' then
             n, wait = lease_cap(lim.spec.n, in_flight(), n, wait)
+            leased = leased or n <= 0
         elseif lim.scope == 'drain' then
             local key = prefix .. 'lim:' .. lim.name .. ':'
             n, wait = rate_cap(lim, key, n, wait, now)
@@ -2041,7 +2046,7 @@ local function pool_caps(lims, prefix, n, now, in_flight)
             per[#per + 1] = lim
         end
     end
-    return n, wait, rates, per
+    return n, wait, rates, per, leased
 end
 
 local function take(keys, args)
@@ -2049,15 +2054,15 @@ local function take(keys, args)
     if lims.err then
         return lims
     end
-    local wait, rates
-    n, wait, rates = pool_caps(lims, prefix, n, now, function()
+    local wait, rates, _, leased
+    n, wait, rates, _, leased = pool_caps(lims, prefix, n, now, function()
         return redis.call('XPENDING', keys[1], args[1])[1]
     end)
     if not n then
         return wait
     end
     if n <= 0 then
-        return {{}, math.ceil(wait / 1000), ''}
+        return {{}, math.ceil(wait / 1000), leased and 'lease' or ''}
     end
     local r = redis.call('XREADGROUP', 'GROUP', args[1], args[2], 'COUNT', n, 'STREAMS',
         keys[1], '>')
@@ -2091,8 +2096,9 @@ ARGV[1] group, ARGV[2] consumer, ARGV[3] n (the worker's free slots)
 reply: {{lane_1, entries_1, lane_2, entries_2, ...}, wait_ms}: lane = the tenant ('' the queue's
   stream), entries as XREADGROUP gives them. wait_ms: 0 something was read; > 0 every lane it
   looked at is held back by a rate or a lease until about then (at most FAIR_HELD_POLL_MS when
-  there were more lanes than FAIR_MAX_HELD_VISITS); -1 nothing undelivered (an idle worker then
-  waits with BLPOP on sluice:{Q}:wake).
+  there were more lanes than FAIR_MAX_HELD_VISITS), and a third element follows: 'lease' when an
+  `inflight` or `inflight-tenant` count held one back (as take's), else ''; -1 nothing
+  undelivered (an idle worker then waits with BLPOP on sluice:{Q}:wake).
 Cost: one XREADGROUP (and one HINCRBY) per lane visited, plus a fixed dozen calls (per 64 lanes
 looked at when they are all held).
 Errors: SLUICECONFIG (a bad limit), NOGROUP (the queue's group is missing), WRONGTYPE. ]]
@@ -2122,15 +2128,15 @@ local function fair_take(keys, args)
         end
         return stream_pending
     end
-    local wait, pool, per
-    n, wait, pool, per = pool_caps(lims, prefix, n, now, function()
+    local wait, pool, per, leased
+    n, wait, pool, per, leased = pool_caps(lims, prefix, n, now, function()
         return pending_of_stream() + (tonumber(meta[2]) or 0) - (tonumber(meta[3]) or 0)
     end)
     if not n then
         return wait
     end
     if n <= 0 then
-        return {{}, math.ceil(wait / 1000)}
+        return {{}, math.ceil(wait / 1000), leased and 'lease' or ''}
     end
     local ring, lwait, deficit = prefix .. 'ring', prefix .. 'lwait', prefix .. 'deficit'
     local len = redis.call('LLEN', ring)
@@ -2180,6 +2186,7 @@ local function fair_take(keys, args)
                         inflight = (tonumber(depths[i]) or 0) - (tonumber(waits[i]) or 0)
                     end
                     allow, lane_hold = lease_cap(lim.spec.n, inflight, allow, lane_hold)
+                    leased = leased or allow <= 0
                 else
                     local key = prefix .. 'lim:' .. lim.name .. ':' .. tn
                     allow, lane_hold = rate_cap(lim, key, allow, lane_hold, now)
@@ -2281,7 +2288,7 @@ local function fair_take(keys, args)
             held = math.min(held < 0 and FAIR_HELD_POLL_MS * 1000 or held, FAIR_HELD_POLL_MS * 1000)
         end
         if held >= 0 then
-            return {{}, math.max(1, math.ceil(held / 1000))}
+            return {{}, math.max(1, math.ceil(held / 1000)), leased and 'lease' or ''}
         end
         return {{}, -1}
     end

@@ -32,6 +32,87 @@ wait_acked() {
     done
 }
 
+# ---- a long wait ends with the change: raised, lowered by mistake and restored (P4, P8) ----
+c="$q-change"
+seq 1 300 | "$bin/sluice-enqueue" --redis "$url" --queue "$c" --capacity 1000 >/dev/null
+run 0 'limit p on' A limit "$c" set p drain 2/1h
+for i in 1 2; do
+    "${worker[@]}" --queue "$c" --concurrency 16 --consumer "w$i" >/dev/null &
+    pids+=("$!")
+done
+wait_acked "$c" 2 5
+sleep 1.5 # both workers now wait ~30 min for the next unit
+[ "$(acked "$c")" = 2 ] || fail "drain 2/1h: acked $(acked "$c"), expected the burst of 2"
+run 0 'limit p on' A limit "$c" set p drain 100/1s
+wait_acked "$c" 100 4
+raised=$(acked "$c")
+[ "$raised" -ge 100 ] || fail "raised to 100/1s: acked $raised after 4 s"
+run 0 'limit p on' A limit "$c" set p drain 1/1h # a mistake: the rescaled debt is days
+sleep 1.5
+low=$(acked "$c")
+run 0 'limit p on' A limit "$c" set p drain 100/1s # put back
+wait_acked "$c" $((low + 100)) 4
+[ "$(acked "$c")" -ge $((low + 100)) ] ||
+    fail "restored to 100/1s: +$(($(acked "$c") - low)) in 4 s (workers kept the long wait)"
+run 0 'limit p on' A limit "$c" set p drain 1/1h
+sleep 1.5
+run 0 'limit p .* deleted' A limit "$c" del p
+wait_acked "$c" 300 4
+[ "$(acked "$c")" = 300 ] || fail "drain limit deleted: acked $(acked "$c") of 300 after 4 s"
+stop_workers
+echo "changes: 2 under 2/1h, $raised after raising, all 300 after restoring and deleting"
+
+# ---- a tenant over its own rate does not hold up a new tenant (F11) ----
+f="$q-fair"
+run 0 'fair' A fair "$f" on
+run 0 'limit per-t on' A limit "$f" set per-t drain-tenant 2/1h
+seq 1 10 | sed 's/^/A-/' | "$bin/sluice-enqueue" --redis "$url" --queue "$f" --tenant A >/dev/null
+for i in 1 2; do
+    "${worker[@]}" --queue "$f" --concurrency 8 --consumer "f$i" --record "$tmp/rec$i" \
+        >/dev/null &
+    pids+=("$!")
+done
+wait_acked "$f" 2 5
+sleep 1.5 # A is held for ~30 min, the workers with it
+seq 1 2 | sed 's/^/B-/' | "$bin/sluice-enqueue" --redis "$url" --queue "$f" --tenant B >/dev/null
+wait_acked "$f" 4 4
+b=$(cat "$tmp"/rec* | grep -c ' B-' || true)
+[ "$b" = 2 ] || fail "tenant B (within its rate): $b of 2 served 4 s after it came"
+stop_workers
+echo "fair: tenant B served while A waits for its rate"
+
+# ---- a worker held by inflight waits for a release, not a 20-ms poll (item 12) ----
+# On a server of its own, to count its calls: inflight 1, a 2-s job on one of four workers.
+redis-server --port 0 --unixsocket "$tmp/r.sock" --save '' --appendonly no \
+    --dir "$tmp" >/dev/null 2>&1 &
+rpid=$!
+own="unix://$tmp/r.sock"
+for _ in $(seq 1 50); do redis-cli -s "$tmp/r.sock" PING >/dev/null 2>&1 && break; sleep 0.1; done
+i="$q-lease"
+seq 1 3 | "$bin/sluice-enqueue" --redis "$own" --queue "$i" >/dev/null
+"$bin/sluice-admin" --redis "$own" limit "$i" set one inflight 1 >/dev/null
+for k in 1 2 3 4; do
+    "$bin/sluice-worker" --redis "$own" --log-level error --queue "$i" --handler sleep:2000 \
+        --consumer "l$k" >/dev/null &
+    pids+=("$!")
+done
+sleep 1 # every worker started; one holds the unit, three are held
+calls() { redis-cli -s "$tmp/r.sock" INFO commandstats | tr -d '\r' |
+    sed -n 's/^cmdstat_fcall:calls=\([0-9]*\),.*/\1/p'; }
+before=$(calls)
+sleep 2
+polls=$(($(calls) - before))
+for _ in $(seq 1 80); do
+    [ "$(redis-cli -s "$tmp/r.sock" HGET "sluice:{$i}:stats" acked)" = 3 ] && break
+    sleep 0.1
+done
+done3=$(redis-cli -s "$tmp/r.sock" HGET "sluice:{$i}:stats" acked)
+stop_workers
+# three held workers at about one call a second, plus the settles: 20-ms polling made ~300
+[ "$polls" -le 40 ] || fail "$polls function calls in 2 s from workers held by inflight 1"
+[ "$done3" = 3 ] || fail "inflight 1: acked $done3 of 3 in 8 s"
+echo "inflight: $polls calls in 2 s while held; all 3 done one at a time"
+
 # ---- drain and inflight limits are refused on a list queue (P12) ----
 l="$q-list"
 seq 1 3 | "$bin/sluice-enqueue" --redis "$url" --queue "$l" --backend list >/dev/null
