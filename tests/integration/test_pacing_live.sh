@@ -32,6 +32,34 @@ wait_acked() {
     done
 }
 
+# ---- retries come back through reclaim and take drain units too (P15) ----
+# drain 5/1s (log: at most 5 in any second), every entry asks for a retry 50 ms later; reclaim
+# passes every 250 ms. Without the drain on redeliveries the handler ran ~100 times a second. The
+# same on a fair queue, whose tenant's entries come back through the lanes' reclaim.
+r="$q-retry"
+rf="$q-retryfair"
+run 0 'fair' A fair "$rf" on
+for x in "$r" "$rf"; do
+    printf '#!/bin/sh\necho x >>"%s"\nexit 75\n' "$tmp/calls-$x" >"$tmp/again-$x.sh"
+    chmod +x "$tmp/again-$x.sh"
+    seq 1 20 | "$bin/sluice-enqueue" --redis "$url" --queue "$x" --tenant T >/dev/null
+    run 0 'limit p on' A limit "$x" set p drain 5/1s --algorithm log
+    "${worker[@]}" --queue "$x" --handler "exec:$tmp/again-$x.sh" --concurrency 16 \
+        --retry-backoff 50 --visibility-timeout 1000 --max-deliveries 100 >/dev/null &
+    pids+=("$!")
+done
+sleep 4
+stop_workers
+for x in "$r" "$rf"; do
+    calls=$(wc -l <"$tmp/calls-$x")
+    reclaimed=$(rcli HGET "sluice:{$x}:stats" reclaimed)
+    [ "${reclaimed:-0}" -gt 0 ] || fail "$x: no retry came back through reclaim"
+    # 4 s of 5/1s: at most 5 windows of 5 (the stop comes a little after 4 s), one more of slack
+    [ "$calls" -le 30 ] ||
+        fail "$x: $calls handler calls in 4 s under drain 5/1s ($reclaimed reclaimed)"
+    echo "retries: $calls handler calls in 4 s under drain 5/1s on $x, $reclaimed redeliveries"
+done
+
 # ---- a long wait ends with the change: raised, lowered by mistake and restored (P4, P8) ----
 c="$q-change"
 seq 1 300 | "$bin/sluice-enqueue" --redis "$url" --queue "$c" --capacity 1000 >/dev/null

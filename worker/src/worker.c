@@ -376,9 +376,15 @@ static void pace_check(sluice_worker *w) {
     }
 }
 
+/* The hold ended: a reclaim pass that the drain rates held back goes before the next read (so
+ * redeliveries take their units between the reads, not after the backlog). */
 static void pace_end(sluice_worker *w) {
     w->pace_waiting = 0;
     w->pace_lease = 0;
+    if (w->reclaim_first) {
+        w->reclaim_first = 0;
+        w->reclaim_due = 1;
+    }
 }
 
 static void pace_timer_cb(uv_timer_t *t) {

@@ -96,6 +96,7 @@ struct sluice_worker {
     int pace_lease;         /* ... or a count (`inflight`): a settle of ours ends the wait */
     unsigned released;      /* settles that ended a lease (an ack, a dead letter) */
     unsigned released_read; /* `released` when the last read was sent */
+    int reclaim_first;      /* a pass held by the drain rates takes the next allowance */
     int pace_block;         /* sluice_take found nothing: XREAD BLOCK on pace_last_id next */
     char pace_last_id[SLUICE_STREAM_ID_MAX];
     /* fair queues (meta `fair`, or tenant lanes still holding entries): reads go through
