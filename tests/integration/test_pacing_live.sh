@@ -150,5 +150,13 @@ run 2 'list queue' A limit "$l" set t drain-tenant 1/1h
 run 0 'limit q on' A limit "$l" set q queue 100/1s # admission limits work on lists
 run 0 'q +queue' A limit "$l" list
 grep -q ' drain' "$tmp/out" && fail "a refused drain limit was written: $(cat "$tmp/out")"
-echo "list: drain and inflight refused"
+# one set before the queue's first admission cannot be refused: its list workers say so
+l2="$q-list2"
+run 0 'limit p on' A limit "$l2" set p drain 1/1h
+seq 1 3 | "$bin/sluice-enqueue" --redis "$url" --queue "$l2" --backend list >/dev/null
+timeout 20 "$bin/sluice-worker" --redis "$url" --log-level warn --queue "$l2" --backend list \
+    --max-messages 3 >/dev/null 2>"$tmp/lw.log" || fail "list worker: $(cat "$tmp/lw.log")"
+grep -q 'event=drain_limits_ignored' "$tmp/lw.log" ||
+    fail "the list worker did not say that it ignores the drain limit: $(cat "$tmp/lw.log")"
+echo "list: drain and inflight refused; an earlier one is reported by the list worker"
 echo "test_pacing_live: ok"

@@ -205,6 +205,19 @@ static void check_done(sluice_worker *w);
 
 static void read_retry_cb(uv_timer_t *t);
 
+/* Drain limits on a list queue (set before its first admission made it one; later ones are
+ * refused) are not honoured by LMOVE reads: said at start, not silently ignored (P12). */
+static void on_list_drain(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
+    (void)c, (void)sent;
+    sluice_worker *w = arg;
+    if (status == 0 && sluice_reply_ll(r, 0) > 0) {
+        SLUICE_LOG(SLUICE_LOG_WARN,
+                   "event=drain_limits_ignored queue=%s note=\"a list queue's workers do not "
+                   "honour drain or inflight limits; use the stream backend\"",
+                   w->queue);
+    }
+}
+
 static void on_group(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
     sluice_worker *w = arg;
     w->creating_group = 0;
@@ -217,6 +230,10 @@ static void on_group(sluice_aconn *c, int status, int sent, redisReply *r, void 
      * says NOGROUP and we come back here after a pause. */
     if (status == 0 || status == SLUICE_EOOM) {
         w->group_ready = 1;
+        if (w->o.backend == SLUICE_BACKEND_LIST) {
+            const char *argv[] = {"HGET", w->keys.meta, "drain"};
+            sluice_aconn_command(w->cmd, 3, argv, NULL, 0, on_list_drain, w);
+        }
         sluice__worker_kick(w);
         sluice__reclaim_start(w);
     } else if (status != SLUICE_ECANCELED) {
