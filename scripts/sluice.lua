@@ -2360,13 +2360,13 @@ local function claim_start(prefix)
         return {}, 0, nil
     end
     local lims = queue_limits(prefix .. 'limits', RECLAIM_SCOPES)
-    local tn = nil
+    local fair = nil
     for _, lim in ipairs(lims) do
-        if lim.scope == 'drain-tenant' and not tn then
-            tn = redis.call('HGET', prefix .. 'meta', 'fair') == '1' and '' or false
+        if lim.scope == 'drain-tenant' and fair == nil then
+            fair = redis.call('HGET', prefix .. 'meta', 'fair') == '1'
         end
     end
-    return lims, now_us(), tn or nil
+    return lims, now_us(), fair and '' or nil
 end
 
 --[[ reclaim with drain limits (the function sluice_reclaim): as reclaim, claiming at most what
