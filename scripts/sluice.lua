@@ -1548,7 +1548,9 @@ local DRAIN_SCOPES = {drain = true, inflight = true, ['drain-tenant'] = true,
     ['inflight-tenant'] = true}
 local POOL_SCOPES = {drain = true, inflight = true} -- what a plain (not fair) queue honours
 local COUNT_SCOPES = {inflight = true, ['inflight-tenant'] = true} -- a count, not a rate
-local INFLIGHT_POLL_MS = 20 -- a worker held back by `inflight` asks again this much later
+-- a worker held back by `inflight` asks again when an entry of its own is settled (the reply
+-- says 'lease'), else this much later: idle workers do not poll for a unit another one holds
+local INFLIGHT_POLL_MS = 1000
 local LIMIT_NAME_PATTERN = '^[%w_%.%-]+$'
 
 --[[ The limits of a queue as they were last read, by the scopes asked for and the limits key:
@@ -2036,8 +2038,10 @@ KEYS[1] stream, KEYS[2] meta
 ARGV[1] group, ARGV[2] consumer, ARGV[3] n (the worker's free slots)
 reply: {entries (as XREADGROUP gives them, or {}), wait_ms, last_delivered_id}
   entries read: wait_ms 0; held back by a rate: wait_ms = when the next unit is allowed;
-  held back by `inflight`: wait_ms = INFLIGHT_POLL_MS; nothing to read: wait_ms -1 and the
-  group's last delivered id, for XREAD BLOCK ... STREAMS stream ID to wait on without reading.
+  held back by `inflight`: wait_ms at least INFLIGHT_POLL_MS and 'lease' in place of the id (a
+  worker asks again as soon as it settles an entry of its own); nothing to read: wait_ms -1 and
+  the group's last delivered id, for XREAD BLOCK ... STREAMS stream ID to wait on without
+  reading.
 Errors: SLUICECONFIG (a bad limit), NOGROUP, WRONGTYPE. ]]
 -- What a worker's read starts from: the count asked for (ARGV[3]), the queue's key prefix (of
 -- KEYS[2], meta), its limits in `scopes` (or an error reply) and Redis's time.
@@ -2047,13 +2051,14 @@ local function read_start(keys, args, scopes)
 end
 
 -- The pool's limits before a read: `drain` rates and the `inflight` count (in_flight() gives the
--- entries in flight now) cap n. Returns n, wait (us), the rates to count what is read in, and
--- the per-tenant limits left for the lanes; or nil, the error reply.
+-- entries in flight now) cap n. Returns n, wait (us), the rates to count what is read in, the
+-- per-tenant limits left for the lanes and whether `inflight` left no room; or nil, the error.
 local function pool_caps(lims, prefix, n, now, in_flight)
-    local wait, rates, per = 0, {}, {}
+    local wait, rates, per, leased = 0, {}, {}, false
     for _, lim in ipairs(lims) do
         if lim.scope == 'inflight' then
             n, wait = lease_cap(lim.spec.n, in_flight(), n, wait)
+            leased = leased or n <= 0
         elseif lim.scope == 'drain' then
             local key = prefix .. 'lim:' .. lim.name .. ':'
             n, wait = rate_cap(lim, key, n, wait, now)
@@ -2065,7 +2070,7 @@ local function pool_caps(lims, prefix, n, now, in_flight)
             per[#per + 1] = lim
         end
     end
-    return n, wait, rates, per
+    return n, wait, rates, per, leased
 end
 
 local function take(keys, args)
@@ -2073,15 +2078,15 @@ local function take(keys, args)
     if lims.err then
         return lims
     end
-    local wait, rates
-    n, wait, rates = pool_caps(lims, prefix, n, now, function()
+    local wait, rates, _, leased
+    n, wait, rates, _, leased = pool_caps(lims, prefix, n, now, function()
         return redis.call('XPENDING', keys[1], args[1])[1]
     end)
     if not n then
         return wait
     end
     if n <= 0 then
-        return {{}, math.ceil(wait / 1000), ''}
+        return {{}, math.ceil(wait / 1000), leased and 'lease' or ''}
     end
     local r = redis.call('XREADGROUP', 'GROUP', args[1], args[2], 'COUNT', n, 'STREAMS',
         keys[1], '>')
@@ -2115,8 +2120,9 @@ ARGV[1] group, ARGV[2] consumer, ARGV[3] n (the worker's free slots)
 reply: {{lane_1, entries_1, lane_2, entries_2, ...}, wait_ms}: lane = the tenant ('' the queue's
   stream), entries as XREADGROUP gives them. wait_ms: 0 something was read; > 0 every lane it
   looked at is held back by a rate or a lease until about then (at most FAIR_HELD_POLL_MS when
-  there were more lanes than FAIR_MAX_HELD_VISITS); -1 nothing undelivered (an idle worker then
-  waits with BLPOP on sluice:{Q}:wake).
+  there were more lanes than FAIR_MAX_HELD_VISITS), and a third element follows: 'lease' when an
+  `inflight` or `inflight-tenant` count held one back (as take's), else ''; -1 nothing
+  undelivered (an idle worker then waits with BLPOP on sluice:{Q}:wake).
 Cost: one XREADGROUP (and one HINCRBY) per lane visited, plus a fixed dozen calls (per 64 lanes
 looked at when they are all held).
 Errors: SLUICECONFIG (a bad limit), NOGROUP (the queue's group is missing), WRONGTYPE. ]]
@@ -2146,15 +2152,15 @@ local function fair_take(keys, args)
         end
         return stream_pending
     end
-    local wait, pool, per
-    n, wait, pool, per = pool_caps(lims, prefix, n, now, function()
+    local wait, pool, per, leased
+    n, wait, pool, per, leased = pool_caps(lims, prefix, n, now, function()
         return pending_of_stream() + (tonumber(meta[2]) or 0) - (tonumber(meta[3]) or 0)
     end)
     if not n then
         return wait
     end
     if n <= 0 then
-        return {{}, math.ceil(wait / 1000)}
+        return {{}, math.ceil(wait / 1000), leased and 'lease' or ''}
     end
     local ring, lwait, deficit = prefix .. 'ring', prefix .. 'lwait', prefix .. 'deficit'
     local len = redis.call('LLEN', ring)
@@ -2204,6 +2210,7 @@ local function fair_take(keys, args)
                         inflight = (tonumber(depths[i]) or 0) - (tonumber(waits[i]) or 0)
                     end
                     allow, lane_hold = lease_cap(lim.spec.n, inflight, allow, lane_hold)
+                    leased = leased or allow <= 0
                 else
                     local key = prefix .. 'lim:' .. lim.name .. ':' .. tn
                     allow, lane_hold = rate_cap(lim, key, allow, lane_hold, now)
@@ -2305,7 +2312,7 @@ local function fair_take(keys, args)
             held = math.min(held < 0 and FAIR_HELD_POLL_MS * 1000 or held, FAIR_HELD_POLL_MS * 1000)
         end
         if held >= 0 then
-            return {{}, math.max(1, math.ceil(held / 1000))}
+            return {{}, math.max(1, math.ceil(held / 1000)), leased and 'lease' or ''}
         end
         return {{}, -1}
     end
@@ -2341,17 +2348,102 @@ local function lane_ack(keys, args)
     return n
 end
 
+--[[ A redelivery takes drain units as a read does (P15): a reclaim pass claims no more than the
+queue's `drain` rates allow now (and, from a fair queue's lane, its tenant's `drain-tenant`
+rates, which fair_take applies to the lane) and counts what it claimed in them, so retried and
+reclaimed entries never take the pool past its drain limits. `inflight` is not checked: a
+reclaimed entry was in flight already. A queue without drain limits pays one HGET a pass. ]]
+local RECLAIM_SCOPES = {drain = true, ['drain-tenant'] = true}
+
+-- Caps n by the pool's `drain` rates (pool) and lane tn's `drain-tenant` rates (tn not nil).
+-- Returns n, wait (us: when the next unit is allowed, if none is) and the rates to count the
+-- claimed entries in; or nil, the error reply.
+local function claim_caps(lims, pool, tn, n, now)
+    local wait, rates = 0, {}
+    for _, lim in ipairs(lims) do
+        local key = lim.scope == 'drain' and pool and lim.key or nil
+        if lim.scope == 'drain-tenant' and tn then
+            key = lim.key .. tn
+        end
+        if key then
+            n, wait = rate_cap(lim, key, n, wait, now)
+            if not n then
+                return nil, wait
+            end
+            rates[#rates + 1] = {lim, key}
+        end
+    end
+    return n, wait, rates
+end
+
+-- The drain limits a reclaim pass honours, the time, and the lane of the queue's stream ('' on
+-- a fair queue, whose fair_take reads the stream as lane '': nil on a plain one). Meta `drain`
+-- says first whether there are any (an HGET a worker's ACL grants: HGETALL only when there are).
+local function claim_start(prefix)
+    if (tonumber(redis.call('HGET', prefix .. 'meta', 'drain')) or 0) <= 0 then
+        return {}, 0, nil
+    end
+    local lims = queue_limits(prefix .. 'limits', RECLAIM_SCOPES)
+    local fair = nil
+    for _, lim in ipairs(lims) do
+        if lim.scope == 'drain-tenant' and fair == nil then
+            fair = redis.call('HGET', prefix .. 'meta', 'fair') == '1'
+        end
+    end
+    return lims, now_us(), fair and '' or nil
+end
+
+--[[ reclaim with drain limits (the function sluice_reclaim): as reclaim, claiming at most what
+the drain limits allow. reply: as reclaim's; when they allow nothing now while an entry is due,
+a fourth element: the ms until they allow the next unit (the worker gives that unit to its next
+pass before its next read, so redeliveries are not starved by new reads). ]]
+local function drain_reclaim(keys, args)
+    local lims, now, tn = claim_start(string.sub(keys[2], 1, -6))
+    if lims.err then
+        return lims
+    elseif #lims == 0 then
+        return reclaim(keys, args)
+    end
+    local n, wait, rates = claim_caps(lims, true, tn, tonumber(args[5]) or 0, now)
+    if not n then
+        return wait
+    end
+    if n <= 0 then
+        local due = redis.call('XPENDING', keys[1], args[1], 'IDLE', args[3], '-', '+', 1)
+        return {args[4], {}, {}, #due > 0 and math.max(1, math.ceil(wait / 1000)) or 0}
+    end
+    local r = reclaim(keys, {args[1], args[2], args[3], args[4], tostring(n)})
+    if #r[2] > 0 then
+        rates_count(rates, now, #r[2])
+    end
+    return r
+end
+
 --[[ lane_reclaim (fair queues): reclaim for the tenant lanes (the stream goes through reclaim).
 Walks sluice:{Q}:lanes with HSCAN; a lane with entries in flight (entries > undelivered) is
-reclaimed as reclaim does (from its start, up to what is left of the count).
+reclaimed as reclaim does (from its start, up to what is left of the count), within the drain
+limits as drain_reclaim: the pool's `drain` rates cap the whole pass, a lane's `drain-tenant`
+rates its own part (a lane they hold is passed over until a later pass).
 KEYS[1] stream, KEYS[2] stats
 ARGV[1] group, ARGV[2] consumer, ARGV[3] min idle ms, ARGV[4] HSCAN cursor ('0' to start),
 ARGV[5] count
 reply: {next_cursor ('0': the walk is complete), {lane, entries (as reclaim's), ...}}; when the
-count runs out inside a batch the cursor does not move (the batch is looked at again). ]]
+count runs out inside a batch the cursor does not move (the batch is looked at again). When the
+pool's rates allow nothing now: {ARGV[4], {}, ms until they allow the next unit}. ]]
 local function lane_reclaim(keys, args)
     local prefix = string.sub(keys[2], 1, -6)
-    local budget = tonumber(args[5]) or 0
+    local lims, now = claim_start(prefix)
+    if lims.err then
+        return lims
+    end
+    local budget, wait, pool = claim_caps(lims, true, nil, tonumber(args[5]) or 0, now)
+    if not budget then
+        return wait
+    end
+    if budget <= 0 and #pool > 0 then
+        return {args[4], {}, math.max(1, math.ceil(wait / 1000))}
+    end
+    local claimed = 0
     local scan = redis.call('HSCAN', prefix .. 'lanes', args[4], 'COUNT', 32)
     local out, cursor = {}, scan[1]
     for i = 1, #scan[2], 2 do
@@ -2362,16 +2454,28 @@ local function lane_reclaim(keys, args)
         end
         if tonumber(scan[2][i + 1]) > (tonumber(redis.call('HGET', prefix .. 'lwait', tn)) or 0) then
             local r = redis.pcall('XPENDING', lane_key(prefix, tn), args[1])
+            local k, err, rates = budget, nil, {}
             if type(r) == 'table' and not r.err and r[1] > 0 then
+                k, err, rates = claim_caps(lims, false, tn, budget, now)
+                if not k then
+                    return err
+                end
+            end
+            if type(r) == 'table' and not r.err and r[1] > 0 and k > 0 then
                 local c = reclaim({lane_key(prefix, tn), keys[2]},
-                    {args[1], args[2], args[3], '0-0', tostring(budget)})
+                    {args[1], args[2], args[3], '0-0', tostring(k)})
                 if #c[2] > 0 then
                     out[#out + 1] = tn
                     out[#out + 1] = c[2]
                     budget = budget - #c[2]
+                    claimed = claimed + #c[2]
+                    rates_count(rates, now, #c[2])
                 end
             end
         end
+    end
+    if claimed > 0 then
+        rates_count(pool, now, claimed)
     end
     return {cursor, out}
 end
@@ -2441,7 +2545,8 @@ end
 them and every spec is valid before anyone admits with it.
 KEYS[1] sluice:{Q}:limits, KEYS[2] meta
 ARGV 'set' NAME SCOPE SPEC | 'del' NAME
-reply: the number of limits now configured. Errors: SLUICECONFIG naming the bad value. ]]
+reply: the number of limits now configured. Errors: SLUICECONFIG naming the bad value (a drain or
+inflight scope on a list queue too). ]]
 local function limits_config(keys, args)
     local op, name = args[1], args[2]
     if type(name) ~= 'string' or #name > 64 or not string.match(name, LIMIT_NAME_PATTERN) then
@@ -2468,6 +2573,11 @@ local function limits_config(keys, args)
             if l.err then
                 return l
             end
+        end
+        -- list workers read with LMOVE, past any limit: refused rather than ignored (P12)
+        if DRAIN_SCOPES[scope] and redis.call('HGET', keys[2], 'backend') == 'list' then
+            return redis.error_reply('SLUICECONFIG ' .. keys[2] .. ' is a list queue: ' .. scope ..
+                ' limits need the stream backend')
         end
         redis.call('HSET', keys[1], name, scope .. ' ' .. args[4])
     elseif op == 'del' then
@@ -2520,7 +2630,7 @@ redis.register_function('sluice_admit', admit)
 drains('sluice_ack', ack)
 drains('sluice_dead', dead)
 drains('sluice_retry', retry)
-drains('sluice_reclaim', reclaim)
+drains('sluice_reclaim', drain_reclaim)
 drains('sluice_touch', touch)
 redis.register_function('sluice_list_admit', list_admit)
 drains('sluice_list_take', list_take)

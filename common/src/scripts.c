@@ -25,7 +25,7 @@ static const struct {
     [SLUICE_FN_ACK] = {"sluice_ack", "ack"},
     [SLUICE_FN_DEAD] = {"sluice_dead", "dead"},
     [SLUICE_FN_RETRY] = {"sluice_retry", "retry"},
-    [SLUICE_FN_RECLAIM] = {"sluice_reclaim", "reclaim"},
+    [SLUICE_FN_RECLAIM] = {"sluice_reclaim", "drain_reclaim"},
     [SLUICE_FN_TOUCH] = {"sluice_touch", "touch"},
     [SLUICE_FN_LIST_ADMIT] = {"sluice_list_admit", "list_admit"},
     [SLUICE_FN_LIST_TAKE] = {"sluice_list_take", "list_take"},

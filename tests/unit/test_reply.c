@@ -83,6 +83,22 @@ static void test_lua(void) {
     CHECK(s != NULL && strstr(s, "\nreturn entry(list_ack)(KEYS, ARGV)\n") != NULL);
     free(s);
     CHECK(sluice_lua_script(SLUICE_FN_COUNT_, NULL) == NULL);
+    /* each function's EVALSHA script returns the local its registration names */
+    for (int fn = 0; fn < SLUICE_FN_COUNT_; fn++) {
+        char *one = sluice_lua_script((sluice_fn)fn, NULL);
+        char local[64] = "", reg[160], reg2[160];
+        const char *ret = one != NULL ? strstr(one, "\nreturn ") : NULL;
+        CHECK(ret != NULL && sscanf(ret, "\nreturn %63[a-z_0-9](", local) == 1);
+        snprintf(reg, sizeof(reg), "'%s', %s)", sluice_fn_name((sluice_fn)fn), local);
+        snprintf(reg2, sizeof(reg2), "function_name = '%s', callback = %s,",
+                 sluice_fn_name((sluice_fn)fn), local);
+        if (strstr(lib, reg) == NULL && strstr(lib, reg2) == NULL) {
+            fprintf(stderr, "%s: the EVALSHA script returns %s, not the registered function\n",
+                    sluice_fn_name((sluice_fn)fn), local);
+            CHECK(0);
+        }
+        free(one);
+    }
 
     /* the decision after FCALL sluice_version, one rule for both connections */
     char cur[128], old[] = "$8\r\n1:000000\r\n";

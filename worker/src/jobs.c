@@ -156,6 +156,9 @@ static void on_settled(sluice_aconn *c, int status, int sent, redisReply *r, voi
         SLUICE_LOG(SLUICE_LOG_WARN, "event=dead_letter id=%s deliveries=%lld reason=%s", j->id,
                    j->pub.deliveries, sluice_log_q(j->reason, q, sizeof(q)));
     }
+    if (status == 0 && j->verdict != SLUICE_RETRY) {
+        sluice__worker_released(w); /* a retried entry stays pending: its lease goes on */
+    }
     sluice__job_release(j);
     sluice__worker_kick(w);
 }
@@ -377,6 +380,9 @@ static void on_acked(sluice_aconn *c, int status, int sent, redisReply *r, void 
         sluice__job_release(b->jobs[i]);
     }
     free(b);
+    if (status == 0) {
+        sluice__worker_released(w);
+    }
     sluice__worker_kick(w);
 }
 

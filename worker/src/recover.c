@@ -11,6 +11,10 @@
  * (docs/faults.md F22), so a crashed worker's entries come back within about the visibility
  * timeout plus one reclaim interval even while producers keep the bucket full.
  *
+ * A queue's drain limits count redeliveries as reads (P15): a pass claims no more than they
+ * allow; when they allow nothing while entries are due, the reply says when the next unit comes,
+ * and the worker holds its reads until then and gives that unit to the pass (reclaim_first).
+ *
  * Heartbeat: every visibility_timeout/3 the owner re-claims (JUSTID: no delivery counted) the
  * entries its handlers are still working on, so nobody steals a long job while its owner lives.
  */
@@ -19,6 +23,7 @@
 
 #include "sluice/cli.h"
 #include "sluice/log.h"
+#include "sluice/reply.h"
 
 #include "worker_internal.h"
 
@@ -53,11 +58,22 @@ static void claimed_entry(sluice_worker *w, redisReply *e, const redisReply *lan
     sluice__job_dispatch(j);
 }
 
-/* sluice_reclaim: {cursor, {entry, ...}, deleted}. Returns the delay of the next pass. */
+/* The drain limits allowed no unit to a pass for `ms`: the next allowance is the pass's. */
+static uint64_t pass_held(sluice_worker *w, long long ms) {
+    w->reclaim_first = 1;
+    sluice__worker_hold(w, ms, 0);
+    return reclaim_interval(w);
+}
+
+/* sluice_reclaim: {cursor, {entry, ...}, deleted[, held_ms]}. Returns the delay of the next
+ * pass. */
 static uint64_t stream_pass(sluice_worker *w, redisReply *r) {
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 || r->elements > 4 ||
         r->element[0]->type != REDIS_REPLY_STRING) {
         return reclaim_interval(w);
+    }
+    if (r->elements == 4 && sluice_reply_ll(r->element[3], 0) > 0) {
+        return pass_held(w, sluice_reply_ll(r->element[3], 0));
     }
     redisReply *entries = r->element[1];
     for (size_t i = 0; entries->type == REDIS_REPLY_ARRAY && i < entries->elements; i++) {
@@ -75,12 +91,16 @@ static uint64_t stream_pass(sluice_worker *w, redisReply *r) {
     return reclaim_interval(w);
 }
 
-/* sluice_lane_reclaim: {cursor, {lane, entries, ...}}. Returns the delay of the next pass. */
+/* sluice_lane_reclaim: {cursor, {lane, entries, ...}[, held_ms]}. Returns the delay of the
+ * next pass. */
 static uint64_t lane_pass(sluice_worker *w, redisReply *r) {
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->elements > 3 ||
         r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_ARRAY) {
         w->lane_pass = 0;
         return reclaim_interval(w);
+    }
+    if (r->elements == 3 && sluice_reply_ll(r->element[2], 0) > 0) {
+        return pass_held(w, sluice_reply_ll(r->element[2], 0)); /* the walk goes on from here */
     }
     redisReply *lanes = r->element[1];
     for (size_t i = 0; i + 1 < lanes->elements; i += 2) {

@@ -205,6 +205,19 @@ static void check_done(sluice_worker *w);
 
 static void read_retry_cb(uv_timer_t *t);
 
+/* Drain limits on a list queue (set before its first admission made it one; later ones are
+ * refused) are not honoured by LMOVE reads: said at start, not silently ignored (P12). */
+static void on_list_drain(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
+    (void)c, (void)sent;
+    sluice_worker *w = arg;
+    if (status == 0 && sluice_reply_ll(r, 0) > 0) {
+        SLUICE_LOG(SLUICE_LOG_WARN,
+                   "event=drain_limits_ignored queue=%s note=\"a list queue's workers do not "
+                   "honour drain or inflight limits; use the stream backend\"",
+                   w->queue);
+    }
+}
+
 static void on_group(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
     sluice_worker *w = arg;
     w->creating_group = 0;
@@ -217,6 +230,10 @@ static void on_group(sluice_aconn *c, int status, int sent, redisReply *r, void 
      * says NOGROUP and we come back here after a pause. */
     if (status == 0 || status == SLUICE_EOOM) {
         w->group_ready = 1;
+        if (w->o.backend == SLUICE_BACKEND_LIST) {
+            const char *argv[] = {"HGET", w->keys.meta, "drain"};
+            sluice_aconn_command(w->cmd, 3, argv, NULL, 0, on_list_drain, w);
+        }
         sluice__worker_kick(w);
         sluice__reclaim_start(w);
     } else if (status != SLUICE_ECANCELED) {
@@ -315,6 +332,13 @@ static void list_entries(sluice_worker *w, redisReply *r) {
 /* ---- pacing ---- */
 
 #define PACE_CHECK_MS 1000 /* how often a worker asks whether its queue has drain limits */
+/* The longest one answer holds the reads back: the wait of a limit that was lowered, raised or
+ * deleted since (P4, P8), or of a lane another lane's arrival does not wake (F11), is asked
+ * again by then. A hold that long costs one call a second per worker. */
+#define PACE_HOLD_MAX_MS 1000
+/* A fair worker held at least this long waits on sluice:{Q}:wake instead of a timer, so a new
+ * tenant's lane wakes it at once; shorter holds keep the timer (no call more per hold). */
+#define FAIR_WAKE_MIN_MS 100
 
 static void on_pace_check(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
     (void)c, (void)sent;
@@ -369,17 +393,51 @@ static void pace_check(sluice_worker *w) {
     }
 }
 
+/* The hold ended: a reclaim pass that the drain rates held back goes before the next read (so
+ * redeliveries take their units between the reads, not after the backlog). */
+static void pace_end(sluice_worker *w) {
+    w->pace_waiting = 0;
+    w->pace_lease = 0;
+    if (w->reclaim_first) {
+        w->reclaim_first = 0;
+        w->reclaim_due = 1;
+    }
+}
+
 static void pace_timer_cb(uv_timer_t *t) {
     sluice_worker *w = t->data;
-    w->pace_waiting = 0;
+    pace_end(w);
     sluice__worker_kick(w);
 }
 
-/* No read for `wait` ms: the next allowance of a rate (or lease) comes then. */
-static void pace_hold(sluice_worker *w, long long wait) {
+void sluice__worker_hold(sluice_worker *w, long long wait, int lease) {
+    if (w->pace_waiting) {
+        return; /* a hold is on: it ends by then and the next call says more */
+    }
+    if (lease && w->released != w->released_read) {
+        return; /* an entry of ours was settled while the read was out: ask again at once */
+    }
+    if (wait > PACE_HOLD_MAX_MS) {
+        wait = PACE_HOLD_MAX_MS;
+    }
     w->pace_waiting = 1;
+    w->pace_lease = lease;
     w->st.paced_wait_ms += (unsigned long long)wait;
     uv_timer_start(&w->pace_timer, pace_timer_cb, (uint64_t)wait, 0);
+}
+
+void sluice__worker_released(sluice_worker *w) {
+    w->released++;
+    if (w->pace_waiting && w->pace_lease) {
+        uv_timer_stop(&w->pace_timer);
+        pace_end(w);
+    }
+}
+
+/* The third element of a take's hold: 'lease' when an `inflight` count held it back. */
+static int lease_held(const redisReply *r) {
+    return r->elements >= 3 && r->element[2]->type == REDIS_REPLY_STRING &&
+           strcmp(r->element[2]->str, "lease") == 0;
 }
 
 /* sluice_take: {entries, wait_ms, last_delivered_id} */
@@ -392,7 +450,7 @@ static void on_take(sluice_aconn *c, int status, int sent, redisReply *r, void *
     w->reading = 0;
     long long wait = sluice_reply_ll(r->element[1], 0);
     if (wait > 0) { /* a drain limit holds the reads back until its next allowance */
-        pace_hold(w, wait);
+        sluice__worker_hold(w, wait, lease_held(r));
     } else if (wait < 0 && r->element[2]->type == REDIS_REPLY_STRING) {
         w->pace_block = 1; /* nothing to read: wait for an entry without reading it */
         snprintf(w->pace_last_id, sizeof(w->pace_last_id), "%s", r->element[2]->str);
@@ -409,6 +467,7 @@ static void on_wake(sluice_aconn *c, int status, int sent, redisReply *r, void *
     sluice_worker *w = arg;
     w->pace_block = 0;
     w->fair_block = 0;
+    w->fair_hold_ms = 0;
     if (status != 0 && status != SLUICE_ECANCELED) {
         on_read(c, status, sent, r, arg);
         return;
@@ -417,10 +476,10 @@ static void on_wake(sluice_aconn *c, int status, int sent, redisReply *r, void *
     sluice__worker_kick(w); /* stopping: it checks whether the worker is done */
 }
 
-/* sluice_fair_take: {{lane, entries, ...}, wait_ms} */
+/* sluice_fair_take: {{lane, entries, ...}, wait_ms[, 'lease' | '']} */
 static void on_fair_take(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
     sluice_worker *w = arg;
-    if (status != 0 || r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+    if (status != 0 || r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->elements > 3 ||
         r->element[0]->type != REDIS_REPLY_ARRAY) {
         on_read(c, status == 0 ? SLUICE_EPROTO : status, sent, r, arg);
         return;
@@ -428,8 +487,12 @@ static void on_fair_take(sluice_aconn *c, int status, int sent, redisReply *r, v
     w->reading = 0;
     long long wait = sluice_reply_ll(r->element[1], 0);
     redisReply *lanes = r->element[0];
-    if (wait > 0) { /* every lane with backlog is held back by a rate or a lease */
-        pace_hold(w, wait);
+    if (wait > 0 && !lease_held(r) && wait >= FAIR_WAKE_MIN_MS) {
+        /* every lane with backlog is held back by its rate: a new lane may go now */
+        w->fair_block = 1;
+        w->fair_hold_ms = wait < PACE_HOLD_MAX_MS ? (int)wait : PACE_HOLD_MAX_MS;
+    } else if (wait > 0) { /* held back briefly, or by a lease that a settle of ours ends */
+        sluice__worker_hold(w, wait, lease_held(r));
     } else if (wait < 0) {
         w->fair_block = 1; /* nothing undelivered: wait for the wake-up token */
     }
@@ -445,11 +508,11 @@ static void on_fair_take(sluice_aconn *c, int status, int sent, redisReply *r, v
 static int send_fair_read(sluice_worker *w, int n) {
     if (w->fair_block) {
         char key[SLUICE_KEY_MAX + 8], block[24];
+        int ms = w->fair_hold_ms > 0 ? w->fair_hold_ms : w->o.block_ms;
         snprintf(key, sizeof(key), "%swake", w->keys.prefix);
-        snprintf(block, sizeof(block), "%.3f", w->o.block_ms / 1000.0);
+        snprintf(block, sizeof(block), "%.3f", ms / 1000.0);
         const char *argv[] = {"BLPOP", key, block};
-        return sluice_aconn_command(w->rd, 3, argv, NULL, w->o.block_ms + w->o.command_timeout_ms,
-                                    on_wake, w);
+        return sluice_aconn_command(w->rd, 3, argv, NULL, ms + w->o.command_timeout_ms, on_wake, w);
     }
     char count[24];
     snprintf(count, sizeof(count), "%d", n);
@@ -557,6 +620,7 @@ void sluice__worker_kick(sluice_worker *w) {
     if (send_read(w, blocking ? 1 : free_slots, blocking) == 0) {
         w->reading = 1;
         w->list_idle = 0;
+        w->released_read = w->released;
     }
 }
 

@@ -96,12 +96,17 @@ struct sluice_worker {
     int pace_checking;      /* HGET meta drain outstanding */
     uint64_t pace_check_ms; /* when it was last asked */
     int pace_waiting;       /* pace_timer runs: a rate holds the reads back */
+    int pace_lease;         /* ... or a count (`inflight`): a settle of ours ends the wait */
+    unsigned released;      /* settles that ended a lease (an ack, a dead letter) */
+    unsigned released_read; /* `released` when the last read was sent */
+    int reclaim_first;      /* a pass held by the drain rates takes the next allowance */
     int pace_block;         /* sluice_take found nothing: XREAD BLOCK on pace_last_id next */
     char pace_last_id[SLUICE_STREAM_ID_MAX];
     /* fair queues (meta `fair`, or tenant lanes still holding entries): reads go through
      * sluice_fair_take; an idle worker waits with BLPOP on sluice:{Q}:wake */
     int fair;
     int fair_block;       /* sluice_fair_take found nothing: BLPOP next */
+    int fair_hold_ms;     /* ... or every lane is held: BLPOP this long (a new lane ends it) */
     int meta_hget_only;   /* the ACL refuses HMGET: pacing read with HGET, no fairness */
     int lane_pass;        /* the reclaim pass walks the lanes (sluice_lane_reclaim) */
     char lane_cursor[32]; /* its HSCAN cursor */
@@ -126,6 +131,11 @@ void sluice__jobs_free_all(sluice_worker *w);
 
 /* worker.c */
 void sluice__worker_kick(sluice_worker *w); /* read more if there are free slots */
+/* No read for `wait` ms (at most about a second); lease: an `inflight` count holds the reads
+ * back, and sluice__worker_released() ends the wait. */
+void sluice__worker_hold(sluice_worker *w, long long wait, int lease);
+/* An entry of this worker was acked or dead-lettered: its `inflight` unit is free again. */
+void sluice__worker_released(sluice_worker *w);
 void sluice__worker_error(sluice_worker *w, const char *what, int status, const char *detail);
 int sluice__worker_free_slots(const sluice_worker *w);
 
