@@ -87,8 +87,8 @@ static void test_lua(void) {
     for (int fn = 0; fn < SLUICE_FN_COUNT_; fn++) {
         char *one = sluice_lua_script((sluice_fn)fn, NULL);
         char local[64] = "", reg[160], reg2[160];
-        const char *ret = one != NULL ? strstr(one, "\nreturn ") : NULL;
-        CHECK(ret != NULL && sscanf(ret, "\nreturn %63[a-z_0-9](", local) == 1);
+        const char *ret = one != NULL ? strstr(one, "\nreturn entry(") : NULL;
+        CHECK(ret != NULL && sscanf(ret, "\nreturn entry(%63[a-z_0-9])(", local) == 1);
         snprintf(reg, sizeof(reg), "'%s', %s)", sluice_fn_name((sluice_fn)fn), local);
         snprintf(reg2, sizeof(reg2), "function_name = '%s', callback = %s,",
                  sluice_fn_name((sluice_fn)fn), local);
