@@ -74,9 +74,17 @@ void admin_spec_split(const char *spec, long long parts, char *out, size_t len) 
     }
 }
 
-/* Writes capacity ceil(total / parts) into each partition's meta, then the totals. */
+/* Writes capacity ceil(total / parts) into each partition's meta, then the totals. Every
+ * partition's name is checked first: a name that does not fit changes nothing. */
 static int write_parts(admin *a, long long parts, long long total) {
     char per[24], p[24], t[24];
+    for (long long i = 0; i < parts; i++) {
+        sluice_keys k;
+        int rc = admin_part_keys(a, i, &k);
+        if (rc != 0) {
+            return rc;
+        }
+    }
     snprintf(per, sizeof(per), "%lld", (total + parts - 1) / parts);
     snprintf(p, sizeof(p), "%lld", parts);
     snprintf(t, sizeof(t), "%lld", total);
