@@ -662,6 +662,10 @@ static void on_state(sluice_aconn *c, int ready, int status, void *arg) {
         if (c == w->cmd) {
             w->creating_group = 0;
         }
+        if (status == SLUICE_ENOPERM) { /* the ACL refused the connection's set-up: no retry heals
+                                           that (e.g. EXISTS or CLUSTER on a cluster) */
+            sluice__worker_error(w, "connect_refused", status, sluice_aconn_errstr(c));
+        }
         return; /* the connection logged it (event=redis_down conn=read|cmd queue=Q) */
     }
     SLUICE_LOG(SLUICE_LOG_INFO, "event=redis_up conn=%s", c == w->rd ? "read" : "cmd");
