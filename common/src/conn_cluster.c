@@ -32,6 +32,7 @@
 #include "sluice/cli.h"
 #include "sluice/cluster.h"
 #include "sluice/log.h"
+#include "sluice/reply.h"
 #include "sluice/status.h"
 
 #include "conn_internal.h"
@@ -165,7 +166,9 @@ static int ask_map(sluice_conn *c, redisContext *ctx, const char *host, char *wh
         }
         if (r->type == REDIS_REPLY_ERROR) {
             snprintf(why, len, "CLUSTER %s: %s", cmds[i][1], r->str);
-            st = SLUICE_EPROTO;
+            /* an ACL without CLUSTER SHARDS/SLOTS is said as such: no retry heals it */
+            st = sluice_reply_error_status(r->str, r->len) == SLUICE_ENOPERM ? SLUICE_ENOPERM
+                                                                             : SLUICE_EPROTO;
         } else {
             st = i == 0 ? sluice__cluster_parse_shards(r, host, &c->cl->fresh, why, len)
                         : sluice__cluster_parse_slots(r, host, &c->cl->fresh, why, len);

@@ -246,7 +246,8 @@ cluster_users() {
     timeout 10 "$BIN/sluice-enqueue" -q acl-c -r "$(as_url bproducer:ppass)" x >/dev/null \
         2>"$FL_DIR/b-enq.err" || rc=$?
     fl_eq "a producer user without the cluster rules: exit code" 3 "$rc"
-    fl_grep "its message names the refused command" "NOPERM.*cluster" "$FL_DIR/b-enq.err"
+    fl_grep "its message names the ACL and the refused command" \
+        "not permitted by the redis ACL.*NOPERM.*cluster" "$FL_DIR/b-enq.err"
     "$BIN/sluice-enqueue" -q acl-c -r "$curl" one >/dev/null
     fl_spawn b-w "$BIN/sluice-worker" -q acl-c -r "$(as_url bworker:wpass)" --handler noop
     w=$FL_PID
