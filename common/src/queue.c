@@ -139,7 +139,16 @@ int sluice_partition_of(const char *tenant, int parts) {
     for (const char *t = tenant; *t != '\0'; t++) {
         h = (h ^ (unsigned char)*t) * 16777619u;
     }
-    return parts > 1 ? (int)(h % (uint32_t)parts) : 0;
+    /* jump consistent hash (Lamping and Veach, 2014) of h, as published: going from P to P + 1
+     * partitions moves a tenant only into the new one, about 1 in P + 1 of them */
+    uint64_t key = h;
+    int64_t b = -1, j = 0;
+    while (j < parts) {
+        b = j;
+        key = key * 2862933555777941757ull + 1;
+        j = (int64_t)((double)(b + 1) * ((double)(1ll << 31) / (double)((key >> 33) + 1)));
+    }
+    return b > 0 ? (int)b : 0;
 }
 
 const char *sluice_backend_name(sluice_backend b) {

@@ -971,8 +971,10 @@ static void info_total(ainfo_all *all) {
     t->partitions = all->n;
     for (int i = 0; i < all->n; i++) {
         const sluice_queue_info *in = &all->round[i].info;
-        t->parts[i] = (sluice_queue_part){in->depth, in->capacity, in->pending};
-        if (i == 0) {
+        int st = all->round[i].status;
+        t->parts[i] = (sluice_queue_part){in->depth, in->capacity, in->pending, st};
+        t->unavailable += st != 0;
+        if (i == 0 || st != 0) { /* partition 0's are t's own (0 when it could not be read) */
             continue;
         }
         t->depth += in->depth;
@@ -995,6 +997,8 @@ static void info_total(ainfo_all *all) {
     }
     t->drain_rate = drain_all(all->ap).rate;
 }
+
+static void finish_info(ainfo_all *all);
 
 static void info_round_done(ainfo *ai, int status) {
     if (status != 0 && ai->status == 0) {
@@ -1031,10 +1035,23 @@ static void info_round_done(ainfo *ai, int status) {
     if (--all->left > 0) {
         return;
     }
+    finish_info(all);
+}
+
+/* Every round is over: the totals, or the failure. A partitioned queue with at least one
+ * partition read is shown, its unreadable partitions marked (info_total). */
+static void finish_info(ainfo_all *all) {
+    int ok = 0;
+    for (int i = 0; i < all->n; i++) {
+        ok += all->round[i].status == 0;
+    }
+    if (all->n > 1 && ok > 0) {
+        all->status = 0;
+    }
     if (all->status == 0) {
         info_total(all);
     }
-    all->cb(ap, all->status, all->status == 0 ? &all->round[0].info : NULL, all->arg);
+    all->cb(all->ap, all->status, all->status == 0 ? &all->round[0].info : NULL, all->arg);
     free(all);
 }
 
@@ -1096,16 +1113,20 @@ int sluice_aproducer_info(sluice_aproducer *ap, sluice_aproducer_info_cb cb, voi
     if (ap->closing) {
         return SLUICE_ECANCELED;
     }
-    int n = ap->parts_state == PARTS_KNOWN ? ap->nparts : 1;
+    int n = ap->parts_state == PARTS_KNOWN ? ap->nparts : 1, ready = 0;
     for (int i = 0; i < n; i++) {
         apart *pt = part_get(ap, i);
         if (pt == NULL) {
             return SLUICE_ENOMEM;
         }
-        if (!part_ready(pt)) {
+        if (part_ready(pt)) {
+            ready++;
+        } else { /* a partitioned queue shows the others, this one marked */
             snprintf(ap->err, sizeof(ap->err), "%s", sluice_aconn_errstr(pt->conn));
-            return SLUICE_ECONN;
         }
+    }
+    if (ready < n && (n == 1 || ready == 0)) {
+        return SLUICE_ECONN;
     }
     ainfo_all *all = calloc(1, sizeof(*all) + (size_t)n * sizeof(all->round[0]));
     if (all == NULL) {
@@ -1120,8 +1141,9 @@ int sluice_aproducer_info(sluice_aproducer *ap, sluice_aproducer_info_cb cb, voi
         all->round[i].all = all;
         all->round[i].pt = ap->part[i];
         all->round[i].info.partitions = 1;
-        int st = info_round(&all->round[i]);
+        int st = part_ready(ap->part[i]) ? info_round(&all->round[i]) : SLUICE_ECONN;
         if (st != 0) {
+            all->round[i].status = st;
             all->status = all->status != 0 ? all->status : st;
             all->left--; /* that round never runs */
         }

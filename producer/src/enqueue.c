@@ -49,6 +49,7 @@ static const char usage[] =
     "  -h, --help                  this text\n"
     "\n"
     "Prints: admitted=N rejected=M depth=D capacity=C [limited=L (by LIMIT, retry after T ms)]\n"
+    "(a partitioned queue: depth and capacity summed over its partitions, then partitions=P)\n"
     "EXAMPLES\n"
     "  sluice-enqueue --queue jobs 'hello' 'world'          two payloads\n"
     "  seq 1 1000 | sluice-enqueue -q jobs --batch 100     one payload per line\n"
@@ -372,16 +373,33 @@ static const char *figure(long long v, int json, char *buf, size_t len) {
     return buf;
 }
 
+/* A partitioned queue: the summary gives the queue's depth and capacity, the sums over its
+ * partitions read at the end (each reply gives only its own partition's). */
+static void queue_totals(run *r) {
+    if (sluice_producer_partitions(r->p) <= 1) {
+        return;
+    }
+    int st = sluice_producer_queue_figures(r->p, &r->depth, &r->capacity);
+    if (st != 0) {
+        fprintf(stderr, "sluice-enqueue: the queue's depth and capacity: %s: %s\n",
+                sluice_strerror(st), sluice_producer_errstr(r->p));
+    }
+}
+
 static void summary(const run *r) {
     char d[24], c[24];
+    int parts = sluice_producer_partitions(r->p);
     if (r->json) {
         printf("{\"admitted\":%llu,\"rejected\":%llu,\"limited\":%llu,\"invalid\":%llu,"
-               "\"duplicates\":%llu,\"depth\":%s,\"capacity\":%s}\n",
+               "\"duplicates\":%llu,\"depth\":%s,\"capacity\":%s,\"partitions\":%d}\n",
                r->admitted, r->rejected, r->limited, r->invalid, r->duplicates,
-               figure(r->depth, 1, d, sizeof(d)), figure(r->capacity, 1, c, sizeof(c)));
+               figure(r->depth, 1, d, sizeof(d)), figure(r->capacity, 1, c, sizeof(c)), parts);
     } else {
         printf("admitted=%llu rejected=%llu depth=%s capacity=%s", r->admitted, r->rejected,
                figure(r->depth, 0, d, sizeof(d)), figure(r->capacity, 0, c, sizeof(c)));
+        if (parts > 1) {
+            printf(" partitions=%d", parts);
+        }
         if (r->duplicates > 0) {
             printf(" duplicates=%llu", r->duplicates);
         }
@@ -445,6 +463,7 @@ int main(int argc, char **argv) {
     } else {
         from_stdin(&r);
     }
+    queue_totals(&r);
     summary(&r);
     sluice_producer_free(r.p);
     if (r.redis_failed) {

@@ -393,16 +393,23 @@ static void on_info(sluice_aproducer *ap, int status, const sluice_queue_info *i
                       i ? "," : "", l->name, l->scope, l->spec, l->refused);
     }
     snprintf(p, sizeof(limits) - (size_t)(p - limits), "]");
-    /* a partitioned queue: the figures above are the totals, and each partition's follow */
-    char parts[SLUICE_QUEUE_INFO_PARTS * 80 + 32] = "", *pp = parts;
+    /* a partitioned queue: the figures above are the totals of the partitions that could be
+     * read, and each partition's follow, an unreadable one marked with why */
+    char parts[SLUICE_QUEUE_INFO_PARTS * 120 + 48] = "", *pp = parts;
     for (int i = 0; in->partitions > 1 && i < in->partitions && i < SLUICE_QUEUE_INFO_PARTS; i++) {
         const sluice_queue_part *qp = &in->parts[i];
-        pp += snprintf(pp, sizeof(parts) - (size_t)(pp - parts) - 2,
-                       "%s{\"depth\":%lld,\"capacity\":%lld,\"pending\":%lld}",
-                       i ? "," : ",\"by_partition\":[", qp->depth, qp->capacity, qp->pending);
+        const char *sep = i ? "," : ",\"by_partition\":[";
+        size_t room = sizeof(parts) - (size_t)(pp - parts) - 32;
+        pp += qp->status != 0
+                  ? snprintf(pp, room,
+                             "%s{\"depth\":null,\"capacity\":null,\"pending\":null,"
+                             "\"unavailable\":\"%s\"}",
+                             sep, sluice_strerror(qp->status))
+                  : snprintf(pp, room, "%s{\"depth\":%lld,\"capacity\":%lld,\"pending\":%lld}", sep,
+                             qp->depth, qp->capacity, qp->pending);
     }
     if (pp != parts) {
-        snprintf(pp, sizeof(parts) - (size_t)(pp - parts), "]");
+        snprintf(pp, sizeof(parts) - (size_t)(pp - parts), "],\"unavailable\":%d", in->unavailable);
     }
     reply_json(c, 200, NULL,
                "{\"queue\":\"%s\",\"depth\":%lld,\"capacity\":%lld,\"pending\":%lld,"

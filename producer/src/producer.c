@@ -9,6 +9,7 @@
 
 #include "sluice/cli.h"
 #include "sluice/client.h"
+#include "sluice/figures.h"
 #include "sluice/redis.h"
 #include "sluice/reply.h"
 #include "sluice/status.h"
@@ -305,4 +306,54 @@ int sluice_producer_admit(sluice_producer *p, const void *payload, size_t len,
                           sluice_admit_result *res) {
     sluice_message m = {payload, len, NULL, 0, NULL, NULL, NULL};
     return sluice_producer_admit_batch(p, &m, 1, res, NULL);
+}
+
+int sluice_producer_partitions(const sluice_producer *p) {
+    return p->parts;
+}
+
+/* One partition's figures (the queue-figures commands, one round trip each). */
+static int part_figures(sluice_producer *p, const sluice__admit_cfg *c, sluice_figures *f) {
+    sluice_figures_cmd cmds[SLUICE_FIGURES_MAX_CMDS];
+    size_t n = sluice_figures_commands(&c->keys, c->backend, cmds);
+    sluice_figures_init(f);
+    for (size_t i = 0; i < n; i++) {
+        redisReply *r = NULL;
+        int st = sluice_conn_command(p->conn, cmds[i].argc, cmds[i].argv, NULL, &r, NULL);
+        if (r != NULL && (st == 0 || r->type == REDIS_REPLY_ERROR)) {
+            st = sluice_figures_parse(f, c->backend, NULL, i, r); /* a missing stream is 0 */
+        }
+        if (st != 0) {
+            snprintf(p->err, sizeof(p->err), "%s: %s",
+                     r != NULL && r->type == REDIS_REPLY_ERROR ? r->str : sluice_strerror(st),
+                     r != NULL && r->type == REDIS_REPLY_ERROR ? c->keys.prefix
+                                                               : sluice_conn_errstr(p->conn));
+            freeReplyObject(r);
+            return st;
+        }
+        freeReplyObject(r);
+    }
+    sluice_figures_finish(f, c->backend);
+    return 0;
+}
+
+int sluice_producer_queue_figures(sluice_producer *p, long long *depth, long long *capacity) {
+    long long d = 0, cap = 0;
+    int st = 0;
+    *depth = *capacity = -1;
+    for (int i = 0; st == 0 && i < p->parts; i++) {
+        const sluice__admit_cfg *c = part_cfg(p, i);
+        sluice_figures f;
+        if (c == NULL) {
+            st = SLUICE_ENOMEM;
+        } else if ((st = part_figures(p, c, &f)) == 0) {
+            d += f.depth;
+            cap += f.capacity >= 0 ? f.capacity : c->capacity;
+        }
+    }
+    if (st == 0) {
+        *depth = d;
+        *capacity = cap;
+    }
+    return st;
 }

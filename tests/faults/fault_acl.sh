@@ -17,9 +17,16 @@
 #     a worker without XACK
 #   - after an admin's FUNCTION FLUSH the producer user cannot reload the library: exit 3 with
 #     the reason; once an admin reloads it, it works again
+#   - on a Redis Cluster (3 primaries, 3 replicas, started here), the same users with the
+#     README's cluster rules (CLUSTER SHARDS/SLOTS, ASKING, EXISTS on meta) admit with
+#     sluice-enqueue and the gateway and drain with sluice-worker; without those rules the
+#     producer exits 3 and the worker exits 3 ("not permitted by the redis ACL") instead of
+#     retrying forever
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 fl_init fault_acl
+cdir=$FL_DIR/cluster
+trap 'rc=$?; [ -f "$cdir/ports" ] && "$SRC/scripts/test-redis" cluster-stop "$cdir" >/dev/null 2>&1; (exit $rc); fl_cleanup' EXIT
 
 redis_start r
 port=$(redis_port r)
@@ -32,6 +39,8 @@ PRODUCER_ACL=(resetchannels -@all +fcall +xlen +hget +hmget '~sluice:*'
 WORKER_ACL=(resetchannels -@all +fcall +xreadgroup '+xgroup|create' '+xgroup|createconsumer'
     '+xgroup|delconsumer' '+xinfo|groups' +hget +xack +xdel +xclaim +xautoclaim +xpending +xrange +hincrby '~sluice:*'
     '(+xadd ~sluice:*:dead)' '(+hsetnx ~sluice:*:meta)')
+# What both users need in addition on a Redis Cluster (README, the same section).
+CLUSTER_ACL=('+cluster|shards' '+cluster|slots' +asking '(+exists ~sluice:*:meta)')
 
 acl_user() { # NAME PASS RULES...
     local name=$1 pass=$2
@@ -202,6 +211,55 @@ library_flushed() {
     fl_log "after FUNCTION FLUSH: producer user exit 3: $(head -c 200 "$FL_DIR/flushed.err")"
 }
 
+# cluster_users: the documented users on a Redis Cluster, with and without the cluster rules
+cluster_users() {
+    local curl ports p rc=0 i w gwport=""
+    curl=$(TEST_REDIS_FIRST_PORT=$port "$SRC/scripts/test-redis" cluster-start "$cdir") ||
+        fl_fail "cluster-start: $curl"
+    mapfile -t ports <"$cdir/ports"
+    for p in "${ports[@]}"; do # ACL users are per node: every node gets them
+        redis-cli -p "$p" ACL SETUSER cproducer reset on '>ppass' "${PRODUCER_ACL[@]}" \
+            "${CLUSTER_ACL[@]}" >/dev/null
+        redis-cli -p "$p" ACL SETUSER cworker reset on '>wpass' "${WORKER_ACL[@]}" \
+            "${CLUSTER_ACL[@]}" >/dev/null
+        redis-cli -p "$p" ACL SETUSER bproducer reset on '>ppass' "${PRODUCER_ACL[@]}" >/dev/null
+        redis-cli -p "$p" ACL SETUSER bworker reset on '>wpass' "${WORKER_ACL[@]}" >/dev/null
+    done
+    as_url() { echo "redis+cluster://$1@127.0.0.1:${ports[0]},127.0.0.1:${ports[1]}"; }
+    "$BIN/sluice-enqueue" -q acl-c -r "$curl" setup >/dev/null # an admin loads the library
+    seq -f 'c-%g' 1 20 | "$BIN/sluice-enqueue" -q acl-c -r "$(as_url cproducer:ppass)" \
+        >"$FL_DIR/c-enq.out" 2>&1 || fl_fail "cluster producer user: $(cat "$FL_DIR/c-enq.out")"
+    fl_grep "the cluster producer user admits" "^admitted=20 " "$FL_DIR/c-enq.out"
+    fl_spawn c-gw "$BIN/sluice-gateway" --listen 127.0.0.1:0 -r "$(as_url cproducer:ppass)" \
+        --queue acl-c
+    for i in $(seq 1 100); do
+        gwport=$(grep -oE 'addr=127\.0\.0\.1:[0-9]+' "$FL_DIR/c-gw.err" | head -n 1 | cut -d: -f2) || true
+        [ -n "$gwport" ] && curl -sf "http://127.0.0.1:$gwport/healthz" >/dev/null 2>&1 && break
+        sleep 0.1
+    done
+    fl_eq "the cluster producer user's gateway: POST" 202 "$(curl -s -o /dev/null \
+        -w '%{http_code}' --data gw "http://127.0.0.1:$gwport/v1/queues/acl-c/messages")"
+    timeout 30 "$BIN/sluice-worker" -q acl-c -r "$(as_url cworker:wpass)" --handler noop \
+        --max-messages 22 >"$FL_DIR/c-w.out" 2>"$FL_DIR/c-w.err" || rc=$?
+    fl_eq "the cluster worker user drains 22 (exit code)" 0 "$rc"
+    fl_grep "the cluster worker user processed them" "^processed=22 " "$FL_DIR/c-w.out"
+    # the single-server rules alone are not enough on a cluster: both stop, exit 3, and say why
+    rc=0
+    timeout 10 "$BIN/sluice-enqueue" -q acl-c -r "$(as_url bproducer:ppass)" x >/dev/null \
+        2>"$FL_DIR/b-enq.err" || rc=$?
+    fl_eq "a producer user without the cluster rules: exit code" 3 "$rc"
+    fl_grep "its message names the ACL and the refused command" \
+        "not permitted by the redis ACL.*NOPERM.*cluster" "$FL_DIR/b-enq.err"
+    "$BIN/sluice-enqueue" -q acl-c -r "$curl" one >/dev/null
+    fl_spawn b-w "$BIN/sluice-worker" -q acl-c -r "$(as_url bworker:wpass)" --handler noop
+    w=$FL_PID
+    fl_wait_pid "$w" 15
+    fl_eq "a worker user without the cluster rules: exit code" 3 "$FL_RC"
+    fl_grep "its message" "not permitted by the redis ACL" "$FL_DIR/b-w.err"
+    fl_log "cluster: users with the cluster rules admit (enqueue, gateway) and drain; without" \
+        "them the producer and the worker exit 3"
+}
+
 producer_works
 producer_denied
 worker_works
@@ -212,6 +270,8 @@ worker_nopem_clear worker-noread resetchannels -@all '~sluice:*' +fcall '+xgroup
     '+xgroup|createconsumer' '+xinfo|groups' +hget +hsetnx +xack +xdel +xclaim +xautoclaim +xpending +xrange +hincrby
 worker_nopem_clear worker-noack resetchannels -@all '~sluice:*' +fcall +xreadgroup \
     '+xgroup|create' '+xgroup|createconsumer' '+xinfo|groups' +hget +hsetnx +xdel +xclaim +xautoclaim +xpending +xrange +hincrby
+cluster_users
 fl_figures "B12/least privilege: producer and worker ACL users work (admit, idempotency, read," \
     "ack, retry, reclaim, touch, dead letter); 24 other commands refused with NOPERM;" \
-    "missing permissions reported with exit 3"
+    "missing permissions reported with exit 3; on a cluster with the cluster rules too, and" \
+    "exit 3 without them"

@@ -71,6 +71,19 @@ wait "$wpid" || fail "worker exit: $(tail -n 3 "$tmp/w.log")"
 [ "$(wc -l <"$tmp/r")" = 300 ] || fail "processed $(wc -l <"$tmp/r") of 300"
 [ -z "$(awk '{ print $2 }' "$tmp/r" | sort | uniq -d)" ] || fail "processed twice"
 
+# --max-messages counts the whole process: 30 spread over 3 partitions (about 10 each), a worker
+# told to stop after 20 stops after exactly 20, though no partition holds 20
+seq 1 30 | E --queue "$q" >"$tmp/e" || true
+grep -q '^admitted=30 ' "$tmp/e" || fail "30 offered: $(cat "$tmp/e")"
+rc=0
+timeout 30 "$bin/sluice-worker" --redis "$url" --queue "$q" --handler noop --max-messages 20 \
+    --record "$tmp/r20" >"$tmp/w20.out" 2>"$tmp/w20.log" || rc=$?
+[ "$rc" = 0 ] || fail "--max-messages 20 over 3 partitions: exit $rc: $(tail -n 3 "$tmp/w20.log")"
+grep -q '^processed=20 .* partitions=3$' "$tmp/w20.out" || fail "summary: $(cat "$tmp/w20.out")"
+[ "$(wc -l <"$tmp/r20")" = 20 ] || fail "processed $(wc -l <"$tmp/r20") of 20"
+[ $(($(xlen "$q") + $(xlen "$q~1") + $(xlen "$q~2"))) = 10 ] ||
+    fail "left: $(xlen "$q") $(xlen "$q~1") $(xlen "$q~2"), want 10 in all"
+
 # A plain queue grows to 4 partitions mid-run: entries waiting, a worker (100/s) and a producer
 # (100/s) running; the worker starts workers for the new partitions, the producers spread over
 # them, and a burst after the growth fills all four. The total depth (sampled atomically) never

@@ -59,5 +59,20 @@ for p in "$q" "$q~1" "$q~2" "$q~3" "$q~4"; do
     [ -z "$(limits_of "$p")" ] || fail "after del, $p: $(limits_of "$p")"
 done
 [ "$(rcli HEXISTS "sluice:{$q}:meta" limit_whole:g)" = 0 ] || fail "the whole of g stayed"
+# a name with room for Q~9 but not Q~10: partitions 12 is refused before anything is written
+long="plong$$-$(printf 'L%.0s' $(seq 1 60))"
+long=${long:0:62}
+trap 'for i in "" ~1 ~2 ~3 ~4; do A purge "$q$i" --yes >/dev/null 2>&1 || true; done
+      for i in "" $(seq -f "~%g" 1 9); do rcli DEL "sluice:{$long$i}:meta" >/dev/null || true; done
+      lib_cleanup' EXIT
+run 0 "capacity of $long: 600" A capacity "$long" 600
+run 2 "partition 10 of $long: the name would be longer than 64" A partitions "$long" 12
+[ "$(rcli HMGET "sluice:{$long}:meta" capacity partitions | paste -sd' ')" = "600 " ] ||
+    fail "a refused partitions call changed the meta: $(rcli HGETALL "sluice:{$long}:meta")"
+for i in $(seq 1 9); do
+    [ "$(rcli EXISTS "sluice:{$long~$i}:meta")" = 0 ] || fail "a refused call wrote $long~$i"
+done
+run 0 "capacity of $long: 600" A capacity "$long"
+
 echo "test_partitions_config: limits split and copied over 3 then 5 partitions; $admitted of 60" \
     "admitted against 30/1h, $limited limited, counted in all partitions"

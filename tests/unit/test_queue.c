@@ -72,12 +72,35 @@ static void test_partition_names(void) {
     sluice_keys k;
     CHECK_EQ(sluice_keys_init(&k, "orders~2", NULL, 0), 0);
     CHECK_STREQ(k.stream, "sluice:{orders~2}:stream");
-    /* a tenant's partition is FNV-1a-32 mod P, the function producers in other languages use:
-     * FNV-1a-32("a") = 0xe40c292c */
-    CHECK_EQ(sluice_partition_of("a", 7), (int)(0xe40c292cu % 7u));
-    CHECK_EQ(sluice_partition_of("tenant-42", 64), 2);
+    /* a tenant's partition is the jump consistent hash of FNV-1a-32, the function producers in
+     * other languages use: FNV-1a-32("a") = 0xe40c292c, ("tenant-42") = 0xf7d215c2 */
+    CHECK_EQ(sluice_partition_of("a", 7), 4);
+    CHECK_EQ(sluice_partition_of("tenant-42", 64), 10);
     CHECK_EQ(sluice_partition_of("", 5), 1);
+    CHECK_EQ(sluice_partition_of("t1", 2), 0);
+    CHECK_EQ(sluice_partition_of("t1", 3), 2);
     CHECK_EQ(sluice_partition_of("a", 1), 0);
+    CHECK_EQ(sluice_partition_of("a", 0), 0);
+}
+
+/* Growing a queue from P to P + 1 partitions moves a tenant only into the new partition, and
+ * about 1 in P + 1 of them: the others keep their partition, with their order and limits. */
+static void test_partition_growth(void) {
+    char t[32];
+    for (int parts = 1; parts < SLUICE_PARTITIONS_MAX; parts++) {
+        int moved = 0;
+        for (int i = 0; i < 2000; i++) {
+            snprintf(t, sizeof(t), "tenant-%d", i);
+            int before = sluice_partition_of(t, parts), after = sluice_partition_of(t, parts + 1);
+            CHECK(before >= 0 && before < parts);
+            if (after != before) {
+                CHECK_EQ(after, parts);
+                moved++;
+            }
+        }
+        /* 2000 / (P + 1) expected; generous bounds */
+        CHECK(moved >= 2000 / (parts + 1) / 2 && moved <= 2 * 2000 / (parts + 1) + 10);
+    }
 }
 
 static void test_bad_names(void) {
@@ -194,6 +217,7 @@ int main(void) {
     test_capacity();
     test_good_names();
     test_partition_names();
+    test_partition_growth();
     test_bad_names();
     test_keys();
     test_backend();

@@ -74,9 +74,17 @@ void admin_spec_split(const char *spec, long long parts, char *out, size_t len) 
     }
 }
 
-/* Writes capacity ceil(total / parts) into each partition's meta, then the totals. */
+/* Writes capacity ceil(total / parts) into each partition's meta, then the totals. Every
+ * partition's name is checked first: a name that does not fit changes nothing. */
 static int write_parts(admin *a, long long parts, long long total) {
     char per[24], p[24], t[24];
+    for (long long i = 0; i < parts; i++) {
+        sluice_keys k;
+        int rc = admin_part_keys(a, i, &k);
+        if (rc != 0) {
+            return rc;
+        }
+    }
     snprintf(per, sizeof(per), "%lld", (total + parts - 1) / parts);
     snprintf(p, sizeof(p), "%lld", parts);
     snprintf(t, sizeof(t), "%lld", total);
@@ -228,9 +236,11 @@ static int copy_config(admin *a, long long from, long long to) {
     return rc;
 }
 
+/* Each partition's depth and capacity, and their sums. A partition that cannot be read (its
+ * primary down) is marked and left out of the sums; the others are still shown (exit 3). */
 static int show(admin *a) {
-    long long parts, total;
-    int rc = read_parts(a, &parts, &total);
+    long long parts, total, depth_all = 0, cap_all = 0;
+    int rc = read_parts(a, &parts, &total), unavailable = 0;
     if (rc != 0) {
         return rc;
     }
@@ -252,15 +262,21 @@ static int show(admin *a) {
             sluice_keys_init(&k, name, NULL, 0) != 0) {
             return SLUICE_EXIT_USAGE;
         }
-        redisReply *d, *c;
-        if ((rc = admin_call(a, &d, "XLEN", "XLEN", k.stream, NULL)) != 0) {
-            return rc;
-        }
-        if ((rc = admin_call(a, &c, "HGET", "HGET", k.meta, "capacity", NULL)) != 0) {
+        redisReply *d = NULL, *c = NULL;
+        if (admin_call(a, &d, "XLEN", "XLEN", k.stream, NULL) != 0 ||
+            admin_call(a, &c, "HGET", "HGET", k.meta, "capacity", NULL) != 0) {
             freeReplyObject(d);
-            return rc;
+            unavailable++;
+            if (a->json) {
+                printf("%snull", i ? "," : "");
+            } else {
+                printf("  %-40s UNAVAILABLE (see above; not in the sums)\n", name);
+            }
+            continue;
         }
         long long cap = admin_capacity_value(c);
+        depth_all += d->integer;
+        cap_all = cap_all >= 0 && cap >= 0 ? cap_all + cap : -1;
         if (a->json) {
             printf("%s%lld", i ? "," : "", d->integer);
         } else {
@@ -271,9 +287,15 @@ static int show(admin *a) {
         freeReplyObject(c);
     }
     if (a->json) {
-        printf("]}\n");
+        printf("],\"depth\":%lld,\"capacity\":", depth_all);
+        cap_all >= 0 ? printf("%lld", cap_all) : printf("null");
+        printf(",\"unavailable\":%d}\n", unavailable);
+    } else if (parts > 1) {
+        printf("  %-40s depth %lld / ", "all together", depth_all);
+        cap_all >= 0 ? printf("%lld", cap_all) : printf("(not set in every partition)");
+        printf("%s\n", unavailable > 0 ? " (UNAVAILABLE partitions left out)" : "");
     }
-    return 0;
+    return unavailable > 0 ? SLUICE_EXIT_REDIS : 0;
 }
 
 int admin_partitions(admin *a) {

@@ -54,6 +54,8 @@ typedef struct snapshot {
     int fair;             /* meta `fair` */
     long long partitions; /* meta `partitions` (1: not partitioned) */
     sluice_figures all;   /* partitioned: the figures of every partition summed */
+    int unavailable;      /* partitioned: partitions that could not be read (not in `all`) */
+    uint64_t unavail;     /* bit i: partition i could not be read */
     long long lanes;      /* tenant lanes holding entries (a fair queue, or one switched back) */
 } snapshot;
 
@@ -108,7 +110,11 @@ static int transaction(admin *a, redisReply **out, sluice_figures_cmd *cmds, siz
         rc = admin_callv(a, &r, cmds[i].argv[0], cmds[i].argc, cmds[i].argv, NULL);
     }
     freeReplyObject(r);
-    if (rc != 0) {
+    if (rc != 0) { /* a command refused while queuing leaves the MULTI open: close it */
+        const char *discard[] = {"DISCARD"};
+        r = NULL;
+        sluice_conn_command(a->conn, 1, discard, NULL, &r, NULL);
+        freeReplyObject(r);
         return rc;
     }
     rc = admin_call(a, &r, "EXEC", "EXEC", NULL);
@@ -122,10 +128,12 @@ static int transaction(admin *a, redisReply **out, sluice_figures_cmd *cmds, siz
 }
 
 /* A partitioned queue: the figures of partitions 1..P-1 (one MULTI/EXEC each: a partition's
- * keys share its slot) added to partition 0's into s->all. */
+ * keys share its slot) added to partition 0's into s->all. A partition that cannot be read (its
+ * primary down) is said on stderr, counted in s->unavailable and left out of the sums: the
+ * others are still shown. */
 static int snap_partitions(admin *a, snapshot *s) {
     s->all = s->f;
-    for (long long i = 1; i < s->partitions; i++) {
+    for (long long i = 1; i < s->partitions && i < SLUICE_PARTITIONS_MAX; i++) {
         char name[SLUICE_QUEUE_NAME_MAX + 1];
         sluice_keys k;
         if (sluice_partition_name(a->queue, (int)i, name, sizeof(name)) != 0 ||
@@ -135,9 +143,10 @@ static int snap_partitions(admin *a, snapshot *s) {
         sluice_figures_cmd cmds[SLUICE_FIGURES_MAX_CMDS];
         size_t n = sluice_figures_commands(&k, a->backend, cmds);
         redisReply *r;
-        int rc = transaction(a, &r, cmds, n);
-        if (rc != 0) {
-            return rc;
+        if (transaction(a, &r, cmds, n) != 0) {
+            s->unavailable++;
+            s->unavail |= (uint64_t)1 << i;
+            continue;
         }
         sluice_figures f;
         sluice_figures_init(&f);
@@ -150,6 +159,8 @@ static int snap_partitions(admin *a, snapshot *s) {
         s->all.waiting += f.waiting;
         s->all.in_flight += f.in_flight;
         s->all.dead += f.dead;
+        s->all.capacity = s->all.capacity >= 0 && f.capacity >= 0 ? s->all.capacity + f.capacity
+                                                                  : SLUICE_FIGURE_UNSET;
         for (int c = 0; c < SLUICE_COUNTER_COUNT_; c++) {
             s->all.counters[c] += f.counters[c];
         }
@@ -294,8 +305,17 @@ static void print_json(const admin *a, const snapshot *s, const snapshot *prev) 
            s->tenants, s->fair ? "true" : "false", s->lanes, s->partitions < 1 ? 1 : s->partitions);
     if (s->partitions > 1) {
         printf(",\"all_partitions\":{\"depth\":%lld,\"waiting\":%lld,\"in_flight\":%lld,"
-               "\"dead\":%lld}",
+               "\"dead\":%lld,\"capacity\":",
                s->all.depth, s->all.waiting, s->all.in_flight, s->all.dead);
+        s->all.capacity >= 0 ? printf("%lld", s->all.capacity) : printf("null");
+        printf(",\"unavailable\":[");
+        for (int i = 1, first = 1; i < SLUICE_PARTITIONS_MAX; i++) {
+            if (s->unavail & ((uint64_t)1 << i)) {
+                printf("%s%d", first ? "" : ",", i);
+                first = 0;
+            }
+        }
+        printf("]}");
     }
     printf(",\"sample_ms\":%lld}\n", have ? (long long)((s->at_ns - prev->at_ns) / 1000000u) : 0LL);
     fflush(stdout);
@@ -348,12 +368,26 @@ static void print_counters(const snapshot *s, const snapshot *prev) {
 static void print_limits(const admin *ad, const snapshot *s) {
     char a[32];
     if (s->partitions > 1) {
-        char d[32], w[32], f[32];
-        printf("  partitions %lld, all together: depth %s, waiting %s, in flight %s (the other "
-               "figures are partition 0's; sluice-admin partitions %s: each)\n",
+        char d[32], w[32], f[32], c[32];
+        printf("  partitions %lld, all together: depth %s, waiting %s, in flight %s, capacity %s "
+               "(the other figures are partition 0's; sluice-admin partitions %s: each)\n",
                s->partitions, sluice_fmt_count(d, sizeof(d), (unsigned long long)s->all.depth),
                sluice_fmt_count(w, sizeof(w), (unsigned long long)s->all.waiting),
-               sluice_fmt_count(f, sizeof(f), (unsigned long long)s->all.in_flight), ad->queue);
+               sluice_fmt_count(f, sizeof(f), (unsigned long long)s->all.in_flight),
+               s->all.capacity >= 0
+                   ? sluice_fmt_count(c, sizeof(c), (unsigned long long)s->all.capacity)
+                   : "(not set)",
+               ad->queue);
+    }
+    if (s->unavailable > 0) {
+        printf("  UNAVAILABLE %d partition%s, not in the totals:", s->unavailable,
+               s->unavailable == 1 ? "" : "s");
+        for (int i = 1; i < SLUICE_PARTITIONS_MAX; i++) {
+            if (s->unavail & ((uint64_t)1 << i)) {
+                printf(" %s~%d", ad->queue, i);
+            }
+        }
+        printf("\n");
     }
     if (s->fair || s->lanes > 0) {
         printf("  fair       %s, %lld tenant lane%s holding entries (sluice-admin fair %s: the "
@@ -462,14 +496,14 @@ int admin_stats(admin *a) {
     }
     if (a->sample_ms == 0) {
         print_snapshot(a, &s1, NULL);
-        return 0;
+        return s1.unavailable > 0 ? SLUICE_EXIT_REDIS : 0; /* shown, but not the whole queue */
     }
     nap(a->sample_ms);
     if ((rc = snapshot_take(a, &s2)) != 0) {
         return rc;
     }
     print_snapshot(a, &s2, &s1);
-    return 0;
+    return s2.unavailable > 0 ? SLUICE_EXIT_REDIS : 0;
 }
 
 /* On a terminal each frame redraws the screen; into a pipe or file the frames follow one another,
@@ -519,14 +553,33 @@ int admin_watch(admin *a) {
     return rc;
 }
 
+/* The capacity; of a partitioned queue the whole (meta `capacity_total`, what `capacity Q N`
+ * spread) and each partition's. */
 static int capacity_show(admin *a) {
     redisReply *r;
-    int rc = admin_call(a, &r, "reading the capacity", "HGET", a->keys.meta, "capacity", NULL);
+    int rc = admin_call(a, &r, "reading the capacity", "HMGET", a->keys.meta, "capacity",
+                        "partitions", "capacity_total", NULL);
     if (rc != 0) {
         return rc;
     }
-    long long cap = admin_capacity_value(r);
+    long long cap = admin_capacity_value(r->element[0]);
+    long long parts = strchr(a->queue, '~') != NULL ? 1 : sluice_reply_ll(r->element[1], 1);
+    long long total = r->element[2]->type == REDIS_REPLY_STRING
+                          ? admin_capacity_value(r->element[2])
+                          : ADMIN_CAPACITY_INVALID;
     freeReplyObject(r);
+    if (parts > 1 && cap >= 0 && total >= 0) {
+        if (a->json) {
+            printf("{\"queue\":\"%s\",\"capacity\":%lld,\"partitions\":%lld,"
+                   "\"per_partition\":",
+                   a->queue, total, parts);
+            printf("%lld}\n", cap);
+        } else {
+            printf("capacity of %s: %lld in all, %lld in each of its %lld partitions\n", a->queue,
+                   total, cap, parts);
+        }
+        return 0;
+    }
     if (cap == ADMIN_CAPACITY_INVALID) {
         admin_err(a,
                   "queue %s has an invalid capacity in its meta hash; set one with "

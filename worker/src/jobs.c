@@ -57,7 +57,7 @@ job *sluice__job_new(sluice_worker *w, const char *id, size_t idlen, const char 
     w->in_flight.next->prev = j;
     w->in_flight.next = j;
     w->n_in_flight++;
-    w->taken++;
+    sluice__worker_count_taken(w);
     return j;
 }
 
@@ -253,7 +253,7 @@ static void job_verdict(job *j, sluice_verdict v, const char *reason) {
     count_latency(w, j);
     j->verdict = v;
     j->state = JOB_SETTLING;
-    w->verdicts++;
+    int last = sluice__worker_count_verdict(w);
     if (v == SLUICE_DONE) {
         ackq_push(w, j);
     } else if (v == SLUICE_RETRY) {
@@ -262,7 +262,7 @@ static void job_verdict(job *j, sluice_verdict v, const char *reason) {
         w->st.failed++;
         sluice__job_dead(j, reason != NULL && reason[0] != '\0' ? reason : "handler failed");
     }
-    if (w->o.max_messages > 0 && w->verdicts >= w->o.max_messages && !w->stopping) {
+    if (last && !w->stopping) {
         sluice_worker_stop(w);
     }
 }

@@ -45,7 +45,7 @@ static const char usage[] =
     "      --max-deliveries N       deliveries before an entry is dead-lettered (default 5)\n"
     "      --retry-backoff MS       first retry delay, doubled per delivery (default 1000)\n"
     "      --grace MS               shutdown waits this long for handlers (default 10000)\n"
-    "      --max-messages N         exit after N messages (default: run until signalled)\n"
+    "      --max-messages N         exit after N messages in all (default: run until signalled)\n"
     "      --block MS               XREADGROUP BLOCK time (default 1000)\n"
     "      --read-batch N           max entries per read (default 1000)\n"
     "      --record FILE            append \"ID PAYLOAD WALL_MS\" per processed message\n"
@@ -55,10 +55,10 @@ static const char usage[] =
     "  -h, --help                   this text\n"
     "\n"
     "A partitioned queue (sluice-admin partitions QUEUE P) is drained as a whole: one worker\n"
-    "per partition, each on a thread of its own (--concurrency and --max-messages apply to\n"
-    "each; partitions added later, also to a queue that was plain when the worker started,\n"
-    "are picked up within a second; --metrics shows the queue as one, with a series per\n"
-    "partition).\n"
+    "per partition, each on a thread of its own (--concurrency applies to each, --max-messages\n"
+    "counts them all; partitions added later, also to a queue that was plain when the worker\n"
+    "started, are picked up within a second; --metrics shows the queue as one, with a series\n"
+    "per partition).\n"
     "\n"
     "SIGTERM/SIGINT: stop reading, finish in-flight work within the grace period, exit 0.\n"
     "A second signal exits at once (130); unfinished entries are reclaimed by other workers.\n"
@@ -600,13 +600,22 @@ int main(int argc, char **argv) {
     }
     sluice_conn *pconn;
     int nparts = partitions_of_queue(&a, &pconn);
+    /* --max-messages is the process's: every partition's worker counts into one tally */
+    sluice_worker_tally *tally = a.o.max_messages > 0 ? sluice_worker_tally_new() : NULL;
+    if (a.o.max_messages > 0 && tally == NULL) {
+        sluice_conn_free(pconn);
+        return bad("out of memory");
+    }
+    a.o.tally = tally;
     if (nparts > 1) {
         int rc = run_partitioned(&a, pconn, nparts);
         sluice_conn_free(pconn);
+        sluice_worker_tally_free(tally);
         return rc;
     }
     if (sluice_worker_new(&a.o, &worker, err, sizeof(err)) != 0) {
         sluice_conn_free(pconn);
+        sluice_worker_tally_free(tally);
         return bad(err);
     }
     uv_loop_t *loop = uv_default_loop();
@@ -628,6 +637,7 @@ int main(int argc, char **argv) {
                        : sw_metrics_start(loop, a.metrics, worker, &m, err, sizeof(err))) != 0) {
         sluice_worker_free(worker);
         sluice_conn_free(pconn);
+        sluice_worker_tally_free(tally);
         return bad(err);
     }
     if (pconn != NULL) {
@@ -653,6 +663,7 @@ int main(int argc, char **argv) {
     }
     sluice_worker_free(worker);
     sluice_conn_free(pconn);
+    sluice_worker_tally_free(tally);
     uv_loop_close(loop);
     return st == 0 && prc == 0 ? 0 : SLUICE_EXIT_REDIS;
 }

@@ -157,8 +157,13 @@ void sluice__reclaim_tick(uv_timer_t *t) {
     }
     w->reclaim_due = 0;
     char idle[24], count[24];
+    int n = sluice__worker_reserve(w, free_slots < 100 ? free_slots : 100);
+    if (n <= 0) { /* the workers sharing the tally have reserved the rest */
+        uv_timer_start(&w->reclaim_timer, sluice__reclaim_tick, reclaim_interval(w), 0);
+        return;
+    }
     snprintf(idle, sizeof(idle), "%d", w->o.visibility_timeout_ms);
-    snprintf(count, sizeof(count), "%d", free_slots < 100 ? free_slots : 100);
+    snprintf(count, sizeof(count), "%d", n);
     const char *keys[] = {w->keys.stream, w->keys.stats};
     w->lane_pass = w->lane_pass && w->fair;
     int lanes = w->lane_pass;

@@ -177,10 +177,74 @@ void sluice_worker_get_stats(const sluice_worker *w, sluice_worker_stats *s) {
     s->in_flight = w->n_in_flight;
 }
 
+static int tallied(const sluice_worker *w) {
+    return w->o.tally != NULL && w->o.max_messages > 0;
+}
+
+struct sluice_worker_tally {
+    atomic_llong taken;    /* entries read or claimed by the workers sharing it */
+    atomic_llong verdicts; /* verdicts they gave */
+};
+
+sluice_worker_tally *sluice_worker_tally_new(void) {
+    sluice_worker_tally *t = malloc(sizeof(*t));
+    if (t != NULL) {
+        atomic_init(&t->taken, 0);
+        atomic_init(&t->verdicts, 0);
+    }
+    return t;
+}
+
+void sluice_worker_tally_free(sluice_worker_tally *t) {
+    free(t);
+}
+
+void sluice__worker_count_taken(sluice_worker *w) {
+    w->taken++;
+    if (w->o.tally != NULL && w->held > 0) {
+        w->held--; /* reserved by the read that brought it */
+    } else if (w->o.tally != NULL) {
+        atomic_fetch_add(&w->o.tally->taken, 1);
+    }
+}
+
+int sluice__worker_reserve(sluice_worker *w, int n) {
+    if (w->o.tally == NULL || w->o.max_messages <= 0) {
+        return n;
+    }
+    long long cur = atomic_load(&w->o.tally->taken), k;
+    do {
+        k = w->o.max_messages - cur < n ? w->o.max_messages - cur : n;
+        if (k <= 0) {
+            return 0;
+        }
+    } while (!atomic_compare_exchange_weak(&w->o.tally->taken, &cur, cur + k));
+    w->held += k;
+    return (int)k;
+}
+
+/* What the last read or reclaim reserved and did not bring goes back to the tally. */
+static void tally_release(sluice_worker *w) {
+    if (w->o.tally != NULL && w->held > 0 && !w->reading && !w->reclaiming) {
+        atomic_fetch_sub(&w->o.tally->taken, w->held);
+        w->held = 0;
+    }
+}
+
+int sluice__worker_count_verdict(sluice_worker *w) {
+    long long v = ++w->verdicts;
+    if (w->o.tally != NULL) { /* one worker gives the last: the others stop in their kick */
+        v = atomic_fetch_add(&w->o.tally->verdicts, 1) + 1;
+        return w->o.max_messages > 0 && v == w->o.max_messages;
+    }
+    return w->o.max_messages > 0 && v >= w->o.max_messages;
+}
+
 int sluice__worker_free_slots(const sluice_worker *w) {
     long long free_slots = w->o.concurrency - w->n_in_flight;
-    if (w->o.max_messages > 0 && w->o.max_messages - w->taken < free_slots) {
-        free_slots = w->o.max_messages - w->taken;
+    long long taken = w->o.tally != NULL ? atomic_load(&w->o.tally->taken) : w->taken;
+    if (w->o.max_messages > 0 && w->o.max_messages - taken < free_slots) {
+        free_slots = w->o.max_messages - taken;
     }
     return free_slots > 0 ? (int)free_slots : 0;
 }
@@ -538,9 +602,19 @@ static int send_paced_read(sluice_worker *w, int n) {
     return sluice_aconn_fcall(w->rd, SLUICE_FN_TAKE, 2, keys, NULL, 3, args, NULL, 0, on_take, w);
 }
 
+/* A worker sharing a tally (options) reserves what a read may bring; it never holds that
+ * through a blocking read, which would starve the others: an empty read waits TALLY_POLL_MS
+ * instead. (The waits of a fair or paced worker read no entries and reserve nothing.) */
+#define TALLY_POLL_MS 50
+
 static int send_read(sluice_worker *w, int free_slots, int blocking) {
     char count[24], block[24];
     int n = free_slots < w->o.read_batch ? free_slots : w->o.read_batch;
+    int waits = w->o.backend == SLUICE_BACKEND_STREAM &&
+                (w->fair ? w->fair_block : w->paced && w->pace_block);
+    if (!waits && (n = sluice__worker_reserve(w, n)) <= 0) {
+        return -1; /* the workers sharing the tally have reserved the rest */
+    }
     snprintf(count, sizeof(count), "%d", n);
     int timeout = w->o.block_ms + w->o.command_timeout_ms;
     if (w->o.backend == SLUICE_BACKEND_STREAM && w->fair) {
@@ -548,6 +622,11 @@ static int send_read(sluice_worker *w, int free_slots, int blocking) {
     }
     if (w->o.backend == SLUICE_BACKEND_STREAM && w->paced) {
         return send_paced_read(w, n);
+    }
+    if (w->o.backend == SLUICE_BACKEND_STREAM && tallied(w)) {
+        const char *argv[] = {"XREADGROUP", "GROUP",   w->group,       w->consumer, "COUNT",
+                              count,        "STREAMS", w->keys.stream, ">"};
+        return sluice_aconn_command(w->rd, 9, argv, NULL, timeout, on_read, w);
     }
     if (w->o.backend == SLUICE_BACKEND_STREAM) {
         snprintf(block, sizeof(block), "%d", w->o.block_ms);
@@ -587,11 +666,18 @@ static void on_read(sluice_aconn *c, int status, int sent, redisReply *r, void *
             list_entries(w, r);
         }
         w->list_idle = w->st.read == before;
+        w->tally_idle = tallied(w) && w->st.read == before;
     }
     sluice__worker_kick(w); /* stopping: it checks whether the worker is done */
 }
 
 void sluice__worker_kick(sluice_worker *w) {
+    tally_release(w);
+    if (tallied(w) && atomic_load(&w->stop_requests) == 0 &&
+        atomic_load(&w->o.tally->verdicts) >= w->o.max_messages) {
+        sluice_worker_stop(w); /* the workers sharing the tally gave all the verdicts (once: a
+                                  second request would not wait for the acknowledgements) */
+    }
     if (w->stopping) {
         check_done(w);
         return;
@@ -612,15 +698,23 @@ void sluice__worker_kick(sluice_worker *w) {
     if (w->o.backend == SLUICE_BACKEND_STREAM && (!w->paced_known || w->pace_waiting)) {
         return; /* the first answer about pacing, or the next allowance, comes first */
     }
-    int free_slots = sluice__worker_free_slots(w);
-    if (free_slots <= 0) {
-        return;
+    int polling = uv_is_active((uv_handle_t *)&w->retry_timer);
+    if (tallied(w) && w->tally_idle) {
+        if (!polling) {
+            uv_timer_start(&w->retry_timer, read_retry_cb, TALLY_POLL_MS, 0);
+        }
+        w->tally_idle = 0;
+        return; /* the last read found nothing: poll, see send_read */
     }
-    int blocking = w->o.backend == SLUICE_BACKEND_LIST && w->list_idle;
-    if (send_read(w, blocking ? 1 : free_slots, blocking) == 0) {
+    int free_slots = sluice__worker_free_slots(w);
+    int blocking = w->o.backend == SLUICE_BACKEND_LIST && w->list_idle && !tallied(w);
+    if (free_slots > 0 && send_read(w, blocking ? 1 : free_slots, blocking) == 0) {
         w->reading = 1;
         w->list_idle = 0;
         w->released_read = w->released;
+    } else if (tallied(w) && w->n_in_flight < w->o.concurrency && !polling) {
+        /* what the workers sharing the tally reserved may come back, or their verdicts end it */
+        uv_timer_start(&w->retry_timer, read_retry_cb, TALLY_POLL_MS, 0);
     }
 }
 
@@ -637,6 +731,10 @@ static void on_state(sluice_aconn *c, int ready, int status, void *arg) {
             snprintf(w->err, sizeof(w->err), "%s", sluice_aconn_errstr(c));
             w->fatal = status;
             sluice_worker_stop(w);
+        } else if (status == SLUICE_ENOPERM && !w->fatal) {
+            /* the ACL refused the connection's set-up: no retry heals that (e.g. EXISTS or
+             * CLUSTER on a cluster) */
+            sluice__worker_error(w, "connect_refused", status, sluice_aconn_errstr(c));
         }
         return; /* the connection logged it (event=redis_down conn=read|cmd queue=Q) */
     }

@@ -88,6 +88,8 @@ struct sluice_worker {
     int closing;
     long long taken;                   /* entries read or claimed (bounded by max_messages) */
     long long verdicts;                /* verdicts given */
+    long long held;                    /* tally units reserved by the read or reclaim out */
+    int tally_idle;                    /* with a tally: the last read found nothing */
     char cursor[SLUICE_STREAM_ID_MAX]; /* XAUTOCLAIM cursor */
     /* pacing (stream backend): a queue with drain limits (meta `drain` > 0) is read through
      * sluice_take, which reserves rate before it reads */
@@ -138,6 +140,15 @@ void sluice__worker_hold(sluice_worker *w, long long wait, int lease);
 void sluice__worker_released(sluice_worker *w);
 void sluice__worker_error(sluice_worker *w, const char *what, int status, const char *detail);
 int sluice__worker_free_slots(const sluice_worker *w);
+/* One entry taken (read or claimed), one verdict given: counted here and in the tally; the
+ * second returns 1 when max_messages is reached. */
+void sluice__worker_count_taken(sluice_worker *w);
+int sluice__worker_count_verdict(sluice_worker *w);
+/* With a tally (options), reserves up to n entries in it for a read or reclaim about to be sent,
+ * so that workers reading at once never take more than max_messages together; returns how many
+ * the call may ask for (n without a tally). The next kick gives back what the reply did not
+ * bring. */
+int sluice__worker_reserve(sluice_worker *w, int n);
 
 /* recover.c */
 void sluice__reclaim_start(sluice_worker *w);

@@ -62,9 +62,13 @@ int sluice_keys_init(sluice_keys *k, const char *queue, char *err, size_t errlen
  * the name would be longer than SLUICE_QUEUE_NAME_MAX). */
 int sluice_partition_name(const char *queue, int i, char *buf, size_t len);
 
-/* The partition (0..parts-1) of a tenant's messages: FNV-1a (32 bit) of the tenant mod parts.
- * Every producer uses this one function, so a tenant's messages always go to the same
- * partition and its order and its limits stay in one slot. */
+/* The partition (0..parts-1) of a tenant's messages: the jump consistent hash (Lamping and
+ * Veach, "A Fast, Minimal Memory, Consistent Hash Algorithm", 2014, as published, with its
+ * double arithmetic) of FNV-1a-32(tenant) over `parts` buckets; 0 when parts <= 1. Every
+ * producer uses this one function, so while P stays the same a tenant's messages always go to
+ * the same partition and its order and its limits stay in one slot. Growing P to P' moves a
+ * tenant only into one of the new partitions P..P'-1 (about (P'-P)/P' of the tenants); the
+ * others stay where they were. */
 int sluice_partition_of(const char *tenant, int parts);
 
 /* The keys built from a queue's prefix, here and nowhere else. Each writes the key into buf

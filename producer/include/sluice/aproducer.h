@@ -152,11 +152,14 @@ typedef struct sluice_queue_limit {
 /* One partition of a partitioned queue (sluice-admin partitions). */
 typedef struct sluice_queue_part {
     long long depth, capacity, pending;
+    int status; /* 0, or why the partition could not be read (its figures are then 0) */
 } sluice_queue_part;
 
 /* What GET /v1/queues/{q} shows; the meanings of README's "Queue figures", for both backends.
  * For a partitioned queue the figures are the totals of its partitions (consumers: the most of
- * any partition; limits: as partition 0 has them, refusals counted over all partitions). */
+ * any partition; limits: as partition 0 has them, refusals counted over all partitions); a
+ * partition that cannot be read (its primary down) has parts[i].status set, is counted in
+ * `unavailable` and is left out of the totals. */
 typedef struct sluice_queue_info {
     long long depth;     /* entries in the bucket: waiting + in flight */
     long long capacity;  /* meta `capacity`, else the producer's default */
@@ -169,6 +172,7 @@ typedef struct sluice_queue_info {
     sluice_queue_limit limits[SLUICE_QUEUE_INFO_LIMITS]; /* the first, by name; a user whose ACL
                                                             cannot read them sees none */
     int partitions;                                      /* 1, or the queue's partitions */
+    int unavailable;                                     /* of those, not read: see parts[] */
     sluice_queue_part parts[SLUICE_QUEUE_INFO_PARTS];    /* each partition's, [0, partitions) */
 } sluice_queue_info;
 

@@ -136,6 +136,19 @@ int sluice_producer_admit_batch(sluice_producer *p, const sluice_message *msgs, 
 /* Detail of the last failure ("payload is 2000000 bytes; the limit is 1048576"). */
 const char *sluice_producer_errstr(const sluice_producer *p);
 
+/* The queue's partitions as last read (at most once a second, by the admissions): 1 when it is
+ * not partitioned or nothing was admitted yet. */
+int sluice_producer_partitions(const sluice_producer *p);
+
+/*
+ * Reads the queue's depth (waiting + in flight) and capacity now; for a partitioned queue their
+ * sums over every partition (a partition without a capacity set counts the producer's default,
+ * as its admissions do). Blocking, one round trip per figure and partition. Returns 0, or the
+ * status of the first read that failed (detail in sluice_producer_errstr(); *depth and
+ * *capacity are then -1).
+ */
+int sluice_producer_queue_figures(sluice_producer *p, long long *depth, long long *capacity);
+
 #ifdef __cplusplus
 }
 #endif

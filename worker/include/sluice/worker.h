@@ -71,6 +71,15 @@ typedef enum sluice_handler_mode {
     SLUICE_HANDLER_INLINE = 1, /* on the loop thread; must not block */
 } sluice_handler_mode;
 
+/* A count of messages shared by the workers of one process (sluice-worker runs one a partition
+ * of a queue), so that their max_messages bounds them together. Thread-safe: the workers may
+ * run on threads of their own. Free it after every worker given it is freed. */
+typedef struct sluice_worker_tally sluice_worker_tally;
+
+/* A tally at 0, or NULL when out of memory. */
+sluice_worker_tally *sluice_worker_tally_new(void);
+void sluice_worker_tally_free(sluice_worker_tally *t);
+
 typedef struct sluice_worker_options {
     const char *redis_url;     /* NULL = $SLUICE_REDIS_URL, else redis://127.0.0.1:6379 */
     const char *queue;         /* required */
@@ -92,6 +101,9 @@ typedef struct sluice_worker_options {
     sluice_async_handler_fn async_handler; /* takes precedence over `handler` */
     void *handler_arg;
     int force_eval; /* 1: EVALSHA instead of FCALL (tests) */
+    /* NULL: max_messages counts this worker's verdicts; else the verdicts of every worker given
+     * this tally (borrowed) */
+    sluice_worker_tally *tally;
 } sluice_worker_options;
 
 /* Counters of one worker since it started. */
