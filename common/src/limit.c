@@ -63,11 +63,12 @@ int sluice_duration_parse(const char *s, size_t len, long long *ms, char *err, s
     for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
         size_t ul = strlen(units[i].unit);
         if (len - digits == ul && memcmp(s + digits, units[i].unit, ul) == 0) {
-            *ms = n * units[i].ms;
-            if (n < 1 || *ms > PERIOD_MAX_MS) {
+            /* compared before multiplying: 12 digits of days overflow a long long */
+            if (n < 1 || n > PERIOD_MAX_MS / units[i].ms) {
                 snprintf(err, errlen, "duration '%.*s' is out of range (1ms..366d)", (int)len, s);
                 return SLUICE_EINVAL;
             }
+            *ms = n * units[i].ms;
             return 0;
         }
     }

@@ -24,6 +24,10 @@ run 2 "--algorithm: 'leaky' is not one of" L --algorithm leaky "$ns" k=1/s
 run 2 "namespace 'a b'" L 'a b' k=1/s
 run 2 'give a NAMESPACE and at least one KEY=RATE' L "$ns"
 run 2 'weight' L --weight 0 "$ns" k=1/s
+# a count of days that overflowed was taken for 9.6 h
+run 2 "duration '213503982335d' is out of range \(1ms..366d\)" L "$ns" hv=1/213503982335d
+run 2 "duration '213503982335d' is out of range" L -a window "$ns" 'hv=10/366d~213503982335d'
+[ "$(rcli EXISTS "sluice:{$ns}:lim:hv")" = 0 ] || fail "a refused call wrote hv"
 run 3 'redis unavailable' "$bin/sluice-limit" --redis redis://127.0.0.1:1 "$ns" k=1/s
 run 0 'EXAMPLES' L --help
 run 0 '^sluice-limit [0-9]' L --version
