@@ -10,7 +10,7 @@ q="alim-$$"
 keys+=($(queue_keys "$q") "sluice:{$q}:limits")
 A() { "$bin/sluice-admin" --redis "$url" "$@"; }
 E() { "$bin/sluice-enqueue" --redis "$url" --queue "$q" "$@"; }
-cleanup_limits() { rcli --scan --pattern "sluice:{$q}:lim:*" | xargs -r redis-cli -u "$url" DEL >/dev/null; }
+cleanup_limits() { rcli --scan --pattern "sluice:{$q}:qlim:*" | xargs -r redis-cli -u "$url" DEL >/dev/null; }
 trap 'cleanup_limits; lib_cleanup' EXIT
 
 # the first admission function still works for existing clients (the prefix that fits)
@@ -64,7 +64,7 @@ sed -n 10p "$tmp/batch" | grep -qE '^[0-9]+-[0-9]+$' || fail "batch outcome 2: $
 # capacity still holds with limits: full is full, and a full message does not consume a limit
 run 0 'capacity' A capacity "$q" 7
 run 1 'admitted=0 rejected=1 depth=7 capacity=7$' E --tenant e e1
-[ "$(rcli EXISTS "sluice:{$q}:lim:per-tenant:e")" = 0 ] || fail "a full message was counted"
+[ "$(rcli EXISTS "sluice:{$q}:qlim:per-tenant:gcra:e")" = 0 ] || fail "a full message was counted"
 run 0 'capacity' A capacity "$q" 100
 
 # the first admission function knows nothing of limits: refused, not let past them

@@ -180,14 +180,33 @@ for k in conc-gcra conc-window conc-log conc-fixed conc-gate multi-a multi-b; do
     [ "$ttl" -gt 0 ] || fail "$ns:$k has PTTL $ttl"
 done
 
-# a key holding something else than the algorithm's state is an error, nothing is written
+# a key holding another algorithm's state (a key whose algorithm changed) or anything else
+# never fails a call: it reads as empty and the counted call replaces it with its own state
+# (gcra -> gate passes a fresh gate; every pair of algorithms, and a foreign string and list)
+specs=(gcra:5:60000 window:5:60000:1000 log:5:60000 fixed:5:60000 gate:5:60000)
+types=(string hash zset hash string)
+for i in "${!specs[@]}"; do
+    for j in "${!specs[@]}" x; do
+        [ "$j" = "$i" ] && continue
+        mk k "alg-$i-$j"
+        if [ "$j" = x ]; then
+            rcli RPUSH "$k" a b >/dev/null
+        else
+            r=$(lim 1 "$k" 2 "${specs[$j]}")
+            [ "$(field "$r" 1)" = 1 ] || fail "${specs[$j]}: $r"
+        fi
+        r=$(lim 1 "$k" 1 "${specs[$i]}")
+        [ "$(field "$r" 1)" = 1 ] || fail "${specs[$i]} over ${specs[$j]:-a list}: $r"
+        [ "$(rcli TYPE "$k")" = "${types[$i]}" ] && [ "$(rcli PTTL "$k")" -gt 0 ] ||
+            fail "${specs[$i]} over ${specs[$j]:-a list}: $(rcli TYPE "$k") $(rcli PTTL "$k")"
+    done
+done
 mk k foreign
 rcli SET "$k" garbage >/dev/null
-rcli FCALL sluice_limit 2 "$ns:bad1" "$k" 1 log:5:1000 gcra:5:1000 2>&1 |
-    grep -q "^SLUICECONFIG $k does not hold gcra state" || fail "foreign gcra value accepted"
-[ "$(rcli GET "$k")" = garbage ] && [ "$(rcli EXISTS "$ns:bad1")" = 0 ] ||
-    fail "a call refused for a foreign value wrote something"
-keys+=("$ns:bad1" "$ns:bad2")
+[ "$(field "$(lim 2 "$ns:foreign-log" "$k" 1 log:5:1000 gcra:5:1000)" 1)" = 1 ] ||
+    fail "a foreign string failed a gcra call"
+rcli GET "$k" | grep -q ' 5 1000$' || fail "gcra did not replace a foreign string: $(rcli GET "$k")"
+keys+=("$ns:foreign-log" "$ns:bad1" "$ns:bad2")
 
 # a bad spec names itself and its position, and nothing is written
 rcli FCALL sluice_limit 2 "$ns:bad1" "$ns:bad2" 1 gcra:5:1000 window:5:10000:1 2>&1 |
