@@ -787,7 +787,9 @@ What each algorithm promises (T = PERIOD/COUNT):
   gcra    value "TAT_INT TAT_FRAC COUNT PERIOD_MS": the theoretical arrival time (integer and
           fractional microseconds, so T need not be whole) and the limit it was written with.
           Passes when TAT + w*T - PERIOD <= now; never more than COUNT in a burst. A changed
-          COUNT or PERIOD rescales the outstanding debt (TAT - now) by T_new / T_old.
+          COUNT or PERIOD rescales the outstanding debt (TAT - now) by T_new / T_old, capped
+          at the new PERIOD, and the first check writes it back with its TTL (so retry-after
+          and reset never pass the new PERIOD, and the key lives as long as its debt).
           remaining = units that would pass now; reset = TAT - now.
   window  hash fields "P:PREC:" (running total), "P:PREC:l" (last block), "P:PREC:<block>"
           (units counted in block floor(now/PREC)). A unit counts until its block is
@@ -1014,6 +1016,8 @@ thousand keys kept cost every sluice_limit call 1.4 % more instructions; a few h
 local GCRA_SEEN_MAX = 32
 local gcra_seen, gcra_seen_n = {}, 0
 
+local gcra_record
+
 -- A gcra value (or nil): TAT_INT, TAT_FRAC, COUNT, PERIOD_MS, or nil when it is not one.
 local function gcra_parse(c, key, v)
     if type(v) ~= 'string' then -- none, or another type's WRONGTYPE (pcall's error table)
@@ -1053,7 +1057,17 @@ local function gcra_check(c, st, key, w, now)
         if debt < 0 then
             debt = 0
         elseif n0 ~= c.n or p0 ~= c.p_ms then
+            -- the debt in this limit's intervals, never more than its period (a full burst):
+            -- written back at once, so that its TTL lasts as long as it (a refused call counts
+            -- nothing; it only restates what the key holds in this limit's terms)
             debt = debt * t / (p0 * 1000 / n0)
+            if debt > p then
+                debt = p
+            end
+            st.debt = debt
+            gcra_record(c, st, key, 0, now)
+        elseif debt > p then -- the clock went back
+            debt = p
         end
     end
     -- float noise is far below one emission interval (P*1e-12 <= T/1000)
@@ -1062,7 +1076,7 @@ local function gcra_check(c, st, key, w, now)
     return after - p <= p * 1e-12, gcra_units(p, t, debt), debt, gcra_units(p, t, after), after
 end
 
-local function gcra_record(c, st, key, w, now)
+function gcra_record(c, st, key, w, now)
     local debt = st.debt
     local whole = m_floor(debt)
     local frac = debt - whole

@@ -208,6 +208,23 @@ rcli SET "$k" garbage >/dev/null
 rcli GET "$k" | grep -q ' 5 1000$' || fail "gcra did not replace a foreign string: $(rcli GET "$k")"
 keys+=("$ns:foreign-log" "$ns:bad1" "$ns:bad2")
 
+# a gcra rate change: the debt carried over is at most the new period, and the key lives as
+# long as it (50 of 100/1s used, then 1/1h: refused for at most an hour, and still the next
+# second; before, 50 x 1 h of debt in a key that expired 0.5 s later)
+mk k gcra-lower
+r=$(limn 50 1 "$k" 1 gcra:100:1000)
+[ "$(echo "$r" | grep -c '^1 ')" = 50 ] || fail "gcra 100/1s: $r"
+r=$(lim 1 "$k" 1 gcra:1:3600000)
+retry=$(field "$r" 4) reset=$(field "$r" 5)
+[ "$(field "$r" 1)" = 0 ] && [ "$retry" -gt 3000000 ] && [ "$retry" -le 3600000 ] &&
+    [ "$reset" -le 3600000 ] || fail "gcra lowered to 1/1h: $r"
+ttl=$(rcli PTTL "$k")
+[ "$ttl" -gt 3000000 ] && [ "$ttl" -le 3600001 ] || fail "gcra lowered to 1/1h: PTTL $ttl"
+sleep 1
+[ "$(field "$(lim 1 "$k" 1 gcra:1:3600000)" 1)" = 0 ] || fail "gcra lowered: passed 1 s later"
+# raised back: the debt shrinks to the faster rate's terms
+[ "$(field "$(lim 1 "$k" 1 gcra:100:1000)" 1)" = 1 ] || fail "gcra raised again: refused"
+
 # a bad spec names itself and its position, and nothing is written
 rcli FCALL sluice_limit 2 "$ns:bad1" "$ns:bad2" 1 gcra:5:1000 window:5:10000:1 2>&1 |
     grep -q '^SLUICECONFIG limit 2 "window:5:10000:1"' || fail "a bad spec was not refused"
