@@ -781,7 +781,8 @@ the window it holds, a window counting in the block it counted in last). A key m
 appear twice only for `window` limits of different PERIOD:PRECISION (they share one hash);
 otherwise a repeated key is a SLUICECONFIG error. A key holding something else than its
 algorithm's state (another algorithm's, after a key's algorithm changed) reads as empty and is
-replaced when the call is counted: it never fails a call.
+replaced when the call is counted: it never fails a call. The units a call counts in log limits
+(weight x log limits) are at most LOG_MAX_UNITS (500), else a SLUICECONFIG error.
 
 What each algorithm promises (T = PERIOD/COUNT):
   gcra    value "TAT_INT TAT_FRAC COUNT PERIOD_MS": the theoretical arrival time (integer and
@@ -797,8 +798,8 @@ What each algorithm promises (T = PERIOD/COUNT):
           COUNT in any window of P - PREC; retry-after is exact to that block granularity.
           Expired blocks are deleted when a request is counted (at most ceil(P/PREC) HDELs).
   log     sorted set, one member "<now_us>:<j>" per unit with score now_us. Exact: at most
-          COUNT units in any window of PERIOD. Costs O(w) per counted request and O(COUNT)
-          memory; expired members are removed when a request is counted.
+          COUNT units in any window of PERIOD. Costs O(w) per counted request (w <= 500, see
+          above) and O(COUNT) memory; expired members are removed when a request is checked.
   fixed   hash {s = window start us, c = count}: at most COUNT per clock-aligned window
           [k*P, (k+1)*P) (so up to 2*COUNT across a boundary); retry-after = end of window.
   gate    a string with a TTL: passes only when the key is absent (a key without a TTL, which
@@ -836,6 +837,9 @@ end
 local LIMIT_MAX_COUNT = 1000000000
 local LIMIT_MAX_PERIOD_MS = 366 * 86400000
 local LIMIT_MAX_BLOCKS = 1000
+-- The units one sluice_limit call may count in log limits (weight x log limits): a log writes a
+-- sorted-set member per unit, 1 to 3 us each, so a call stays near a millisecond.
+local LOG_MAX_UNITS = 500
 
 -- A decimal integer lo..hi (digits only), or nil.
 local function limit_int(s, lo, hi)
@@ -1478,7 +1482,7 @@ local function limit(keys, args)
         cs, sts = {}, {}
     end
     local seen = nl > 8 and {} or nil
-    local windows, never, logs = false, nil, w == 1
+    local windows, never, logs, nlogs = false, nil, w == 1, 0
     for i = 1, nl do
         local c = spec_cache[args[i + 1]]
         if not c then
@@ -1509,12 +1513,20 @@ local function limit(keys, args)
         if w > c.n and not never then
             never = i
         end
-        if logs and c.alg ~= 'log' then
+        if c.alg ~= 'log' then
             logs = false
+        else
+            nlogs = nlogs + 1
         end
     end
     if never then -- the first limit whose COUNT is below the weight
         return {-1, never, 0, -1, 0}
+    end
+    if w * nlogs > LOG_MAX_UNITS then
+        return redis.error_reply('SLUICECONFIG weight ' .. w .. ' in ' .. nlogs ..
+            ' log limit(s) is ' .. limit_fmt(w * nlogs) .. ' units; a call counts at most ' ..
+            LOG_MAX_UNITS .. ' in log limits (a sorted-set member each): use gcra or window' ..
+            ' for heavier requests')
     end
     if logs then
         return log_limits(cs, keys, nl, now_us())

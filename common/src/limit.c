@@ -168,6 +168,19 @@ static int call_build(limit_call *c, const char *ns, const sluice_limit *limits,
         snprintf(err, errlen, "weight %lld is not in 1..%d", weight, SLUICE_LIMIT_COUNT_MAX);
         return SLUICE_EINVAL;
     }
+    size_t logs = 0, never = 0; /* never: the function answers "never" before the log bound */
+    for (size_t i = 0; i < n; i++) {
+        logs += limits[i].alg == SLUICE_LIMIT_LOG;
+        never += weight > limits[i].count;
+    }
+    if (logs > 0 && never == 0 && weight > SLUICE_LIMIT_LOG_UNITS_MAX / (long long)logs) {
+        snprintf(err, errlen,
+                 "weight %lld in %zu log limit(s) is more than %d units, the most one call counts "
+                 "in log limits (a sorted-set member each); use gcra or window for heavier "
+                 "requests",
+                 weight, logs, SLUICE_LIMIT_LOG_UNITS_MAX);
+        return SLUICE_EINVAL;
+    }
     c->n = (int)n;
     snprintf(c->weight, sizeof(c->weight), "%lld", weight);
     c->args[0] = c->weight;

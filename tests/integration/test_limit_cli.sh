@@ -27,6 +27,8 @@ run 2 'weight' L --weight 0 "$ns" k=1/s
 # a count of days that overflowed was taken for 9.6 h
 run 2 "duration '213503982335d' is out of range \(1ms..366d\)" L "$ns" hv=1/213503982335d
 run 2 "duration '213503982335d' is out of range" L -a window "$ns" 'hv=10/366d~213503982335d'
+# a log call counts at most 500 units (a sorted-set member each)
+run 2 "weight 501 in 1 log limit\(s\) is more than 500 units" L -a log -w 501 "$ns" hv=1000/1h
 [ "$(rcli EXISTS "sluice:{$ns}:lim:hv")" = 0 ] || fail "a refused call wrote hv"
 run 3 'redis unavailable' "$bin/sluice-limit" --redis redis://127.0.0.1:1 "$ns" k=1/s
 run 0 'EXAMPLES' L --help

@@ -225,6 +225,21 @@ sleep 1
 # raised back: the debt shrinks to the faster rate's terms
 [ "$(field "$(lim 1 "$k" 1 gcra:100:1000)" 1)" = 1 ] || fail "gcra raised again: refused"
 
+# one call counts at most 500 units in log limits (a member each, so no call blocks Redis):
+# weight 500 in one log passes, 501 (or 2 x 251 in two logs) is refused and writes nothing
+mk k log-heavy
+mk k2 log-heavy2
+[ "$(field "$(lim 1 "$k" 500 log:1000000:60000)" 1)" = 1 ] || fail "log weight 500 refused"
+[ "$(rcli ZCARD "$k")" = 500 ] || fail "log weight 500: $(rcli ZCARD "$k") members"
+rcli FCALL sluice_limit 1 "$k2" 501 log:1000000:60000 2>&1 |
+    grep -q '^SLUICECONFIG weight 501 in 1 log limit(s) is 501 units; a call counts at most 500' ||
+    fail "log weight 501 accepted: $(rcli ZCARD "$k2") members"
+rcli FCALL sluice_limit 2 "$k" "$k2" 251 log:1000000:60000 log:1000000:60000 2>&1 |
+    grep -q '^SLUICECONFIG weight 251 in 2 log limit(s) is 502 units' || fail "2 x 251 accepted"
+[ "$(rcli EXISTS "$k2")" = 0 ] && [ "$(rcli ZCARD "$k")" = 500 ] || fail "a refused weight wrote"
+# other algorithms take any weight up to their COUNT in constant work
+[ "$(field "$(lim 1 "$ns:bad2" 1000000 gcra:1000000:60000)" 1)" = 1 ] || fail "gcra heavy"
+
 # a bad spec names itself and its position, and nothing is written
 rcli FCALL sluice_limit 2 "$ns:bad1" "$ns:bad2" 1 gcra:5:1000 window:5:10000:1 2>&1 |
     grep -q '^SLUICECONFIG limit 2 "window:5:10000:1"' || fail "a bad spec was not refused"
