@@ -154,6 +154,29 @@ static int check_limit(const sluice_limit *l, size_t i, char *err, size_t errlen
     return 0;
 }
 
+/* A window limit's PRECISION_MS as sent: 0 means PERIOD / WINDOW_BLOCKS (at least 1 ms). */
+static long long window_precision(const sluice_limit *l) {
+    long long prec = l->precision_ms ? l->precision_ms : l->period_ms / WINDOW_BLOCKS;
+    return prec < 1 ? 1 : prec;
+}
+
+/* Whether limit i's key was given by an earlier limit: only window limits of different
+ * PERIOD:PRECISION may share a key (they share one hash), as the function checks. */
+static int key_repeated(const sluice_limit *limits, size_t i) {
+    const sluice_limit *l = &limits[i];
+    size_t kl = l->keylen ? l->keylen : strlen(l->key);
+    for (size_t j = 0; j < i; j++) {
+        const sluice_limit *o = &limits[j];
+        size_t ol = o->keylen ? o->keylen : strlen(o->key);
+        if (ol == kl && memcmp(o->key, l->key, kl) == 0 &&
+            !(l->alg == SLUICE_LIMIT_WINDOW && o->alg == SLUICE_LIMIT_WINDOW &&
+              (l->period_ms != o->period_ms || window_precision(l) != window_precision(o)))) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static int call_build(limit_call *c, const char *ns, const sluice_limit *limits, size_t n,
                       long long weight, char *err, size_t errlen) {
     sluice_keys qk;
@@ -190,6 +213,13 @@ static int call_build(limit_call *c, const char *ns, const sluice_limit *limits,
         if (check_limit(l, i, err, errlen) != 0) {
             return SLUICE_EINVAL;
         }
+        if (key_repeated(limits, i)) {
+            snprintf(err, errlen,
+                     "limit key '%.*s' is given twice; only window limits of different "
+                     "period or precision may share a key",
+                     (int)(l->keylen ? l->keylen : strlen(l->key)), l->key);
+            return SLUICE_EINVAL;
+        }
         size_t kl = l->keylen ? l->keylen : strlen(l->key);
         if (kl == 0 || kl > SLUICE_LIMIT_KEY_MAX ||
             sluice_key_limit(&qk, l->key, kl, c->keybuf[i], sizeof(c->keybuf[i])) != 0) {
@@ -213,9 +243,8 @@ int sluice_limit_spec(const sluice_limit *l, char *buf, size_t len) {
     }
     int n;
     if (l->alg == SLUICE_LIMIT_WINDOW) {
-        long long prec = l->precision_ms ? l->precision_ms : l->period_ms / WINDOW_BLOCKS;
-        prec = prec < 1 ? 1 : prec;
-        n = snprintf(buf, len, "window:%lld:%lld:%lld", l->count, l->period_ms, prec);
+        n = snprintf(buf, len, "window:%lld:%lld:%lld", l->count, l->period_ms,
+                     window_precision(l));
     } else {
         n = snprintf(buf, len, "%s:%lld:%lld", alg_names[l->alg], l->count, l->period_ms);
     }

@@ -111,7 +111,8 @@ void sluice_limiter_free(sluice_limiter *l);
 /*
  * Checks one request of `weight` (1..SLUICE_LIMIT_COUNT_MAX) against limits[0..n) (1..
  * SLUICE_LIMIT_MAX) in one round trip. Returns 0 with *res filled when Redis answered, else a
- * status: EINVAL for bad limits (before any Redis call: weight x log limits over
+ * status: EINVAL for bad limits (before any Redis call: a key given twice, unless by window
+ * limits of different period or precision; weight x log limits over
  * SLUICE_LIMIT_LOG_UNITS_MAX; with no_scripts every limit must be FIXED), ECONFIG when the
  * server refused a spec (a key holding another algorithm's state is not an error: it reads as
  * empty and is replaced when the call is counted), ECONN /
