@@ -77,6 +77,24 @@ int sluice_duration_parse(const char *s, size_t len, long long *ms, char *err, s
     return SLUICE_EINVAL;
 }
 
+int sluice_duration_format(long long ms, char *buf, size_t len) {
+    static const struct {
+        const char *unit;
+        long long ms;
+    } units[] = {{"d", 86400000}, {"h", 3600000}, {"m", 60000}, {"s", 1000}};
+    const char *unit = "ms";
+    long long n = ms;
+    for (size_t i = 0; ms > 0 && i < sizeof(units) / sizeof(units[0]); i++) {
+        if (ms % units[i].ms == 0) {
+            unit = units[i].unit;
+            n = ms / units[i].ms;
+            break;
+        }
+    }
+    int k = ms >= 0 && buf != NULL ? snprintf(buf, len, "%lld%s", n, unit) : -1;
+    return k >= 0 && (size_t)k < len ? 0 : SLUICE_EINVAL;
+}
+
 int sluice_limit_parse(const char *spec, sluice_limit_alg alg, sluice_limit *out, char *err,
                        size_t errlen) {
     const char *eq = strchr(spec, '=');

@@ -4,7 +4,8 @@
 # a limit set again with another algorithm (or deleted and set) never trips an admission on the
 # old state, nor does a key of the wrong type, and a batch mixing tenants is never failed by
 # one of them; the standalone limiter's keys never meet a queue's limit state, whatever the
-# namespace and key.
+# namespace and key; `limit list` and `limit show` speak as the operator wrote; the gateway's
+# RateLimit-Policy states a sub-second limit in whole seconds without changing its rate.
 . "$(dirname "$0")/lib.sh"
 q="lchg-$$"
 keys+=($(queue_keys "$q") "sluice:{$q}:limits" "sluice:{$q}:lim:global:")
@@ -60,4 +61,27 @@ run 0 'admitted=1 ' E g2
 run 1 'limited=1 \(by global' E g3
 run 0 'deleted' A limit "$q" del global
 
+# list and show: rates as they are written, state in words
+run 0 'limit w30' A limit "$q" set w30 tenant 10/30m --algorithm window
+run 0 'limit g90' A limit "$q" set g90 queue 3/90s
+A limit "$q" list >"$tmp/list"
+grep -qE '^w30 +tenant +window +10/30m~30s ' "$tmp/list" || fail "list: $(cat "$tmp/list")"
+grep -qE '^g90 +queue +gcra +3/90s ' "$tmp/list" || fail "list: $(cat "$tmp/list")"
+run 0 'admitted=2' E --tenant t1 s1 s2
+run 0 '1 of 3 left now .* full again in [0-9]+ ms' A limit "$q" show g90
+run 0 'window 1800000:30000: 2 counted in the window' A limit "$q" show w30 t1
+run 0 'no state: nothing counted' A limit "$q" show w30 nobody
+run 2 "queue $q has no limit 'nope'" A limit "$q" show nope
+run 0 'deleted' A limit "$q" del w30
+run 0 'deleted' A limit "$q" del g90
+
+# the gateway: a limit of 1 per 900 ms is stated as 10 per 9 s, not 1 per second
+run 0 'limit sub' A limit "$q" set sub client 1/900ms --algorithm log
+gateway_start --queue "$q" --client-header X-Api-Key
+post() { curl -s -D "$tmp/h" -o "$tmp/b" -w '%{http_code}' -H "X-Api-Key: k1" --data-binary x \
+    "http://127.0.0.1:$port/v1/queues/$q/messages"; }
+codes="$(post) $(post)"
+[ "$codes" = "202 429" ] || fail "gateway 1/900ms: $codes $(cat "$tmp/b")"
+tr -d '\r' <"$tmp/h" | grep -q '^RateLimit-Policy: "sub";q=10;w=9$' ||
+    fail "policy: $(cat "$tmp/h")"
 echo "test_limit_change: ok"

@@ -76,14 +76,17 @@ static int config_all(admin *a, const char *act, const char *name, const char *s
     return rc;
 }
 
-/* "gcra:5:1000" as "gcra    5/1000ms"; an inflight count or anything else as it is. */
+/* "gcra:5:1000" as "gcra    5/1s" (the durations as they are written in a RATE); an inflight
+ * count or anything else as it is. */
 static const char *fmt_rate(const char *spec, char *buf, size_t len) {
-    char alg[16];
+    char alg[16], period[32], precision[32];
     long long n, p, prec = 0;
-    if (sscanf(spec, "%15[a-z]:%lld:%lld:%lld", alg, &n, &p, &prec) >= 3) {
-        int k = snprintf(buf, len, "%-7s %lld/%lldms", alg, n, p);
-        if (prec > 0 && k > 0 && (size_t)k < len) {
-            snprintf(buf + k, len - (size_t)k, "~%lldms", prec);
+    if (sscanf(spec, "%15[a-z]:%lld:%lld:%lld", alg, &n, &p, &prec) >= 3 &&
+        sluice_duration_format(p, period, sizeof(period)) == 0) {
+        int k = snprintf(buf, len, "%-7s %lld/%s", alg, n, period);
+        if (prec > 0 && k > 0 && (size_t)k < len &&
+            sluice_duration_format(prec, precision, sizeof(precision)) == 0) {
+            snprintf(buf + k, len - (size_t)k, "~%s", precision);
         }
     } else {
         snprintf(buf, len, "%-7s %s", "leases", spec);

@@ -78,6 +78,11 @@ const char *sluice_limit_alg_name(sluice_limit_alg a);
  * Returns 0 or SLUICE_EINVAL with a message naming the value in err. */
 int sluice_duration_parse(const char *s, size_t len, long long *ms, char *err, size_t errlen);
 
+/* Writes ms (>= 0) as a duration sluice_duration_parse reads back: in the largest unit that
+ * holds it whole ("30m" for 1800000, "90s", "1500ms"). Returns 0 or SLUICE_EINVAL (buf too
+ * small or ms negative). */
+int sluice_duration_format(long long ms, char *buf, size_t len);
+
 /* Parses "KEY=N/DURATION[~PRECISION]" into *out (out->key points into `spec`, which must stay
  * valid, with out->keylen the bytes before '='). `alg` is the algorithm to use; "~PRECISION"
  * is allowed only for WINDOW. Returns 0 or SLUICE_EINVAL with a message naming the value. */
