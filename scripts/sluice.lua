@@ -813,10 +813,11 @@ than some of its calls; an upvalue is one step. redis.call, tonumber and math ar
 while the library loads, so limit_api() sets them at the entry points that reach this code
 (sluice_limit, the admission and paced reads through queue_limits, sluice_limits_config); the
 string functions come from the strings' metatable, there at load. ]]
-local r_call, r_pcall, to_number, m_floor, m_ceil, m_fmod = nil, nil, nil, nil, nil, nil
+local r_call, r_pcall, to_number, l_type, m_floor, m_ceil, m_fmod = nil, nil, nil, nil, nil, nil,
+    nil
 local s_format, s_match = ('').format, ('').match
 local function limit_api()
-    r_call, r_pcall, to_number = redis.call, redis.pcall, tonumber
+    r_call, r_pcall, to_number, l_type = redis.call, redis.pcall, tonumber, type
     m_floor, m_ceil, m_fmod = math.floor, math.ceil, math.fmod
 end
 
@@ -1024,7 +1025,7 @@ local gcra_record
 
 -- A gcra value (or nil): TAT_INT, TAT_FRAC, COUNT, PERIOD_MS, or nil when it is not one.
 local function gcra_parse(c, key, v)
-    if type(v) ~= 'string' then -- none, or another type's WRONGTYPE (pcall's error table)
+    if l_type(v) ~= 'string' then -- none, or another type's WRONGTYPE (pcall's error table)
         return nil
     end
     local e = gcra_seen[key]
@@ -1235,7 +1236,7 @@ local function log_count(c, key, now)
     if bound ~= memo_n then
         text = limit_fmt(bound)
     end
-    if type(r_pcall('ZREMRANGEBYSCORE', key, '-inf', text)) == 'table' then
+    if l_type(r_pcall('ZREMRANGEBYSCORE', key, '-inf', text)) == 'table' then
         log_foreign = true
         return 0
     end
