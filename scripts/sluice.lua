@@ -987,7 +987,8 @@ end
 -- are now; full is false where only refill(c, st, key, now) reads it, when a call is refused),
 -- left_after / full_after (the same once w is counted, when it passes). In st it sets retry
 -- (us, when it does not pass) and what its record(c, st, key, w, now) needs. A key holding
--- something else makes it return nil and the error reply. A check writes nothing.
+-- something else reads as empty (st.foreign: the record replaces it). A check writes nothing,
+-- but for gcra state written under another COUNT or PERIOD, restated once in this limit's terms.
 
 -- A key that holds another algorithm's state (or anything else: a key the limiter does not
 -- own) reads as empty, so a changed algorithm or a stray key never fails a call; its record
