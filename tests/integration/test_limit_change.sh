@@ -61,6 +61,14 @@ run 0 'admitted=1 ' E g2
 run 1 'limited=1 \(by global' E g3
 run 0 'deleted' A limit "$q" del global
 
+# messages without a tenant share the tenant '' of a per-tenant limit: leaving the tenant out
+# does not escape it (README, Limits)
+run 0 'limit one' A limit "$q" set one tenant 1/1h
+run 0 'admitted=1 ' E u1
+run 1 'limited=1 \(by one' E u2
+run 0 'admitted=1 ' E --tenant someone u3
+run 0 'deleted' A limit "$q" del one
+
 # list and show: rates as they are written, state in words
 run 0 'limit w30' A limit "$q" set w30 tenant 10/30m --algorithm window
 run 0 'limit g90' A limit "$q" set g90 queue 3/90s
