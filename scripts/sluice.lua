@@ -786,13 +786,17 @@ or left as it is where the TTL set before already lasts long enough (a fixed win
 the window it holds, a window counting in the block it counted in last). A key may
 appear twice only for `window` limits of different PERIOD:PRECISION (they share one hash);
 otherwise a repeated key is a SLUICECONFIG error. A key holding something else than its
-algorithm's state is a SLUICECONFIG (bad value) or WRONGTYPE error, before anything is written.
+algorithm's state (another algorithm's, after a key's algorithm changed) reads as empty and is
+replaced when the call is counted: it never fails a call. The units a call counts in log limits
+(weight x log limits) are at most LOG_MAX_UNITS (500), else a SLUICECONFIG error.
 
 What each algorithm promises (T = PERIOD/COUNT):
   gcra    value "TAT_INT TAT_FRAC COUNT PERIOD_MS": the theoretical arrival time (integer and
           fractional microseconds, so T need not be whole) and the limit it was written with.
           Passes when TAT + w*T - PERIOD <= now; never more than COUNT in a burst. A changed
-          COUNT or PERIOD rescales the outstanding debt (TAT - now) by T_new / T_old.
+          COUNT or PERIOD rescales the outstanding debt (TAT - now) by T_new / T_old, capped
+          at the new PERIOD, and the first check writes it back with its TTL (so retry-after
+          and reset never pass the new PERIOD, and the key lives as long as its debt).
           remaining = units that would pass now; reset = TAT - now.
   window  hash fields "P:PREC:" (running total), "P:PREC:l" (last block), "P:PREC:<block>"
           (units counted in block floor(now/PREC)). A unit counts until its block is
@@ -800,8 +804,8 @@ What each algorithm promises (T = PERIOD/COUNT):
           COUNT in any window of P - PREC; retry-after is exact to that block granularity.
           Expired blocks are deleted when a request is counted (at most ceil(P/PREC) HDELs).
   log     sorted set, one member "<now_us>:<j>" per unit with score now_us. Exact: at most
-          COUNT units in any window of PERIOD. Costs O(w) per counted request and O(COUNT)
-          memory; expired members are removed when a request is counted.
+          COUNT units in any window of PERIOD. Costs O(w) per counted request (w <= 500, see
+          above) and O(COUNT) memory; expired members are removed when a request is checked.
   fixed   hash {s = window start us, c = count}: at most COUNT per clock-aligned window
           [k*P, (k+1)*P) (so up to 2*COUNT across a boundary); retry-after = end of window.
   gate    a string with a TTL: passes only when the key is absent (a key without a TTL, which
@@ -816,10 +820,11 @@ while the library loads, so every function sets them on its first call: each is 
 entry() (registered so, and the EVALSHA form of each function calls it so), whichever function
 a fresh Lua state (new server, restart, failover, FUNCTION LOAD) runs first. The string
 functions come from the strings' metatable, there at load. ]]
-local r_call, to_number, m_floor, m_ceil, m_fmod = nil, nil, nil, nil, nil
+local r_call, r_pcall, to_number, l_type, m_floor, m_ceil, m_fmod = nil, nil, nil, nil, nil, nil,
+    nil
 local s_format, s_match = ('').format, ('').match
 local function limit_api()
-    r_call, to_number = redis.call, tonumber
+    r_call, r_pcall, to_number, l_type = redis.call, redis.pcall, tonumber, type
     m_floor, m_ceil, m_fmod = math.floor, math.ceil, math.fmod
 end
 
@@ -850,6 +855,9 @@ end
 local LIMIT_MAX_COUNT = 1000000000
 local LIMIT_MAX_PERIOD_MS = 366 * 86400000
 local LIMIT_MAX_BLOCKS = 1000
+-- The units one sluice_limit call may count in log limits (weight x log limits): a log writes a
+-- sorted-set member per unit, 1 to 3 us each, so a call stays near a millisecond.
+local LOG_MAX_UNITS = 500
 
 -- A decimal integer lo..hi (digits only), or nil.
 local function limit_int(s, lo, hi)
@@ -988,7 +996,7 @@ end
 local function limit_state()
     return {ok = false, left = 0, retry = 0, refill = false, count = 0, debt = 0, b = 0,
         field = '', bt = '', cur = false, expired = false, ttl = 0, live = false, s = 0,
-        interval = 0, key = '', lim = false, avail = 0, used = 0, rt = false}
+        interval = 0, key = '', lim = false, avail = 0, used = 0, rt = false, foreign = false}
 end
 
 -- Each check(c, st, key, w, now) reads the state of limit c (a parsed spec) at time `now` (us)
@@ -996,7 +1004,21 @@ end
 -- are now; full is false where only refill(c, st, key, now) reads it, when a call is refused),
 -- left_after / full_after (the same once w is counted, when it passes). In st it sets retry
 -- (us, when it does not pass) and what its record(c, st, key, w, now) needs. A key holding
--- something else makes it return nil and the error reply. A check writes nothing.
+-- something else reads as empty (st.foreign: the record replaces it). A check writes nothing,
+-- but for gcra state written under another COUNT or PERIOD, restated once in this limit's terms.
+
+-- A key that holds another algorithm's state (or anything else: a key the limiter does not
+-- own) reads as empty, so a changed algorithm or a stray key never fails a call; its record
+-- replaces it. EMPTY_STATE is such a read's reply (never written).
+local EMPTY_STATE = {}
+
+-- Deletes a key found holding another type than `want` when the call is counted (a call of two
+-- window limits on one hash checks both before recording either: only the first deletes).
+local function foreign_clear(key, want)
+    if r_call('TYPE', key).ok ~= want then
+        r_call('DEL', key)
+    end
+end
 
 -- Whole units of interval t that fit in period p with debt d outstanding (float noise aside).
 local function gcra_units(p, t, d)
@@ -1017,39 +1039,58 @@ thousand keys kept cost every sluice_limit call 1.4 % more instructions; a few h
 local GCRA_SEEN_MAX = 32
 local gcra_seen, gcra_seen_n = {}, 0
 
+local gcra_record
+
+-- A gcra value (or nil): TAT_INT, TAT_FRAC, COUNT, PERIOD_MS, or nil when it is not one.
+local function gcra_parse(c, key, v)
+    if l_type(v) ~= 'string' then -- none, or another type's WRONGTYPE (pcall's error table)
+        return nil
+    end
+    local e = gcra_seen[key]
+    if e and e[1] == v then
+        return e[2], e[3], e[4], e[5]
+    end
+    local ti, tf, tail = s_match(v, '^(%-?%d+) ([%d%.eE%-%+]+)( %d+ %d+)$')
+    local n0, p0 = c.n, c.p_ms -- the usual case: written with this very limit
+    if tail ~= c.tail then
+        n0, p0 = s_match(tail or '', '^ (%d+) (%d+)$')
+        n0, p0 = to_number(n0), to_number(p0)
+    end
+    ti = to_number(ti)
+    if tf == '0' then
+        tf = 0
+    else
+        tf = to_number(tf)
+    end
+    if not (ti and tf and n0 and p0) or n0 < 1 or p0 < 1 then
+        return nil
+    end
+    return ti, tf, n0, p0
+end
+
 local function gcra_check(c, st, key, w, now)
     local p = c.p
     local t = p / c.n
     local debt = 0
-    local v = r_call('GET', key)
-    if v then
-        local ti, tf, n0, p0
-        local e = gcra_seen[key]
-        if e and e[1] == v then
-            ti, tf, n0, p0 = e[2], e[3], e[4], e[5]
-        else
-            local tail
-            ti, tf, tail = s_match(v, '^(%-?%d+) ([%d%.eE%-%+]+)( %d+ %d+)$')
-            n0, p0 = c.n, c.p_ms -- the usual case: written with this very limit
-            if tail ~= c.tail then
-                n0, p0 = s_match(tail or '', '^ (%d+) (%d+)$')
-                n0, p0 = to_number(n0), to_number(p0)
-            end
-            ti = to_number(ti)
-            if tf == '0' then
-                tf = 0
-            else
-                tf = to_number(tf)
-            end
-            if not (ti and tf and n0 and p0) or n0 < 1 or p0 < 1 then
-                return nil, redis.error_reply('SLUICECONFIG ' .. key .. ' does not hold gcra state')
-            end
-        end
+    -- anything but gcra state (another algorithm's, a no-scripts counter) reads as none, and
+    -- the record's SET replaces it
+    local ti, tf, n0, p0 = gcra_parse(c, key, r_pcall('GET', key))
+    if ti then
         debt = (ti - now) + tf
         if debt < 0 then
             debt = 0
         elseif n0 ~= c.n or p0 ~= c.p_ms then
+            -- the debt in this limit's intervals, never more than its period (a full burst):
+            -- written back at once, so that its TTL lasts as long as it (a refused call counts
+            -- nothing; it only restates what the key holds in this limit's terms)
             debt = debt * t / (p0 * 1000 / n0)
+            if debt > p then
+                debt = p
+            end
+            st.debt = debt
+            gcra_record(c, st, key, 0, now)
+        elseif debt > p then -- the clock went back
+            debt = p
         end
     end
     -- float noise is far below one emission interval (P*1e-12 <= T/1000)
@@ -1058,7 +1099,7 @@ local function gcra_check(c, st, key, w, now)
     return after - p <= p * 1e-12, gcra_units(p, t, debt), debt, gcra_units(p, t, after), after
 end
 
-local function gcra_record(c, st, key, w, now)
+function gcra_record(c, st, key, w, now)
     local debt = st.debt
     local whole = m_floor(debt)
     local frac = debt - whole
@@ -1091,7 +1132,12 @@ local function window_check(c, st, key, w, now)
     local b = limit_floor_div(now, prec)
     local bt = limit_fmt(b)
     local field = pre .. bt
-    local v = r_call('HMGET', key, pre, c.pre_l, field)
+    local v = r_pcall('HMGET', key, pre, c.pre_l, field)
+    local foreign = v.err ~= nil -- not a hash: read as empty, deleted by the record
+    if foreign then
+        v = EMPTY_STATE
+    end
+    st.foreign = foreign
     local total = to_number(v[1]) or 0
     local last = b -- the usual case: the same block as the last unit counted
     if v[2] ~= bt then
@@ -1163,6 +1209,9 @@ local function window_check(c, st, key, w, now)
 end
 
 local function window_record(c, st, key, w, now)
+    if st.foreign then
+        foreign_clear(key, 'hash')
+    end
     if st.expired then
         r_call('HDEL', key, unpack(st.expired))
     end
@@ -1195,14 +1244,20 @@ local function window_expire(key, ms, how)
 end
 
 -- Trims the log at key to the units that count at `now` (a unit made at s counts while
--- now < s + P, and is removed at the first call after) and returns how many there are.
+-- now < s + P, and is removed at the first call after) and returns how many there are. A key
+-- that is not a sorted set counts 0 and sets log_foreign (its record deletes it).
+local log_foreign = false
+
 local function log_count(c, key, now)
     local bound = now - c.p
     local text = memo_text -- limit_fmt(bound), inline: limits of one period share it
     if bound ~= memo_n then
         text = limit_fmt(bound)
     end
-    r_call('ZREMRANGEBYSCORE', key, '-inf', text)
+    if l_type(r_pcall('ZREMRANGEBYSCORE', key, '-inf', text)) == 'table' then
+        log_foreign = true
+        return 0
+    end
     return r_call('ZCARD', key)
 end
 
@@ -1224,7 +1279,9 @@ local function log_full(c, key, count, now)
 end
 
 local function log_check(c, st, key, w, now)
+    log_foreign = false
     local count = log_count(c, key, now)
+    st.foreign = log_foreign
     local n, p = c.n, c.p
     st.count = count
     if count + w <= n then -- until full: log_refill reads it if the call is refused
@@ -1250,6 +1307,9 @@ local function log_record(c, st, key, w, now)
     end
     -- members "<now>:<j>" are unique: a name already taken in this microsecond (by another
     -- call, or another limit of this call on the same key) is skipped by NX and j moves on
+    if st and st.foreign then
+        foreign_clear(key, 'zset')
+    end
     local j, need = 0, w
     if w == 1 and r_call('ZADD', key, 'NX', score, member0) == 1 then
         need, j = 0, 1 -- the usual case: one unit, one command
@@ -1281,6 +1341,7 @@ local function log_limits(cs, keys, nl, now)
     if nl > LIMIT_SCRATCH_MAX then
         counts = {}
     end
+    log_foreign = false
     for i = 1, nl do
         local c = cs[i]
         local count = log_count(c, keys[i], now)
@@ -1320,6 +1381,11 @@ local function log_limits(cs, keys, nl, now)
     if now_text ~= member_score then
         member_score, member0 = now_text, now_text .. ':0'
     end
+    if log_foreign then -- a key of another type among them (rare): each is checked
+        for i = 1, nl do
+            foreign_clear(keys[i], 'zset')
+        end
+    end
     for i = 1, nl do
         local c, key = cs[i], keys[i]
         if r_call('ZADD', key, 'NX', now_text, member0) == 1 then
@@ -1336,7 +1402,12 @@ end
 local function fixed_check(c, st, key, w, now)
     local p = c.p
     local s = limit_floor_div(now, p) * p
-    local v = r_call('HMGET', key, 's', 'c')
+    local v = r_pcall('HMGET', key, 's', 'c')
+    local foreign = v.err ~= nil -- not a hash: read as empty, deleted by the record
+    if foreign then
+        v = EMPTY_STATE
+    end
+    st.foreign = foreign
     local n = 0
     local live = to_number(v[1]) == s
     if live then
@@ -1356,6 +1427,9 @@ local function fixed_record(c, st, key, w, now)
         r_call('HSET', key, 'c', st.count + w)
         return
     end
+    if st.foreign then
+        foreign_clear(key, 'hash')
+    end
     r_call('HSET', key, 's', limit_fmt(st.s), 'c', limit_fmt(st.count + w))
     r_call('PEXPIRE', key, m_ceil((st.s + c.p - now) / 1000))
 end
@@ -1364,7 +1438,8 @@ local function gate_check(c, st, key, w, now)
     local ttl = r_call('PTTL', key)
     local interval = limit_ceil_ratio(w, c.p_ms, c.n)
     st.interval = interval
-    if ttl < 0 then
+    -- a closed gate holds '1'; another algorithm's key read as an open gate (SET replaces it)
+    if ttl < 0 or r_pcall('GET', key) ~= '1' then
         return true, 1, 0, 0, interval * 1000
     end
     st.retry = (ttl + 1) * 1000
@@ -1423,7 +1498,7 @@ local function limit(keys, args)
         cs, sts = {}, {}
     end
     local seen = nl > 8 and {} or nil
-    local windows, never, logs = false, nil, w == 1
+    local windows, never, logs, nlogs = false, nil, w == 1, 0
     for i = 1, nl do
         local c = spec_cache[args[i + 1]]
         if not c then
@@ -1454,12 +1529,20 @@ local function limit(keys, args)
         if w > c.n and not never then
             never = i
         end
-        if logs and c.alg ~= 'log' then
+        if c.alg ~= 'log' then
             logs = false
+        else
+            nlogs = nlogs + 1
         end
     end
     if never then -- the first limit whose COUNT is below the weight
         return {-1, never, 0, -1, 0}
+    end
+    if w * nlogs > LOG_MAX_UNITS then
+        return redis.error_reply('SLUICECONFIG weight ' .. w .. ' in ' .. nlogs ..
+            ' log limit(s) is ' .. limit_fmt(w * nlogs) .. ' units; a call counts at most ' ..
+            LOG_MAX_UNITS .. ' in log limits (a sorted-set member each): use gcra or window' ..
+            ' for heavier requests')
     end
     if logs then
         return log_limits(cs, keys, nl, now_us())
@@ -1541,8 +1624,12 @@ local function limit(keys, args)
 end
 --[[ Limits on a queue: configured in the hash sluice:{Q}:limits (name -> "SCOPE SPEC", SPEC as
 for sluice_limit), counted in sluice:{Q}:meta `limits` (so admission learns with the HMGET it
-already makes whether there are any), state in sluice:{Q}:lim:NAME:VALUE where VALUE is '' for
-scope `queue`, the envelope's tenant for `tenant`, the caller's key for `client`. ]]
+already makes whether there are any), state in sluice:{Q}:qlim:NAME:ALG:VALUE (qlim_key) where
+VALUE is '' for scopes `queue` and `drain`, the envelope's tenant for `tenant` and
+`drain-tenant` (also '' for a message without one), the caller's key for `client`. The
+algorithm is part of the name, so a limit set again with another one starts afresh and never
+meets the old one's state; `qlim:` keeps it apart from the standalone limiter's
+sluice:{NS}:lim:KEY whatever NS and KEY are. ]]
 local ADMISSION_SCOPES = {queue = true, tenant = true, client = true}
 local DRAIN_SCOPES = {drain = true, inflight = true, ['drain-tenant'] = true,
     ['inflight-tenant'] = true}
@@ -1553,6 +1640,12 @@ local COUNT_SCOPES = {inflight = true, ['inflight-tenant'] = true} -- a count, n
 local INFLIGHT_POLL_MS = 1000
 local LIMIT_NAME_PATTERN = '^[%w_%.%-]+$'
 
+-- The state key of queue limit NAME of algorithm ALG, less its VALUE (which follows): built
+-- here and nowhere else (the C side's twin is sluice_key_queue_limit). prefix: "sluice:{Q}:".
+local function qlim_key(prefix, name, alg)
+    return prefix .. 'qlim:' .. name .. ':' .. alg .. ':'
+end
+
 --[[ The limits of a queue as they were last read, by the scopes asked for and the limits key:
 {raw = the HGETALL reply, out = the list made of it}. A read that gets the same reply (the
 same strings, compared as Lua compares strings: by content) takes the same list, so the
@@ -1562,9 +1655,9 @@ local QUEUE_LIMITS_MAX = 64
 local queue_limits_cache, queue_limits_cached = {}, 0
 
 -- The limits of a queue in `scopes`: {{name, scope, spec table, key}, ...} in name order (an
--- `inflight` or `inflight-tenant` limit's spec is its count: {n = N}; key is the prefix of its
--- state keys, sluice:{Q}:lim:NAME:, the value follows). Shared between calls: read it, never
--- write it.
+-- `inflight` or `inflight-tenant` limit's spec is its count: {n = N}, its key ''; a rate's key
+-- is the prefix of its state keys (qlim_key), the value follows). Shared between calls: read
+-- it, never write it.
 local function queue_limits(limits_key, scopes)
     local raw = r_call('HGETALL', limits_key)
     local by_scopes = queue_limits_cache[scopes]
@@ -1590,7 +1683,7 @@ local function queue_limits(limits_key, scopes)
     for i = 1, #raw, 2 do
         local scope, spec = s_match(raw[i + 1], '^(%S+) (%S+)$')
         if scope and scopes[scope] then
-            local l
+            local l, key = nil, ''
             if COUNT_SCOPES[scope] then
                 l = {n = to_number(spec) or 0}
             else
@@ -1598,9 +1691,9 @@ local function queue_limits(limits_key, scopes)
                 if l.err then
                     return l
                 end
+                key = qlim_key(prefix, raw[i], l.alg)
             end
-            out[#out + 1] = {name = raw[i], scope = scope, spec = l,
-                key = prefix .. 'lim:' .. raw[i] .. ':'}
+            out[#out + 1] = {name = raw[i], scope = scope, spec = l, key = key}
         end
     end
     table.sort(out, function(a, b) return a.name < b.name end)
@@ -1873,8 +1966,8 @@ each message is counted once, where its final outcome is decided)
 reply: {admitted, depth_after, capacity, duplicate(0|1), acked, outcome_1, ..., outcome_n}
   outcome: the entry id (admitted), 0 (full), or {limit, retry_after_ms, COUNT, PERIOD_MS}
   (refused by that limit; retry_after_ms rounded up). A duplicate replies {1, depth,
-  capacity, 1, -1, id}. Limit state keys sluice:{Q}:lim:NAME:VALUE are derived here (same hash
-  tag as KEYS). Errors: SLUICECONFIG (capacity, backend, a bad limit in sluice:{Q}:limits or
+  capacity, 1, -1, id}. Limit state keys sluice:{Q}:qlim:NAME:ALG:VALUE are derived here (same
+  hash tag as KEYS). Errors: SLUICECONFIG (capacity, backend, a bad limit in sluice:{Q}:limits or
   arguments), WRONGTYPE. ]]
 local function admit2(keys, args, v1)
     local cap, _, nlimits, share, fair, lane_depth = queue_settings(keys[2], args[1], 'stream')
@@ -2060,7 +2153,7 @@ local function pool_caps(lims, prefix, n, now, in_flight)
             n, wait = lease_cap(lim.spec.n, in_flight(), n, wait)
             leased = leased or n <= 0
         elseif lim.scope == 'drain' then
-            local key = prefix .. 'lim:' .. lim.name .. ':'
+            local key = lim.key
             n, wait = rate_cap(lim, key, n, wait, now)
             if not n then
                 return nil, wait
@@ -2212,7 +2305,7 @@ local function fair_take(keys, args)
                     allow, lane_hold = lease_cap(lim.spec.n, inflight, allow, lane_hold)
                     leased = leased or allow <= 0
                 else
-                    local key = prefix .. 'lim:' .. lim.name .. ':' .. tn
+                    local key = lim.key .. tn
                     allow, lane_hold = rate_cap(lim, key, allow, lane_hold, now)
                     if not allow then
                         return lane_hold

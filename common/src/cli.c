@@ -19,6 +19,7 @@
 #include <uv.h>
 
 #include "sluice/cli.h"
+#include "sluice/envelope.h"
 #include "sluice/log.h"
 #include "sluice/status.h"
 
@@ -248,4 +249,42 @@ int sluice_listen_addr_parse(const char *opt, const char *s, struct sockaddr_sto
     snprintf(err, errlen, "%s: \"%s\" is not an IP address (use 127.0.0.1, [::1] or :PORT)", opt,
              host);
     return -1;
+}
+
+/* Text as a JSON value: valid UTF-8 as a JSON string (as is, only quote, backslash and control
+ * characters escaped); anything else as {"base64":"..."}, so bytes are never shown as other
+ * characters than they are. */
+void sluice_cli_json_str(FILE *f, const char *s, size_t len) {
+    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    if (!sluice_utf8_valid(s, len)) {
+        const unsigned char *u = (const unsigned char *)s;
+        fputs("{\"base64\":\"", f);
+        for (size_t i = 0; i < len; i += 3) {
+            unsigned v = (unsigned)u[i] << 16 | (i + 1 < len ? (unsigned)u[i + 1] << 8 : 0) |
+                         (i + 2 < len ? u[i + 2] : 0);
+            fputc(b64[v >> 18 & 63], f);
+            fputc(b64[v >> 12 & 63], f);
+            fputc(i + 1 < len ? b64[v >> 6 & 63] : '=', f);
+            fputc(i + 2 < len ? b64[v & 63] : '=', f);
+        }
+        fputs("\"}", f);
+        return;
+    }
+    fputc('"', f);
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '"' || ch == '\\') {
+            fputc('\\', f);
+            fputc(ch, f);
+        } else if (ch == '\n') {
+            fputs("\\n", f);
+        } else if (ch == '\t') {
+            fputs("\\t", f);
+        } else if (ch < 0x20 || ch == 0x7f) {
+            fprintf(f, "\\u%04x", ch);
+        } else {
+            fputc(ch, f); /* UTF-8 bytes as they are */
+        }
+    }
+    fputc('"', f);
 }

@@ -63,17 +63,36 @@ int sluice_duration_parse(const char *s, size_t len, long long *ms, char *err, s
     for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
         size_t ul = strlen(units[i].unit);
         if (len - digits == ul && memcmp(s + digits, units[i].unit, ul) == 0) {
-            *ms = n * units[i].ms;
-            if (n < 1 || *ms > PERIOD_MAX_MS) {
+            /* compared before multiplying: 12 digits of days overflow a long long */
+            if (n < 1 || n > PERIOD_MAX_MS / units[i].ms) {
                 snprintf(err, errlen, "duration '%.*s' is out of range (1ms..366d)", (int)len, s);
                 return SLUICE_EINVAL;
             }
+            *ms = n * units[i].ms;
             return 0;
         }
     }
     snprintf(err, errlen, "duration '%.*s' needs a unit: ms, s, m, h or d (e.g. 500ms, 10s, 30m)",
              (int)len, s);
     return SLUICE_EINVAL;
+}
+
+int sluice_duration_format(long long ms, char *buf, size_t len) {
+    static const struct {
+        const char *unit;
+        long long ms;
+    } units[] = {{"d", 86400000}, {"h", 3600000}, {"m", 60000}, {"s", 1000}};
+    const char *unit = "ms";
+    long long n = ms;
+    for (size_t i = 0; ms > 0 && i < sizeof(units) / sizeof(units[0]); i++) {
+        if (ms % units[i].ms == 0) {
+            unit = units[i].unit;
+            n = ms / units[i].ms;
+            break;
+        }
+    }
+    int k = ms >= 0 && buf != NULL ? snprintf(buf, len, "%lld%s", n, unit) : -1;
+    return k >= 0 && (size_t)k < len ? 0 : SLUICE_EINVAL;
 }
 
 int sluice_limit_parse(const char *spec, sluice_limit_alg alg, sluice_limit *out, char *err,
@@ -153,6 +172,29 @@ static int check_limit(const sluice_limit *l, size_t i, char *err, size_t errlen
     return 0;
 }
 
+/* A window limit's PRECISION_MS as sent: 0 means PERIOD / WINDOW_BLOCKS (at least 1 ms). */
+static long long window_precision(const sluice_limit *l) {
+    long long prec = l->precision_ms ? l->precision_ms : l->period_ms / WINDOW_BLOCKS;
+    return prec < 1 ? 1 : prec;
+}
+
+/* Whether limit i's key was given by an earlier limit: only window limits of different
+ * PERIOD:PRECISION may share a key (they share one hash), as the function checks. */
+static int key_repeated(const sluice_limit *limits, size_t i) {
+    const sluice_limit *l = &limits[i];
+    size_t kl = l->keylen ? l->keylen : strlen(l->key);
+    for (size_t j = 0; j < i; j++) {
+        const sluice_limit *o = &limits[j];
+        size_t ol = o->keylen ? o->keylen : strlen(o->key);
+        if (ol == kl && memcmp(o->key, l->key, kl) == 0 &&
+            !(l->alg == SLUICE_LIMIT_WINDOW && o->alg == SLUICE_LIMIT_WINDOW &&
+              (l->period_ms != o->period_ms || window_precision(l) != window_precision(o)))) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static int call_build(limit_call *c, const char *ns, const sluice_limit *limits, size_t n,
                       long long weight, char *err, size_t errlen) {
     sluice_keys qk;
@@ -167,6 +209,19 @@ static int call_build(limit_call *c, const char *ns, const sluice_limit *limits,
         snprintf(err, errlen, "weight %lld is not in 1..%d", weight, SLUICE_LIMIT_COUNT_MAX);
         return SLUICE_EINVAL;
     }
+    size_t logs = 0, never = 0; /* never: the function answers "never" before the log bound */
+    for (size_t i = 0; i < n; i++) {
+        logs += limits[i].alg == SLUICE_LIMIT_LOG;
+        never += weight > limits[i].count;
+    }
+    if (logs > 0 && never == 0 && weight > SLUICE_LIMIT_LOG_UNITS_MAX / (long long)logs) {
+        snprintf(err, errlen,
+                 "weight %lld in %zu log limit(s) is more than %d units, the most one call counts "
+                 "in log limits (a sorted-set member each); use gcra or window for heavier "
+                 "requests",
+                 weight, logs, SLUICE_LIMIT_LOG_UNITS_MAX);
+        return SLUICE_EINVAL;
+    }
     c->n = (int)n;
     snprintf(c->weight, sizeof(c->weight), "%lld", weight);
     c->args[0] = c->weight;
@@ -174,6 +229,13 @@ static int call_build(limit_call *c, const char *ns, const sluice_limit *limits,
     for (size_t i = 0; i < n; i++) {
         const sluice_limit *l = &limits[i];
         if (check_limit(l, i, err, errlen) != 0) {
+            return SLUICE_EINVAL;
+        }
+        if (key_repeated(limits, i)) {
+            snprintf(err, errlen,
+                     "limit key '%.*s' is given twice; only window limits of different "
+                     "period or precision may share a key",
+                     (int)(l->keylen ? l->keylen : strlen(l->key)), l->key);
             return SLUICE_EINVAL;
         }
         size_t kl = l->keylen ? l->keylen : strlen(l->key);
@@ -199,9 +261,8 @@ int sluice_limit_spec(const sluice_limit *l, char *buf, size_t len) {
     }
     int n;
     if (l->alg == SLUICE_LIMIT_WINDOW) {
-        long long prec = l->precision_ms ? l->precision_ms : l->period_ms / WINDOW_BLOCKS;
-        prec = prec < 1 ? 1 : prec;
-        n = snprintf(buf, len, "window:%lld:%lld:%lld", l->count, l->period_ms, prec);
+        n = snprintf(buf, len, "window:%lld:%lld:%lld", l->count, l->period_ms,
+                     window_precision(l));
     } else {
         n = snprintf(buf, len, "%s:%lld:%lld", alg_names[l->alg], l->count, l->period_ms);
     }

@@ -183,6 +183,7 @@ int sluice_capacity_parse(const char *s, size_t len, long long *out) {
 #define PROC_PART "proc:"
 #define IDEM_PART "idem:"
 #define LIM_PART  "lim:"
+#define QLIM_PART "qlim:"
 
 static int key_part(const sluice_keys *k, const char *part, const char *key, size_t keylen,
                     char *buf, size_t len) {
@@ -201,6 +202,15 @@ int sluice_key_idem(const sluice_keys *k, const char *key, size_t keylen, char *
 
 int sluice_key_limit(const sluice_keys *k, const char *key, size_t keylen, char *buf, size_t len) {
     return key_part(k, LIM_PART, key, keylen, buf, len);
+}
+
+int sluice_key_queue_limit(const sluice_keys *k, const char *name, const char *alg,
+                           const char *value, size_t valuelen, char *buf, size_t len) {
+    int n = snprintf(buf, len, "%s" QLIM_PART "%s:%s:%.*s", k->prefix, name, alg, (int)valuelen,
+                     value != NULL ? value : "");
+    return n >= 0 && (size_t)n < len && (value == NULL || memchr(value, '\0', valuelen) == NULL)
+               ? 0
+               : SLUICE_EINVAL;
 }
 
 const char *sluice_key_proc_consumer(const sluice_keys *k, const char *key) {

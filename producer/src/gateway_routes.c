@@ -164,6 +164,27 @@ static void count_limited(gw_queue *q, const char *name) {
     q->limited[i].n++;
 }
 
+/* A limit of count per period_ms as RateLimit-Policy's quota q per w whole seconds: the
+ * same rate over the shortest whole number of seconds that holds whole periods (5/500ms is
+ * q=10;w=1, 3/1500ms q=6;w=3); past a day of them, w rounded up and q the units of the whole
+ * periods in it. */
+static void policy_window(long long count, long long period_ms, long long *q, long long *w) {
+    long long a = period_ms > 0 ? period_ms : 1, b = 1000;
+    while (b != 0) {
+        long long r = a % b;
+        a = b;
+        b = r;
+    }
+    long long p = period_ms > 0 ? period_ms : 1, secs = p / a; /* lcm(p, 1000) / 1000 */
+    if (secs <= 86400) {
+        *w = secs;
+        *q = count * (secs * 1000 / p);
+        return;
+    }
+    *w = (p + 999) / 1000;
+    *q = count * (*w * 1000 / p); /* w * 1000 >= p: at least count */
+}
+
 static void on_admitted(sluice_aproducer *ap, const sluice_admit_result *res, void *arg) {
     gw_conn *c = arg;
     observe_latency(c->srv, c->started_ns);
@@ -195,11 +216,12 @@ static void on_admitted(sluice_aproducer *ap, const sluice_admit_result *res, vo
     case SLUICE_LIMITED: {
         /* draft-ietf-httpapi-ratelimit-headers: the policy (quota q per window w seconds) and
          * what is left of it now (r units, t seconds until the next one is allowed) */
-        long long t = (res->retry_after_ms + 999) / 1000, w = (res->limit_period_ms + 999) / 1000;
+        long long t = (res->retry_after_ms + 999) / 1000, q, w;
+        policy_window(res->limit_count, res->limit_period_ms, &q, &w);
         snprintf(hdrs, sizeof(hdrs),
                  "Retry-After: %lld\r\nRateLimit-Policy: \"%s\";q=%lld;w=%lld\r\n"
                  "RateLimit: \"%s\";r=0;t=%lld\r\n%s",
-                 t, res->limit, res->limit_count, w, res->limit, t, extra);
+                 t, res->limit, q, w, res->limit, t, extra);
         reply_json(c, 429, hdrs,
                    "{\"error\":\"rate limited\",\"limit\":\"%s\",\"retry_after_ms\":%lld,"
                    "\"retry_after\":%lld}\n",

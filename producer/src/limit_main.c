@@ -43,7 +43,10 @@ static const char usage[] =
     "\n"
     "Prints: allowed=1 remaining=R retry_after_ms=0 reset_ms=T\n"
     "    or: allowed=0 limited_by=KEY remaining=0 retry_after_ms=T reset_ms=T\n"
-    "    (never=1 when the weight is more than the limit could ever allow)\n"
+    "    (never=1 and retry_after_ms=-1 when the weight is more than the limit could ever\n"
+    "    allow). Options may follow NAMESPACE; \"--\" ends them. A key is given once (window\n"
+    "    limits of different DURATION or PRECISION may share one). Log limits count at most\n"
+    "    500 units in one call (weight x log limits).\n"
     "\n"
     "EXAMPLES\n"
     "  sluice-limit api key-42=5/1s                         5 per second per API key (GCRA)\n"
@@ -75,32 +78,15 @@ static int fail_usage(const char *msg) {
     return SLUICE_EXIT_USAGE;
 }
 
-/* JSON string of s[0..len): the limit keys are the user's own bytes. */
-static void json_str(const char *s, size_t len) {
-    putchar('"');
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\') {
-            printf("\\%c", c);
-        } else if (c < 0x20) {
-            printf("\\u%04x", c);
-        } else {
-            putchar(c);
-        }
-    }
-    putchar('"');
-}
-
 static void print_result(const sluice_limit_result *res, const sluice_limit *limits, int json) {
     const char *by = res->limited_by >= 0 ? limits[res->limited_by].key : NULL;
     size_t bylen = res->limited_by >= 0 ? limits[res->limited_by].keylen : 0;
     if (json) {
         printf("{\"allowed\":%s,\"never\":%s,\"limited_by\":", res->allowed == 1 ? "true" : "false",
                res->allowed == -1 ? "true" : "false");
-        by ? json_str(by, bylen) : (void)printf("null");
-        printf(",\"remaining\":%lld,\"retry_after_ms\":", res->remaining);
-        res->retry_after_ms >= 0 ? printf("%lld", res->retry_after_ms) : printf("null");
-        printf(",\"reset_ms\":%lld}\n", res->reset_ms);
+        by ? sluice_cli_json_str(stdout, by, bylen) : (void)printf("null");
+        printf(",\"remaining\":%lld,\"retry_after_ms\":%lld,\"reset_ms\":%lld}\n", res->remaining,
+               res->retry_after_ms, res->reset_ms); /* retry_after_ms -1: never */
         return;
     }
     if (res->allowed == 1) {
@@ -110,7 +96,7 @@ static void print_result(const sluice_limit_result *res, const sluice_limit *lim
         printf("allowed=0 limited_by=%.*s remaining=%lld retry_after_ms=%lld reset_ms=%lld\n",
                (int)bylen, by, res->remaining, res->retry_after_ms, res->reset_ms);
     } else {
-        printf("allowed=0 never=1 limited_by=%.*s remaining=0 retry_after_ms=never reset_ms=0\n",
+        printf("allowed=0 never=1 limited_by=%.*s remaining=0 retry_after_ms=-1 reset_ms=0\n",
                (int)bylen, by);
     }
 }
@@ -123,7 +109,8 @@ int main(int argc, char **argv) {
     char err[512];
     sluice_limiter_options_init(&o);
     opterr = 0;
-    while ((ch = getopt_long(argc, argv, "+a:w:r:hV", longopts, NULL)) != -1) {
+    /* options may come after NAMESPACE and the limits too ("--" ends them) */
+    while ((ch = getopt_long(argc, argv, "a:w:r:hV", longopts, NULL)) != -1) {
         switch (ch) {
         case 'a':
             if (sluice_limit_alg_parse(optarg, &alg) != 0) {

@@ -372,11 +372,11 @@ int bench_drain(int argc, char **argv) {
         rc = check_queue(&a, c, &k, st.processed);
     }
     sluice_worker_free(w);
-    if (c != NULL && a.pace != NULL) { /* the limit's state: sluice:{Q}:lim:bench-pace: */
+    if (c != NULL && a.pace != NULL) { /* the limit's state: sluice:{Q}:qlim:bench-pace:gcra: */
         char key[SLUICE_KEY_MAX + 32];
         redisReply *r = NULL;
         const char *del[] = {"DEL", key};
-        if (sluice_key_limit(&k, PACE_LIMIT ":", strlen(PACE_LIMIT ":"), key, sizeof(key)) == 0) {
+        if (sluice_key_queue_limit(&k, PACE_LIMIT, "gcra", NULL, 0, key, sizeof(key)) == 0) {
             sluice_conn_command(c, 2, del, NULL, &r, NULL);
             freeReplyObject(r);
         }

@@ -9,7 +9,7 @@
 #include "sluice/redis.h"
 
 /* Deletes the keys of `queue` (stream, dead, meta, stats, list, limits, and a fair queue's lanes
- * and their bookkeeping; not the limiter state sluice:{Q}:lim:*), and of each of its partitions
+ * and their bookkeeping; not the limiter state sluice:{Q}:qlim:*), and of each of its partitions
  * when it is partitioned (sluice-admin partitions). Returns 0 or exit code 3. */
 int bench_purge(const char *url, const char *queue);
 
@@ -18,7 +18,7 @@ int bench_purge(const char *url, const char *queue);
  * `sluice-admin limit` stay in force, and so do a fair queue's switch and weights (its lanes are
  * deleted and meta's lane counts cleared), and a partitioned queue's partitions (each keeps its
  * meta). Stream backend only (a list queue's depth is in meta).
- * Limiter state (sluice:{Q}:lim:*) is left as it is. Returns 0 or exit code 3. */
+ * Limiter state (sluice:{Q}:qlim:*) is left as it is. Returns 0 or exit code 3. */
 int bench_purge_data(const char *url, const char *queue);
 
 /* The queue figures (sluice/figures.h) of a stream queue read over `c`, group "workers".

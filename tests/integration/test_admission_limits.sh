@@ -10,7 +10,7 @@ q="alim-$$"
 keys+=($(queue_keys "$q") "sluice:{$q}:limits")
 A() { "$bin/sluice-admin" --redis "$url" "$@"; }
 E() { "$bin/sluice-enqueue" --redis "$url" --queue "$q" "$@"; }
-cleanup_limits() { rcli --scan --pattern "sluice:{$q}:lim:*" | xargs -r redis-cli -u "$url" DEL >/dev/null; }
+cleanup_limits() { rcli --scan --pattern "sluice:{$q}:qlim:*" | xargs -r redis-cli -u "$url" DEL >/dev/null; }
 trap 'cleanup_limits; lib_cleanup' EXIT
 
 # the first admission function still works for existing clients (the prefix that fits)
@@ -29,7 +29,7 @@ run 0 "limit global on $q: queue log 5/10s" A limit "$q" set global queue 5/10s 
 run 2 "scope 'planet' is not queue, tenant, client, drain, drain-tenant, inflight or inflight-tenant" A limit "$q" set x planet 1/s
 run 2 "needs a unit" A limit "$q" set x queue 1/3x
 run 2 'not 1..64 of' A limit "$q" set 'bad name' queue 1/s
-run 0 'per-tenant +tenant +gcra +3/10000ms' A limit "$q" list
+run 0 'per-tenant +tenant +gcra +3/10s' A limit "$q" list
 [ "$(rcli HGET "sluice:{$q}:meta" limits)" = 2 ] || fail "meta limits is not 2"
 
 # tenant a: 3 of 4 admitted, the 4th limited by per-tenant with an exact retry-after
@@ -43,7 +43,7 @@ run 0 'admitted=2 rejected=0' E --tenant b b1 b2
 run 1 'limited=1 \(by global' E --tenant c c1
 [ "$(rcli XLEN "sluice:{$q}:stream")" = 5 ] || fail "depth is not 5"
 [ "$(rcli HGET "sluice:{$q}:stats" limited)" = 2 ] || fail "limited counter"
-run 0 'per-tenant +tenant +gcra +3/10000ms +1$' A limit "$q" list
+run 0 'per-tenant +tenant +gcra +3/10s +1$' A limit "$q" list
 run 0 'per-tenant +tenant +gcra:3:10000 +1$' A stats "$q" --sample 0
 A stats "$q" --sample 0 --json | grep -q '"limits":\[{"name":"global","scope":"queue","spec":"log:5:10000","refused":1},{"name":"per-tenant",' ||
     fail "stats --json limits: $(A stats "$q" --sample 0 --json)"
@@ -64,7 +64,7 @@ sed -n 10p "$tmp/batch" | grep -qE '^[0-9]+-[0-9]+$' || fail "batch outcome 2: $
 # capacity still holds with limits: full is full, and a full message does not consume a limit
 run 0 'capacity' A capacity "$q" 7
 run 1 'admitted=0 rejected=1 depth=7 capacity=7$' E --tenant e e1
-[ "$(rcli EXISTS "sluice:{$q}:lim:per-tenant:e")" = 0 ] || fail "a full message was counted"
+[ "$(rcli EXISTS "sluice:{$q}:qlim:per-tenant:gcra:e")" = 0 ] || fail "a full message was counted"
 run 0 'capacity' A capacity "$q" 100
 
 # the first admission function knows nothing of limits: refused, not let past them

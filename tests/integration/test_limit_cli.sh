@@ -24,6 +24,19 @@ run 2 "--algorithm: 'leaky' is not one of" L --algorithm leaky "$ns" k=1/s
 run 2 "namespace 'a b'" L 'a b' k=1/s
 run 2 'give a NAMESPACE and at least one KEY=RATE' L "$ns"
 run 2 'weight' L --weight 0 "$ns" k=1/s
+# a count of days that overflowed was taken for 9.6 h; a key twice; a log call too heavy
+run 2 "duration '213503982335d' is out of range \(1ms..366d\)" L "$ns" hv=1/213503982335d
+run 2 "duration '213503982335d' is out of range" L -a window "$ns" 'hv=10/366d~213503982335d'
+run 2 "limit key 'k' is given twice" L "$ns" k=1/s j=1/s k=5/1h
+run 2 "weight 501 in 1 log limit\(s\) is more than 500 units" L -a log -w 501 "$ns" hv=1000/1h
+[ "$(rcli EXISTS "sluice:{$ns}:lim:hv")" = 0 ] || fail "a refused call wrote hv"
+# options after NAMESPACE and the limits; never is a number
+run 1 'never=1 limited_by=nk1 remaining=0 retry_after_ms=-1 reset_ms=0$' L "$ns" nk1=3/10s --weight 4
+run 1 '"never":true,"limited_by":"nk1","remaining":0,"retry_after_ms":-1,' L "$ns" nk1=3/10s -w 4 --json
+# --json stays JSON for a key that is not UTF-8
+L --json -w 2 "$ns" "$(printf 'n\xff')=1/1s" >"$tmp/j" || true
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["limited_by"] == {"base64": "bv8="}, d' \
+    "$tmp/j" || fail "--json limited_by of a non-UTF-8 key: $(cat "$tmp/j")"
 run 3 'redis unavailable' "$bin/sluice-limit" --redis redis://127.0.0.1:1 "$ns" k=1/s
 run 0 'EXAMPLES' L --help
 run 0 '^sluice-limit [0-9]' L --version

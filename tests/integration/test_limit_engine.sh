@@ -180,14 +180,65 @@ for k in conc-gcra conc-window conc-log conc-fixed conc-gate multi-a multi-b; do
     [ "$ttl" -gt 0 ] || fail "$ns:$k has PTTL $ttl"
 done
 
-# a key holding something else than the algorithm's state is an error, nothing is written
+# a key holding another algorithm's state (a key whose algorithm changed) or anything else
+# never fails a call: it reads as empty and the counted call replaces it with its own state
+# (gcra -> gate passes a fresh gate; every pair of algorithms, and a foreign string and list)
+specs=(gcra:5:60000 window:5:60000:1000 log:5:60000 fixed:5:60000 gate:5:60000)
+types=(string hash zset hash string)
+for i in "${!specs[@]}"; do
+    for j in "${!specs[@]}" x; do
+        [ "$j" = "$i" ] && continue
+        mk k "alg-$i-$j"
+        if [ "$j" = x ]; then
+            rcli RPUSH "$k" a b >/dev/null
+        else
+            r=$(lim 1 "$k" 2 "${specs[$j]}")
+            [ "$(field "$r" 1)" = 1 ] || fail "${specs[$j]}: $r"
+        fi
+        r=$(lim 1 "$k" 1 "${specs[$i]}")
+        [ "$(field "$r" 1)" = 1 ] || fail "${specs[$i]} over ${specs[$j]:-a list}: $r"
+        [ "$(rcli TYPE "$k")" = "${types[$i]}" ] && [ "$(rcli PTTL "$k")" -gt 0 ] ||
+            fail "${specs[$i]} over ${specs[$j]:-a list}: $(rcli TYPE "$k") $(rcli PTTL "$k")"
+    done
+done
 mk k foreign
 rcli SET "$k" garbage >/dev/null
-rcli FCALL sluice_limit 2 "$ns:bad1" "$k" 1 log:5:1000 gcra:5:1000 2>&1 |
-    grep -q "^SLUICECONFIG $k does not hold gcra state" || fail "foreign gcra value accepted"
-[ "$(rcli GET "$k")" = garbage ] && [ "$(rcli EXISTS "$ns:bad1")" = 0 ] ||
-    fail "a call refused for a foreign value wrote something"
-keys+=("$ns:bad1" "$ns:bad2")
+[ "$(field "$(lim 2 "$ns:foreign-log" "$k" 1 log:5:1000 gcra:5:1000)" 1)" = 1 ] ||
+    fail "a foreign string failed a gcra call"
+rcli GET "$k" | grep -q ' 5 1000$' || fail "gcra did not replace a foreign string: $(rcli GET "$k")"
+keys+=("$ns:foreign-log" "$ns:bad1" "$ns:bad2")
+
+# a gcra rate change: the debt carried over is at most the new period, and the key lives as
+# long as it (50 of 100/1s used, then 1/1h: refused for at most an hour, and still the next
+# second; before, 50 x 1 h of debt in a key that expired 0.5 s later)
+mk k gcra-lower
+r=$(limn 50 1 "$k" 1 gcra:100:1000)
+[ "$(echo "$r" | grep -c '^1 ')" = 50 ] || fail "gcra 100/1s: $r"
+r=$(lim 1 "$k" 1 gcra:1:3600000)
+retry=$(field "$r" 4) reset=$(field "$r" 5)
+[ "$(field "$r" 1)" = 0 ] && [ "$retry" -gt 3000000 ] && [ "$retry" -le 3600000 ] &&
+    [ "$reset" -le 3600000 ] || fail "gcra lowered to 1/1h: $r"
+ttl=$(rcli PTTL "$k")
+[ "$ttl" -gt 3000000 ] && [ "$ttl" -le 3600001 ] || fail "gcra lowered to 1/1h: PTTL $ttl"
+sleep 1
+[ "$(field "$(lim 1 "$k" 1 gcra:1:3600000)" 1)" = 0 ] || fail "gcra lowered: passed 1 s later"
+# raised back: the debt shrinks to the faster rate's terms
+[ "$(field "$(lim 1 "$k" 1 gcra:100:1000)" 1)" = 1 ] || fail "gcra raised again: refused"
+
+# one call counts at most 500 units in log limits (a member each, so no call blocks Redis):
+# weight 500 in one log passes, 501 (or 2 x 251 in two logs) is refused and writes nothing
+mk k log-heavy
+mk k2 log-heavy2
+[ "$(field "$(lim 1 "$k" 500 log:1000000:60000)" 1)" = 1 ] || fail "log weight 500 refused"
+[ "$(rcli ZCARD "$k")" = 500 ] || fail "log weight 500: $(rcli ZCARD "$k") members"
+rcli FCALL sluice_limit 1 "$k2" 501 log:1000000:60000 2>&1 |
+    grep -q '^SLUICECONFIG weight 501 in 1 log limit(s) is 501 units; a call counts at most 500' ||
+    fail "log weight 501 accepted: $(rcli ZCARD "$k2") members"
+rcli FCALL sluice_limit 2 "$k" "$k2" 251 log:1000000:60000 log:1000000:60000 2>&1 |
+    grep -q '^SLUICECONFIG weight 251 in 2 log limit(s) is 502 units' || fail "2 x 251 accepted"
+[ "$(rcli EXISTS "$k2")" = 0 ] && [ "$(rcli ZCARD "$k")" = 500 ] || fail "a refused weight wrote"
+# other algorithms take any weight up to their COUNT in constant work
+[ "$(field "$(lim 1 "$ns:bad2" 1000000 gcra:1000000:60000)" 1)" = 1 ] || fail "gcra heavy"
 
 # a bad spec names itself and its position, and nothing is written
 rcli FCALL sluice_limit 2 "$ns:bad1" "$ns:bad2" 1 gcra:5:1000 window:5:10000:1 2>&1 |

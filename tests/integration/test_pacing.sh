@@ -8,7 +8,7 @@
 q="pace-$$"
 q2="lease-$$"
 keys+=($(queue_keys "$q") $(queue_keys "$q2") "sluice:{$q}:limits" "sluice:{$q2}:limits"
-    "sluice:{$q}:lim:pace:")
+    "sluice:{$q}:qlim:pace:gcra:")
 A() { "$bin/sluice-admin" --redis "$url" "$@"; }
 worker=("$bin/sluice-worker" --redis "$url" --log-level error) # started directly: $! is its PID
 

@@ -14,9 +14,9 @@ limits_of() { rcli HGETALL "sluice:{$1}:limits" | paste -sd' '; }
 
 run 0 "capacity of $q: 300" A capacity "$q" 300
 run 0 'partitions of .*: 3 ' A partitions "$q" 3
-run 0 'in each of its 3 partitions: gcra +10/3600000ms \(its share of the whole' \
+run 0 'in each of its 3 partitions: gcra +10/1h \(its share of the whole' \
     A limit "$q" set g queue 30/1h
-run 0 'in each of its 3 partitions: gcra +5/3600000ms \(as it is: a tenant lives in one' \
+run 0 'in each of its 3 partitions: gcra +5/1h \(as it is: a tenant lives in one' \
     A limit "$q" set t tenant 5/1h
 run 0 'in each of its 3 partitions: leases +3 ' A limit "$q" set i inflight 7
 run 0 "fair $q: on" A fair "$q" on --weight A=3
@@ -49,7 +49,7 @@ limited=$(grep -o 'limited=[0-9]*' "$tmp/e" | cut -d= -f2)
 [ -n "$admitted" ] && [ "$admitted" -le 30 ] && [ "$admitted" -ge 20 ] ||
     fail "60 offered against 30/1h over 5 partitions: $(cat "$tmp/e")"
 [ $((admitted + limited)) = 60 ] || fail "not all 60 answered: $(cat "$tmp/e")"
-run 0 "^g +queue +gcra +6/3600000ms +$limited\$" A limit "$q" list
+run 0 "^g +queue +gcra +6/1h +$limited\$" A limit "$q" list
 [ "$(A limit "$q" list --json | grep -o '"limited":[0-9]*' | tail -n 1)" = "\"limited\":$limited" ] ||
     fail "limit list --json: $(A limit "$q" list --json)"
 

@@ -10,7 +10,7 @@ url=$(cat "${SLUICE_TEST_REDIS_DIR:?}/url")
 command -v valgrind >/dev/null || { echo "valgrind is not installed (scripts/setup installs it)"; exit 1; }
 q="vg-$$"
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"; redis-cli -u "$url" DEL "sluice:{$q}:stream" "sluice:{$q}:stats" "sluice:{$q}:meta" "sluice:{$q}:dead" "sluice:{$q}:limits" "sluice:{$q}:lim:k" "sluice:{$q}:lim:g" "sluice:{$q}:lim:n" "sluice:{$q}:lim:pace:" >/dev/null' EXIT
+trap 'rm -rf "$tmp"; redis-cli -u "$url" DEL "sluice:{$q}:stream" "sluice:{$q}:stats" "sluice:{$q}:meta" "sluice:{$q}:dead" "sluice:{$q}:limits" "sluice:{$q}:lim:k" "sluice:{$q}:lim:g" "sluice:{$q}:lim:n" "sluice:{$q}:qlim:pace:gcra:" >/dev/null' EXIT
 
 vg() {
     valgrind --quiet --leak-check=full --show-leak-kinds=definite,indirect,possible \

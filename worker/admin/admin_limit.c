@@ -76,14 +76,17 @@ static int config_all(admin *a, const char *act, const char *name, const char *s
     return rc;
 }
 
-/* "gcra:5:1000" as "gcra    5/1000ms"; an inflight count or anything else as it is. */
+/* "gcra:5:1000" as "gcra    5/1s" (the durations as they are written in a RATE); an inflight
+ * count or anything else as it is. */
 static const char *fmt_rate(const char *spec, char *buf, size_t len) {
-    char alg[16];
+    char alg[16], period[32], precision[32];
     long long n, p, prec = 0;
-    if (sscanf(spec, "%15[a-z]:%lld:%lld:%lld", alg, &n, &p, &prec) >= 3) {
-        int k = snprintf(buf, len, "%-7s %lld/%lldms", alg, n, p);
-        if (prec > 0 && k > 0 && (size_t)k < len) {
-            snprintf(buf + k, len - (size_t)k, "~%lldms", prec);
+    if (sscanf(spec, "%15[a-z]:%lld:%lld:%lld", alg, &n, &p, &prec) >= 3 &&
+        sluice_duration_format(p, period, sizeof(period)) == 0) {
+        int k = snprintf(buf, len, "%-7s %lld/%s", alg, n, period);
+        if (prec > 0 && k > 0 && (size_t)k < len &&
+            sluice_duration_format(prec, precision, sizeof(precision)) == 0) {
+            snprintf(buf + k, len - (size_t)k, "~%s", precision);
         }
     } else {
         snprintf(buf, len, "%-7s %s", "leases", spec);
@@ -237,27 +240,91 @@ static int limit_list(admin *a) {
     return 0;
 }
 
-/* The state of one limit key as Redis holds it: enough to see why a request was refused. */
+/* A gcra value "TAT_US FRAC COUNT PERIOD_MS" at Redis time now_us, in words. */
+static void show_gcra(const char *v, long long now_us) {
+    long long tat, n, p;
+    double frac;
+    if (sscanf(v, "%lld %lf %lld %lld", &tat, &frac, &n, &p) != 4 || n < 1 || p < 1) {
+        printf("  not gcra state: %s\n", v);
+        return;
+    }
+    double debt = (double)(tat - now_us) + frac, t = (double)p * 1000.0 / (double)n;
+    debt = debt < 0 ? 0 : debt;
+    long long left = (long long)(((double)p * 1000.0 - debt) / t + 1e-9);
+    printf("  %lld of %lld left now (written for %lld/%lldms); full again in %.0f ms\n",
+           left < 0 ? 0 : left, n, n, p, debt / 1000.0 + 0.4999);
+}
+
+/* A window hash's fields "P:PREC:" (total), "P:PREC:l" (last block), "P:PREC:BLOCK", or a
+ * fixed window's {s, c}, in words. */
+static void show_hash(const redisReply *v, long long now_us) {
+    long long s = -1, c = -1;
+    for (size_t i = 0; i + 1 < v->elements; i += 2) {
+        const char *f = v->element[i]->str, *x = v->element[i + 1]->str;
+        size_t fl = strlen(f);
+        if (strcmp(f, "s") == 0) {
+            s = atoll(x);
+        } else if (strcmp(f, "c") == 0) {
+            c = atoll(x);
+        } else if (fl > 0 && f[fl - 1] == ':') {
+            printf("  window %.*s: %s counted in the window\n", (int)(fl - 1), f, x);
+        } else if (fl > 0 && f[fl - 1] != 'l') {
+            printf("    block %s: %s\n", f, x);
+        }
+    }
+    if (s >= 0 && c >= 0) {
+        printf("  fixed window from %lld ms ago: %lld counted\n", (now_us - s) / 1000, c);
+    }
+}
+
+/* The state of one limit key as Redis holds it, in words: enough to see why a request was
+ * refused. The key is the limit's (sluice_key_queue_limit), found from its configuration. */
 static int limit_show(admin *a) {
-    char key[SLUICE_KEY_MAX + 300], suffix[280];
+    char key[SLUICE_KEY_MAX + 300], alg[16] = "";
     if (a->nargs != 3 && a->nargs != 4) {
         admin_err(a, "usage: limit QUEUE show NAME [TENANT|CLIENT]");
         return SLUICE_EXIT_USAGE;
     }
-    snprintf(suffix, sizeof(suffix), "%s:%s", a->args[2], a->nargs == 4 ? a->args[3] : "");
-    if (sluice_key_limit(&a->keys, suffix, strlen(suffix), key, sizeof(key)) != 0) {
+    const char *name = a->args[2], *value = a->nargs == 4 ? a->args[3] : "";
+    redisReply *cfg, *t, *ttl, *now, *v;
+    int rc = admin_connect(a);
+    if (rc != 0 || (rc = admin_call(a, &cfg, "HGET", "HGET", a->keys.limits, name, NULL)) != 0) {
+        return rc;
+    }
+    int found = cfg->type == REDIS_REPLY_STRING, parsed = 0;
+    if (found) {
+        parsed = sscanf(cfg->str, "%*s %15[a-z]:", alg) == 1;
+        printf("limit %s on %s: %s\n", name, a->queue, cfg->str);
+    }
+    freeReplyObject(cfg);
+    if (!found) {
+        admin_err(a, "queue %s has no limit '%s' (see: limit %s list)", a->queue, name, a->queue);
+        return SLUICE_EXIT_USAGE;
+    }
+    if (!parsed) {
+        printf("  a count of entries in flight: no state of its own\n");
+        return 0;
+    }
+    if (sluice_key_queue_limit(&a->keys, name, alg, value, strlen(value), key, sizeof(key)) != 0) {
         admin_err(a, "NAME or VALUE too long");
         return SLUICE_EXIT_USAGE;
     }
-    redisReply *t, *ttl, *v;
-    int rc = admin_connect(a);
-    if (rc != 0 || (rc = admin_call(a, &t, "TYPE", "TYPE", key, NULL)) != 0) {
+    if ((rc = admin_call(a, &t, "TYPE", "TYPE", key, NULL)) != 0) {
         return rc;
     }
     if ((rc = admin_call(a, &ttl, "PTTL", "PTTL", key, NULL)) != 0) {
         freeReplyObject(t);
         return rc;
     }
+    if ((rc = admin_call(a, &now, "TIME", "TIME", NULL)) != 0) {
+        freeReplyObject(t);
+        freeReplyObject(ttl);
+        return rc;
+    }
+    long long now_us = now->type == REDIS_REPLY_ARRAY && now->elements == 2
+                           ? atoll(now->element[0]->str) * 1000000 + atoll(now->element[1]->str)
+                           : 0;
+    freeReplyObject(now);
     const char *type = t->type == REDIS_REPLY_STATUS ? t->str : "none";
     if (ttl->integer >= 0) {
         printf("%s: %s, expires in %lld ms\n", key, type, ttl->integer);
@@ -265,16 +332,19 @@ static int limit_show(admin *a) {
         printf("%s: %s\n", key, type);
     }
     if (strcmp(type, "string") == 0 && admin_call(a, &v, "GET", "GET", key, NULL) == 0) {
-        printf("  gcra or gate state: %s\n", v->str); /* "TAT_US FRAC N PERIOD" or a gate */
+        if (strcmp(alg, "gate") == 0) {
+            printf("  gate closed for %lld ms more\n", ttl->integer < 0 ? 0 : ttl->integer);
+        } else {
+            show_gcra(v->str, now_us);
+        }
         freeReplyObject(v);
     } else if (strcmp(type, "hash") == 0 &&
                admin_call(a, &v, "HGETALL", "HGETALL", key, NULL) == 0) {
-        for (size_t i = 0; i + 1 < v->elements; i += 2) {
-            printf("  %s = %s\n", v->element[i]->str, v->element[i + 1]->str);
-        }
+        show_hash(v, now_us);
         freeReplyObject(v);
     } else if (strcmp(type, "zset") == 0 && admin_call(a, &v, "ZCARD", "ZCARD", key, NULL) == 0) {
-        printf("  %lld requests in the log\n", v->integer);
+        printf("  %lld requests in the log (some may have expired since the last check)\n",
+               v->integer);
         freeReplyObject(v);
     } else if (strcmp(type, "none") == 0) {
         printf("  no state: nothing counted within the limit's period\n");

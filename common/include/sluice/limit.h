@@ -45,6 +45,9 @@ typedef enum sluice_limit_alg {
 #define SLUICE_LIMIT_KEY_MAX   200        /* bytes of a limit key */
 #define SLUICE_LIMIT_COUNT_MAX 1000000000 /* the largest N, and the largest weight */
 #define SLUICE_LIMIT_MAX       32         /* limits in one call */
+/* The units one call may count in LOG limits: weight x the number of log limits (a log
+ * writes one sorted-set member per unit, and one call must stay near a millisecond). */
+#define SLUICE_LIMIT_LOG_UNITS_MAX 500
 
 /* One limit of a call. `key` is borrowed for the call. */
 typedef struct sluice_limit {
@@ -74,6 +77,11 @@ const char *sluice_limit_alg_name(sluice_limit_alg a);
 /* Parses a duration "500ms", "10s", "30m", "1h", "1d" (or a bare unit, "s" = 1 s) into ms.
  * Returns 0 or SLUICE_EINVAL with a message naming the value in err. */
 int sluice_duration_parse(const char *s, size_t len, long long *ms, char *err, size_t errlen);
+
+/* Writes ms (>= 0) as a duration sluice_duration_parse reads back: in the largest unit that
+ * holds it whole ("30m" for 1800000, "90s", "1500ms"). Returns 0 or SLUICE_EINVAL (buf too
+ * small or ms negative). */
+int sluice_duration_format(long long ms, char *buf, size_t len);
 
 /* Parses "KEY=N/DURATION[~PRECISION]" into *out (out->key points into `spec`, which must stay
  * valid, with out->keylen the bytes before '='). `alg` is the algorithm to use; "~PRECISION"
@@ -108,8 +116,11 @@ void sluice_limiter_free(sluice_limiter *l);
 /*
  * Checks one request of `weight` (1..SLUICE_LIMIT_COUNT_MAX) against limits[0..n) (1..
  * SLUICE_LIMIT_MAX) in one round trip. Returns 0 with *res filled when Redis answered, else a
- * status: EINVAL for bad limits (before any Redis call; with no_scripts every limit must be
- * FIXED), ECONFIG when the server refused a spec or a key holds something else, ECONN /
+ * status: EINVAL for bad limits (before any Redis call: a key given twice, unless by window
+ * limits of different period or precision; weight x log limits over
+ * SLUICE_LIMIT_LOG_UNITS_MAX; with no_scripts every limit must be FIXED), ECONFIG when the
+ * server refused a spec (a key holding another algorithm's state is not an error: it reads as
+ * empty and is replaced when the call is counted), ECONN /
  * ETIMEDOUT / EUNKNOWN (the call may have counted) when Redis was not reachable. Detail in
  * sluice_limiter_errstr().
  */

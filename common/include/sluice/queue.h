@@ -75,10 +75,16 @@ int sluice_partition_of(const char *tenant, int parts);
  * and returns 0, or SLUICE_EINVAL when it does not fit in `len` bytes:
  *   sluice:{Q}:proc:CONSUMER   a list-backend consumer's processing list
  *   sluice:{Q}:idem:KEY        an idempotency key's record
- *   sluice:{Q}:lim:KEY         a rate limit's state (Q is the limiter's namespace) */
+ *   sluice:{Q}:lim:KEY         a standalone rate limit's state (Q is the limiter's namespace)
+ *   sluice:{Q}:qlim:NAME:ALG:VALUE  the state of queue Q's limit NAME of algorithm ALG ("gcra",
+ *                              ...) for VALUE ('' for scopes queue and drain, the tenant, the
+ *                              client key; valuelen bytes, NULL = ''): the twin of the function
+ *                              library's qlim_key, apart from every standalone key */
 int sluice_key_proc(const sluice_keys *k, const char *consumer, char *buf, size_t len);
 int sluice_key_idem(const sluice_keys *k, const char *key, size_t keylen, char *buf, size_t len);
 int sluice_key_limit(const sluice_keys *k, const char *key, size_t keylen, char *buf, size_t len);
+int sluice_key_queue_limit(const sluice_keys *k, const char *name, const char *alg,
+                           const char *value, size_t valuelen, char *buf, size_t len);
 
 /* The consumer a processing-list key belongs to (the text after "sluice:{Q}:proc:"), or the
  * key itself when it is not one of this queue's processing lists. */

@@ -9,6 +9,7 @@
 #define SLUICE_CLI_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -60,6 +61,12 @@ uint64_t sluice_wall_ms(void);
 
 /* Formats a count the way a person reads it: 1234567 -> "1,234,567". Returns buf. */
 char *sluice_fmt_count(char *buf, size_t len, unsigned long long v);
+
+/* Writes len bytes of s to f as a JSON value (the one writer of user text in JSON output):
+ * valid UTF-8 as a JSON string (only quote, backslash and control characters escaped);
+ * anything else as {"base64":"..."}, so bytes are never shown as other characters than they
+ * are and the output stays valid JSON. */
+void sluice_cli_json_str(FILE *f, const char *s, size_t len);
 
 #ifdef __cplusplus
 }
