@@ -9,9 +9,9 @@
 . "$(dirname "$0")/lib.sh"
 q="gwc-$$"
 keys+=($(queue_keys "$q") "sluice:{$q}:limits")
-cleanup_limits() { rcli --scan --pattern "sluice:{$q}:lim:*" | xargs -r redis-cli -u "$url" DEL >/dev/null; }
+cleanup_limits() { rcli --scan --pattern "sluice:{$q}:qlim:*" | xargs -r redis-cli -u "$url" DEL >/dev/null; }
 trap 'cleanup_limits; lib_cleanup' EXIT
-lim="sluice:{$q}:lim:per-client"
+lim="sluice:{$q}:qlim:per-client:log" # qlim:NAME:ALG:VALUE
 
 "$bin/sluice-admin" --redis "$url" limit "$q" set per-client client 2/1h --algorithm log >/dev/null
 # post [CURL ARGS...]: one admission, prints the status code (the body is in $tmp/b)
