@@ -45,6 +45,12 @@
 
 enum { MODE_FUNCTION = 0, MODE_EVAL = 1 };
 
+/* A node of the cluster answered (MOVED, CLUSTERDOWN, TRYAGAIN): the attempt count goes back to
+ * at most this, so the next wait is the backoff's third step (200-400 ms with the default
+ * backoff_min_ms) and the end of a failover is seen within about that, while a cluster no node
+ * of which answers still backs off fully. */
+#define CLUSTER_ANSWERED_ATTEMPT 2
+
 typedef struct request request;
 
 /* Handles the reply to an internal request (handshake step or library reload). */
@@ -109,7 +115,7 @@ struct sluice_aconn {
     int node_port;
     int next_seed;
     int redirected; /* a MOVED named the node to connect to next */
-    int redirects;  /* MOVEDs followed since the last ready (past 5: with the backoff) */
+    int redirects;  /* MOVEDs followed in a row, each node answering (past 5: with the backoff) */
     /* ASK (the slot is migrating and the keys a call named have moved already): the call is
      * sent once more, after ASKING, on an ask link to the node the ASK names - a connection of
      * the same kind, pinned to that node, that does not ask the seeds who owns the slot. Later
@@ -273,6 +279,7 @@ static void schedule_retry(sluice_aconn *c) {
         }
     } else if (c->url.is_cluster && c->parent == NULL) {
         c->node_host[0] = '\0'; /* that node failed us: ask the seeds again */
+        c->redirects = 0;       /* not a ping-pong: the MOVED was followed to a dead node */
     }
     if (c->attempt < SLUICE_ATTEMPT_MAX) {
         c->attempt++;
@@ -605,11 +612,15 @@ static int follow_moved(sluice_aconn *c, const redisReply *r) {
  * owner: reconnect there. An ASK (the slot is migrating away) still lets this node serve it. */
 static void step_route(sluice_aconn *c, redisReply *r, int fn) {
     (void)fn;
+    sluice_cluster_redirect rd;
+    if (r->type == REDIS_REPLY_ERROR && c->attempt > CLUSTER_ANSWERED_ATTEMPT &&
+        sluice__cluster_redirect_parse(r->str, r->len, &rd) != SLUICE_REDIRECT_NONE) {
+        c->attempt = CLUSTER_ANSWERED_ATTEMPT; /* the cluster is there, changing: look again soon */
+    }
     if (follow_moved(c, r)) {
         fail_handshake(c, SLUICE_ECONN, "the queue's slot is served by another node", r);
         return;
     }
-    sluice_cluster_redirect rd;
     int st = reply_status(r);
     if (st != 0 && !(r->type == REDIS_REPLY_ERROR &&
                      sluice__cluster_redirect_parse(r->str, r->len, &rd) == SLUICE_REDIRECT_ASK)) {
