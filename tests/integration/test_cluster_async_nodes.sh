@@ -5,7 +5,10 @@
 #  1. a queue's primary is killed with -9 under the gateway: while the replica is not yet
 #     promoted the nodes that answer name the dead one (MOVED, then CLUSTERDOWN); the gateway
 #     keeps looking at a short interval (no reconnect delay of 1 s or more in its log) and
-#     admits again soon after the promotion, not after a long backoff.
+#     admits again soon after the promotion, not after a long backoff;
+#  2. a worker and a gateway given one seed: the seed dies (its replica takes over), then the
+#     queue's own primary dies: both find the promoted replica through the nodes they learnt,
+#     and the message admitted on it is processed.
 . "$(dirname "$0")/lib.sh"
 src=${SLUICE_SOURCE_DIR:?run through ctest}
 cdir=$tmp/cluster
@@ -103,5 +106,43 @@ first_ok=$(awk -v t="$promoted_ms" '$1 >= t && $2 == 202 { print $1; exit }' "$t
 [ $((first_ok - promoted_ms)) -le 3000 ] ||
     fail "the gateway admitted again $((first_ok - promoted_ms)) ms after the promotion"
 kill -TERM "$gw1" 2>/dev/null || true
+
+# ---- 2. one seed: it dies, then the queue's primary: found again through the nodes learnt ----
+b=""
+s=""
+for p in "${primaries[@]:1}"; do
+    if [ -z "$b" ]; then b=$p; else s=$p; fi
+done
+q2=${queue_of[$b]}
+rb=$(replica_of "$b")
+rs=$(replica_of "$s")
+[ -n "$rb" ] && [ -n "$rs" ] || fail "no replica of $b or $s"
+one="redis+cluster://127.0.0.1:$s"
+"$bin/sluice-worker" --redis "$one" --queue "$q2" --handler noop --record "$tmp/w2" \
+    2>"$tmp/w2.log" >/dev/null &
+w2=$!
+pids+=("$w2")
+gateway_start --redis "$one" --queue "$q2"
+gw2=$!
+healthy
+[ "$(post "$q2" before)" = 202 ] || fail "POST to $q2 through one seed"
+wait_lines "$tmp/w2" 1 10
+kill -KILL "$(pid_of_port "$s")"
+promoted "$rs"
+kill -KILL "$(pid_of_port "$b")"
+promoted "$rb"
+"$bin/sluice-enqueue" --redis "redis+cluster://127.0.0.1:$rb" --queue "$q2" after >/dev/null ||
+    fail "enqueue on the promoted $rb"
+code=""
+for i in $(seq 1 150); do # 30 s at most
+    code=$(post "$q2" "gw-after")
+    [ "$code" = 202 ] && break
+    sleep 0.2
+done
+[ "$code" = 202 ] || fail "the gateway given one seed never came back: $code $(tail -n 2 "$tmp/gw.log")"
+wait_lines "$tmp/w2" 3 30
+[ "$(awk '{ print $2 }' "$tmp/w2" | sort -u | tr '\n' ' ')" = "after before gw-after " ] ||
+    fail "the worker given one seed processed: $(awk '{ print $2 }' "$tmp/w2" | tr '\n' ' ') $(tail -n 2 "$tmp/w2.log")"
+kill -TERM "$w2" "$gw2" 2>/dev/null || true
 
 echo "test_cluster_async_nodes: ok (gateway back $((first_ok - promoted_ms)) ms after the promotion)"
