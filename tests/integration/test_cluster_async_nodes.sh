@@ -8,7 +8,10 @@
 #     admits again soon after the promotion, not after a long backoff;
 #  2. a worker and a gateway given one seed: the seed dies (its replica takes over), then the
 #     queue's own primary dies: both find the promoted replica through the nodes they learnt,
-#     and the message admitted on it is processed.
+#     and the message admitted on it is processed;
+#  3. the cluster goes down (every node but the queue's primary killed): an idle worker whose
+#     reads are answered CLUSTERDOWN waits between reads and logs the repeats once, instead of
+#     reading again at once (counted on the node: XREADGROUP calls rejected in 3 s).
 . "$(dirname "$0")/lib.sh"
 src=${SLUICE_SOURCE_DIR:?run through ctest}
 cdir=$tmp/cluster
@@ -145,4 +148,41 @@ wait_lines "$tmp/w2" 3 30
     fail "the worker given one seed processed: $(awk '{ print $2 }' "$tmp/w2" | tr '\n' ' ') $(tail -n 2 "$tmp/w2.log")"
 kill -TERM "$w2" "$gw2" 2>/dev/null || true
 
-echo "test_cluster_async_nodes: ok (gateway back $((first_ok - promoted_ms)) ms after the promotion)"
+# ---- 3. the cluster down under an idle worker: it waits between reads ----
+x3=$rb
+q3=$q2
+"$bin/sluice-worker" --redis "redis+cluster://127.0.0.1:$x3" --queue "$q3" --handler noop \
+    --log-level info 2>"$tmp/w3.log" >/dev/null &
+pids+=("$!")
+for i in $(seq 1 100); do
+    [ "$(grep -c 'event=redis_up' "$tmp/w3.log" || true)" -ge 2 ] && break
+    sleep 0.05
+done
+sleep 0.5 # the first read is blocked on the stream
+for p in "${ports[@]}"; do
+    [ "$p" = "$x3" ] && continue
+    pid=$(pid_of_port "$p")
+    kill -KILL "$pid" 2>/dev/null || true
+done
+for i in $(seq 1 300); do
+    rc "$x3" CLUSTER INFO | grep -q cluster_state:fail && break
+    sleep 0.1
+done
+rc "$x3" CLUSTER INFO | grep -q cluster_state:fail || fail "the cluster did not go down"
+rejected() {
+    rc "$x3" INFO commandstats | tr -d '\r' |
+        sed -n 's/^cmdstat_xreadgroup:.*rejected_calls=\([0-9]*\).*/\1/p' | grep . || echo 0
+}
+sleep 0.5
+r0=$(rejected)
+l0=$(grep -c 'event=read_failed' "$tmp/w3.log" || true)
+sleep 3
+r1=$(rejected)
+l1=$(grep -c 'event=read_failed' "$tmp/w3.log" || true)
+reads=$((r1 - r0))
+lines=$((l1 - l0))
+[ "$reads" -ge 1 ] && [ "$reads" -le 60 ] ||
+    fail "an idle worker sent $reads XREADGROUP in 3 s of CLUSTERDOWN (expected 1..60)"
+[ "$lines" -le 10 ] || fail "an idle worker logged $lines read_failed lines in 3 s of CLUSTERDOWN"
+[ "$(grep -c 'event=read_failed' "$tmp/w3.log")" -ge 1 ] || fail "no read_failed line at all"
+echo "test_cluster_async_nodes: ok (gateway back $((first_ok - promoted_ms)) ms after the promotion; $reads reads, $lines lines in 3 s of CLUSTERDOWN)"
