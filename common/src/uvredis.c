@@ -301,13 +301,20 @@ static void schedule_retry(sluice_aconn *c) {
 
 static void report_down(sluice_aconn *c, int status, int moved) {
     char q[sizeof(c->err) + 64];
+    char node[300] = ""; /* cluster: the node this attempt went to (the URL names the seeds) */
+    const sluice_cluster_addr *at = &c->failed;
+    if (c->url.is_cluster && !moved && (c->parent != NULL || at->port != 0)) {
+        const char *host = c->parent != NULL ? c->node_host : at->host;
+        snprintf(node, sizeof(node), strchr(host, ':') != NULL ? " node=[%s]:%d" : " node=%s:%d",
+                 host, c->parent != NULL ? c->node_port : at->port);
+    }
     /* the one line of a failed attempt: the owner's state callback does not log it again (a
      * cluster connection that follows a MOVED to its slot's owner is not a failure) */
     SLUICE_LOG(moved ? SLUICE_LOG_INFO : SLUICE_LOG_WARN,
-               "event=%s conn=%s queue=%s status=%s attempt=%d retry_in_ms=%llu detail=%s",
+               "event=%s conn=%s queue=%s status=%s attempt=%d retry_in_ms=%llu%s detail=%s",
                moved ? "cluster_redirect" : "redis_down", c->name, c->queue,
                sluice_err_name(status), c->attempt,
-               (unsigned long long)uv_timer_get_due_in(&c->retry_timer),
+               (unsigned long long)uv_timer_get_due_in(&c->retry_timer), node,
                sluice_log_q(c->err, q, sizeof(q)));
     if (moved) {
         return; /* not down: on its way to the slot's owner */

@@ -146,6 +146,8 @@ done
 wait_lines "$tmp/w2" 3 30
 [ "$(awk '{ print $2 }' "$tmp/w2" | sort -u | tr '\n' ' ')" = "after before gw-after " ] ||
     fail "the worker given one seed processed: $(awk '{ print $2 }' "$tmp/w2" | tr '\n' ' ') $(tail -n 2 "$tmp/w2.log")"
+grep -q "event=redis_down.* node=127.0.0.1:$b " "$tmp/w2.log" ||
+    fail "the worker's redis_down lines do not name the lost node $b: $(grep redis_down "$tmp/w2.log" | head -n 2)"
 kill -TERM "$w2" "$gw2" 2>/dev/null || true
 
 # ---- 3. the cluster down under an idle worker: it waits between reads ----
