@@ -45,6 +45,16 @@
 
 enum { MODE_FUNCTION = 0, MODE_EVAL = 1 };
 
+/* Cluster nodes a connection remembers besides its seeds (the primaries of the last map read,
+ * the nodes MOVEDs named): more than enough to find one that answers. */
+#define KNOWN_MAX 32
+
+/* A node of the cluster answered (MOVED, CLUSTERDOWN, TRYAGAIN): the attempt count goes back to
+ * at most this, so the next wait is the backoff's third step (200-400 ms with the default
+ * backoff_min_ms) and the end of a failover is seen within about that, while a cluster no node
+ * of which answers still backs off fully. */
+#define CLUSTER_ANSWERED_ATTEMPT 2
+
 typedef struct request request;
 
 /* Handles the reply to an internal request (handshake step or library reload). */
@@ -101,15 +111,20 @@ struct sluice_aconn {
     char where[300]; /* the redacted URL */
     char err[512];
     /* Redis Cluster (redis+cluster://): every command of a connection is for one queue, so one
-     * slot, so one node - the owner of the queue's slot, found by asking a seed and following
-     * its MOVED. A MOVED later (the slot moved, a replica was promoted) fails the call as not
-     * executed and reconnects to the node it names; ASK, TRYAGAIN and CLUSTERDOWN fail it as
-     * busy (transient). */
-    char node_host[256]; /* where to connect next ("" = the next seed) */
+     * slot, so one node - the owner of the queue's slot, found by asking a seed (or a node
+     * learnt since) and following its MOVED. A MOVED later (the slot moved, a replica was
+     * promoted) fails the call as not executed and reconnects to the node it names; ASK,
+     * TRYAGAIN and CLUSTERDOWN fail it as busy (transient). */
+    char node_host[256]; /* where to connect next ("" = the next known node or seed) */
     int node_port;
-    int next_seed;
-    int redirected; /* a MOVED named the node to connect to next */
-    int redirects;  /* MOVEDs followed since the last ready (past 5: with the backoff) */
+    int next_seed; /* turns over known[] then the URL's seeds */
+    /* the nodes learnt (the primaries of the map read at each connect, the nodes MOVEDs named),
+     * so the connection finds the cluster again when its node and the seeds are gone */
+    sluice_cluster_addr known[KNOWN_MAX];
+    int nknown;
+    sluice_cluster_addr failed; /* the node that failed last: not the next one tried */
+    int redirected;             /* a MOVED named the node to connect to next */
+    int redirects; /* MOVEDs followed in a row, each node answering (past 5: with the backoff) */
     /* ASK (the slot is migrating and the keys a call named have moved already): the call is
      * sent once more, after ASKING, on an ask link to the node the ASK names - a connection of
      * the same kind, pinned to that node, that does not ask the seeds who owns the slot. Later
@@ -272,7 +287,10 @@ static void schedule_retry(sluice_aconn *c) {
             return;
         }
     } else if (c->url.is_cluster && c->parent == NULL) {
-        c->node_host[0] = '\0'; /* that node failed us: ask the seeds again */
+        snprintf(c->failed.host, sizeof(c->failed.host), "%s", c->node_host);
+        c->failed.port = c->node_port;
+        c->node_host[0] = '\0'; /* that node failed us: ask the next known node */
+        c->redirects = 0;       /* not a ping-pong: the MOVED was followed to a dead node */
     }
     if (c->attempt < SLUICE_ATTEMPT_MAX) {
         c->attempt++;
@@ -283,13 +301,20 @@ static void schedule_retry(sluice_aconn *c) {
 
 static void report_down(sluice_aconn *c, int status, int moved) {
     char q[sizeof(c->err) + 64];
+    char node[300] = ""; /* cluster: the node this attempt went to (the URL names the seeds) */
+    const sluice_cluster_addr *at = &c->failed;
+    if (c->url.is_cluster && !moved && (c->parent != NULL || at->port != 0)) {
+        const char *host = c->parent != NULL ? c->node_host : at->host;
+        snprintf(node, sizeof(node), strchr(host, ':') != NULL ? " node=[%s]:%d" : " node=%s:%d",
+                 host, c->parent != NULL ? c->node_port : at->port);
+    }
     /* the one line of a failed attempt: the owner's state callback does not log it again (a
      * cluster connection that follows a MOVED to its slot's owner is not a failure) */
     SLUICE_LOG(moved ? SLUICE_LOG_INFO : SLUICE_LOG_WARN,
-               "event=%s conn=%s queue=%s status=%s attempt=%d retry_in_ms=%llu detail=%s",
+               "event=%s conn=%s queue=%s status=%s attempt=%d retry_in_ms=%llu%s detail=%s",
                moved ? "cluster_redirect" : "redis_down", c->name, c->queue,
                sluice_err_name(status), c->attempt,
-               (unsigned long long)uv_timer_get_due_in(&c->retry_timer),
+               (unsigned long long)uv_timer_get_due_in(&c->retry_timer), node,
                sluice_log_q(c->err, q, sizeof(q)));
     if (moved) {
         return; /* not down: on its way to the slot's owner */
@@ -582,6 +607,89 @@ static void load_scripts(sluice_aconn *c) {
     }
 }
 
+/* ---------------------------------------------------------------------------------------- */
+/* Cluster: the nodes to find the slot's owner through                                      */
+
+static int known_has(const sluice_aconn *c, const char *host, int port) {
+    for (int i = 0; i < c->nknown; i++) {
+        if (c->known[i].port == port && strcmp(c->known[i].host, host) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Remembers host:port as a node to ask (when not known yet and there is room). */
+static void known_add(sluice_aconn *c, const char *host, int port) {
+    if (!known_has(c, host, port) && c->nknown < KNOWN_MAX &&
+        strlen(host) < sizeof(c->known[0].host)) {
+        snprintf(c->known[c->nknown].host, sizeof(c->known[0].host), "%s", host);
+        c->known[c->nknown++].port = port;
+    }
+}
+
+/* The node to connect to next, none being named: the known nodes and then the URL's seeds not
+ * among them, in turn, so one that answers names the slot's owner even when the seeds are
+ * gone. */
+static void next_node(sluice_aconn *c) {
+    int n = c->nknown + c->url.nseeds;
+    for (int tries = 0; tries < n; tries++) {
+        int i = c->next_seed++ % n;
+        if (c->next_seed >= n) {
+            c->next_seed = 0;
+        }
+        const char *host = i < c->nknown ? c->known[i].host : c->url.seeds[i - c->nknown].host;
+        int port = i < c->nknown ? c->known[i].port : c->url.seeds[i - c->nknown].port;
+        if ((i >= c->nknown && known_has(c, host, port)) ||
+            (tries + 1 < n && port == c->failed.port && strcmp(host, c->failed.host) == 0)) {
+            continue; /* asked as a known node already; or it just failed */
+        }
+        snprintf(c->node_host, sizeof(c->node_host), "%s", host);
+        c->node_port = port;
+        return;
+    }
+    /* every other candidate was a duplicate: the one that failed, again */
+    snprintf(c->node_host, sizeof(c->node_host), "%s",
+             c->failed.port != 0 ? c->failed.host : c->url.seeds[0].host);
+    c->node_port = c->failed.port != 0 ? c->failed.port : c->url.seeds[0].port;
+}
+
+static int send_map_query(sluice_aconn *c, int slots);
+
+/* CLUSTER SHARDS (fn 0; CLUSTER SLOTS, fn 1, before Redis 7): the primaries it names replace
+ * the known nodes. Not being allowed to ask (an ACL) only leaves the seeds to fall back on. */
+static void step_map(sluice_aconn *c, redisReply *r, int fn) {
+    if (fn == 0 && r->type == REDIS_REPLY_ERROR && send_map_query(c, 1) == 0) {
+        step_done(c);
+        return;
+    }
+    sluice_cluster_map *m = malloc(sizeof(*m));
+    char why[256] = "out of memory";
+    int st = SLUICE_ENOMEM;
+    if (m != NULL) {
+        st = fn == 0 ? sluice__cluster_parse_shards(r, c->node_host, m, why, sizeof(why))
+                     : sluice__cluster_parse_slots(r, c->node_host, m, why, sizeof(why));
+    }
+    if (st == 0) {
+        c->nknown = 0;
+        for (int i = 0; i < m->nnodes; i++) {
+            known_add(c, m->nodes[i].host, m->nodes[i].port);
+        }
+    } else {
+        char q[300];
+        SLUICE_LOG(SLUICE_LOG_INFO, "event=cluster_nodes_unknown conn=%s queue=%s detail=%s",
+                   c->name, c->queue,
+                   sluice_log_q(r->type == REDIS_REPLY_ERROR ? r->str : why, q, sizeof(q)));
+    }
+    free(m);
+    step_done(c);
+}
+
+static int send_map_query(sluice_aconn *c, int slots) {
+    const char *argv[] = {"CLUSTER", slots ? "SLOTS" : "SHARDS"};
+    return send_step(c, 2, argv, NULL, step_map, slots);
+}
+
 /* Redirects to the node a MOVED names (once the link is let go, reconnects there at once).
  * Returns 1 when r was a MOVED. */
 static int follow_moved(sluice_aconn *c, const redisReply *r) {
@@ -594,6 +702,7 @@ static int follow_moved(sluice_aconn *c, const redisReply *r) {
         snprintf(c->node_host, sizeof(c->node_host), "%s", rd.addr.host);
     }
     c->node_port = rd.addr.port;
+    known_add(c, c->node_host, c->node_port);
     c->redirected = 1;
     c->redirects++;
     SLUICE_LOG(SLUICE_LOG_INFO, "event=cluster_moved conn=%s queue=%s slot=%d node=%s:%d", c->name,
@@ -624,11 +733,15 @@ static void step_mode(sluice_aconn *c, redisReply *r, int fn) {
  * owner: reconnect there. An ASK (the slot is migrating away) still lets this node serve it. */
 static void step_route(sluice_aconn *c, redisReply *r, int fn) {
     (void)fn;
+    sluice_cluster_redirect rd;
+    if (r->type == REDIS_REPLY_ERROR && c->attempt > CLUSTER_ANSWERED_ATTEMPT &&
+        sluice__cluster_redirect_parse(r->str, r->len, &rd) != SLUICE_REDIRECT_NONE) {
+        c->attempt = CLUSTER_ANSWERED_ATTEMPT; /* the cluster is there, changing: look again soon */
+    }
     if (follow_moved(c, r)) {
         fail_handshake(c, SLUICE_ECONN, "the queue's slot is served by another node", r);
         return;
     }
-    sluice_cluster_redirect rd;
     int st = reply_status(r);
     if (st != 0 && !(r->type == REDIS_REPLY_ERROR &&
                      sluice__cluster_redirect_parse(r->str, r->len, &rd) == SLUICE_REDIRECT_ASK)) {
@@ -694,6 +807,7 @@ static void handshake_start(sluice_aconn *c) {
         snprintf(key, sizeof(key), "sluice:{%s}:meta", c->o.queue);
         const char *argv[] = {"EXISTS", key};
         st |= send_step(c, 2, argv, NULL, step_route, -1);
+        st |= send_map_query(c, 0); /* the nodes to come back through */
     }
     if (c->o.force_eval) {
         const char *argv[] = {"PING"};
@@ -759,10 +873,8 @@ static void on_retry(uv_timer_t *t) {
     const char *host = c->url.host;
     int port = c->url.port;
     if (c->url.is_cluster) {
-        if (c->node_host[0] == '\0') { /* no node known: the seeds in turn */
-            const sluice_url_seed *sd = &c->url.seeds[c->next_seed++ % c->url.nseeds];
-            snprintf(c->node_host, sizeof(c->node_host), "%s", sd->host);
-            c->node_port = sd->port;
+        if (c->node_host[0] == '\0') {
+            next_node(c);
         }
         host = c->node_host;
         port = c->node_port;

@@ -249,18 +249,30 @@ int sluice__worker_free_slots(const sluice_worker *w) {
     return free_slots > 0 ? (int)free_slots : 0;
 }
 
-void sluice__worker_error(sluice_worker *w, const char *what, int status, const char *detail) {
+/* Counts and records a failed call; logs it unless `quiet` (a repeat, see read_failed), and
+ * with the failures not logged since the last line when `unlogged` > 0. */
+static void worker_error(sluice_worker *w, const char *what, int status, const char *detail,
+                         int quiet, int unlogged) {
     w->st.redis_errors++;
     snprintf(w->err, sizeof(w->err), "%s: %s: %s", what, sluice_strerror(status), detail);
     char q[600];
-    SLUICE_LOG(SLUICE_LOG_WARN, "event=%s status=%s detail=%s", what, sluice_err_name(status),
-               sluice_log_q(detail, q, sizeof(q)));
+    if (!quiet && unlogged > 0) {
+        SLUICE_LOG(SLUICE_LOG_WARN, "event=%s status=%s repeats=%d detail=%s", what,
+                   sluice_err_name(status), unlogged, sluice_log_q(detail, q, sizeof(q)));
+    } else if (!quiet) {
+        SLUICE_LOG(SLUICE_LOG_WARN, "event=%s status=%s detail=%s", what, sluice_err_name(status),
+                   sluice_log_q(detail, q, sizeof(q)));
+    }
     /* a wrong key type, a missing permission or a queue set up for another group or backend
      * does not heal by retrying */
     if (status == SLUICE_EWRONGTYPE || status == SLUICE_ENOPERM || status == SLUICE_ECONFIG) {
         w->fatal = status;
         sluice_worker_stop(w);
     }
+}
+
+void sluice__worker_error(sluice_worker *w, const char *what, int status, const char *detail) {
+    worker_error(w, what, status, detail, 0, 0);
 }
 
 static void check_done(sluice_worker *w);
@@ -334,6 +346,44 @@ static void on_read(sluice_aconn *c, int status, int sent, redisReply *r, void *
 
 static void read_retry_cb(uv_timer_t *t) {
     sluice__worker_kick(t->data);
+}
+
+/* A failed read: the next waits READ_RETRY_MIN_MS, doubling while reads keep failing up to
+ * READ_RETRY_MAX_MS (sluice__worker_kick sends nothing while the retry timer runs), so an
+ * outage that answers at once (CLUSTERDOWN, LOADING, OOM) costs a few reads a second, not a
+ * busy loop. The same failure again is logged once per READ_LOG_MS, with the count since. */
+#define READ_RETRY_MIN_MS 100
+#define READ_RETRY_MAX_MS 1000
+#define READ_LOG_MS       5000
+
+static void read_failed(sluice_worker *w, int status, const char *detail) {
+    uint64_t now = sluice_now_ms();
+    int repeat = w->read_fails > 0 && status == w->read_fail_status;
+    int quiet = repeat && now - w->read_log_ms < READ_LOG_MS;
+    worker_error(w, "read_failed", status, detail, quiet, repeat ? w->read_unlogged + 1 : 0);
+    if (quiet) {
+        w->read_unlogged++;
+    } else {
+        w->read_unlogged = 0;
+        w->read_log_ms = now;
+    }
+    w->read_fail_status = status;
+    uint64_t delay = READ_RETRY_MIN_MS;
+    for (int i = 0; i < w->read_fails && delay < READ_RETRY_MAX_MS; i++) {
+        delay *= 2;
+    }
+    w->read_fails++;
+    uv_timer_start(&w->retry_timer, read_retry_cb,
+                   delay < READ_RETRY_MAX_MS ? delay : READ_RETRY_MAX_MS, 0);
+}
+
+/* A read succeeded: after failures say so (info), and the next failure waits the least again. */
+static void read_ok(sluice_worker *w) {
+    if (w->read_fails > 0) {
+        SLUICE_LOG(SLUICE_LOG_INFO, "event=read_resumed failed_reads=%d", w->read_fails);
+    }
+    w->read_fails = 0;
+    w->read_unlogged = 0;
 }
 
 /* Dispatches entries [[id, [field, value, ...]], ...] read from the queue's stream (lane NULL)
@@ -656,9 +706,9 @@ static void on_read(sluice_aconn *c, int status, int sent, redisReply *r, void *
         w->group_ready = 0;
         uv_timer_start(&w->retry_timer, read_retry_cb, 200, 0); /* kick creates it again */
     } else if (status != 0 && status != SLUICE_ECANCELED) {
-        sluice__worker_error(w, "read_failed", status, sluice_aconn_errstr(c));
-        uv_timer_start(&w->retry_timer, read_retry_cb, 100, 0);
+        read_failed(w, status, sluice_aconn_errstr(c));
     } else if (status == 0) {
+        read_ok(w);
         size_t before = w->st.read;
         if (w->o.backend == SLUICE_BACKEND_STREAM) {
             stream_entries(w, r);
@@ -681,6 +731,9 @@ void sluice__worker_kick(sluice_worker *w) {
     if (w->stopping) {
         check_done(w);
         return;
+    }
+    if (uv_is_active((uv_handle_t *)&w->retry_timer)) {
+        return; /* after a failed read or group call: the timer kicks again */
     }
     if (!w->group_ready) {
         create_group(w);

@@ -76,6 +76,12 @@ struct sluice_worker {
     job *free_jobs;
     uint64_t ack_pause_until_ms; /* after a refused ack: wait before sending again */
 
+    /* reads refused in a row (the retry waits longer each time, up to 1 s) and their logging */
+    int read_fails;
+    int read_fail_status; /* status of the last refused read */
+    int read_unlogged;    /* refused reads since the last read_failed line */
+    uint64_t read_log_ms; /* when that line was written (monotonic ms) */
+
     int reading;     /* a read is outstanding on rd */
     int list_idle;   /* list backend: the last LMOVE batch found nothing: block next */
     int reclaiming;  /* a reclaim call is outstanding */
