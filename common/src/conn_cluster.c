@@ -434,12 +434,30 @@ static void set_timeout(sluice__node *n, int ms) {
     }
 }
 
+/* The call gives up on a redirection: when it was a migration's (TRYAGAIN, or ASK again after
+ * the importing node's TRYAGAIN), the error says so - the slot, the tries, the time - not the
+ * raw redirection or a bare timeout. Other kinds keep `st` and the node's error. */
+static int gave_up(sluice_conn *c, sluice_cluster_redirect_kind kind, int slot, int tries,
+                   uint64_t started, int st) {
+    if (kind != SLUICE_REDIRECT_TRYAGAIN && kind != SLUICE_REDIRECT_ASK) {
+        return st;
+    }
+    char last[sizeof(c->err)];
+    memcpy(last, c->err, sizeof(last));
+    snprintf(c->err, sizeof(c->err),
+             "%.100s: slot %d (the queue's) is being migrated between nodes; the call did not "
+             "run (%d tries in %llu ms, last: %.200s)",
+             c->where, slot, tries, (unsigned long long)(sluice_now_ms() - started), last);
+    return SLUICE_EMIGRATING;
+}
+
 /* Sends q to the node of `slot` and follows redirections; *used is the node that answered. */
 static int call(sluice_conn *c, const creq *q, int slot, redisReply **out, int *sent,
                 sluice__node **used) {
-    uint64_t deadline = sluice_now_ms() + (uint64_t)c->o.command_timeout_ms;
+    uint64_t started = sluice_now_ms(), deadline = started + (uint64_t)c->o.command_timeout_ms;
     sluice__node *ask = NULL;
     int asked = 0, reloaded = 0, refreshed = 0;
+    sluice_cluster_redirect_kind last = SLUICE_REDIRECT_NONE;
     *out = NULL;
     set_sent(sent, 0);
     if (slot >= 0) {
@@ -473,9 +491,11 @@ static int call(sluice_conn *c, const creq *q, int slot, redisReply **out, int *
         }
         int left = remaining_ms(deadline);
         if (attempt > 0 && left <= 0) {
-            snprintf(c->err, sizeof(c->err), "%s: deadline passed after %d redirections", n->where,
-                     attempt);
-            return SLUICE_ETIMEDOUT;
+            if (last != SLUICE_REDIRECT_TRYAGAIN && last != SLUICE_REDIRECT_ASK) {
+                snprintf(c->err, sizeof(c->err), "%s: deadline passed after %d redirections",
+                         n->where, attempt);
+            }
+            return gave_up(c, last, slot, attempt, started, SLUICE_ETIMEDOUT);
         }
         if (attempt > 0) {
             set_timeout(n, left); /* a retry gets what is left of the deadline */
@@ -499,7 +519,7 @@ static int call(sluice_conn *c, const creq *q, int slot, redisReply **out, int *
             reloaded = 1;
         } else if ((kind == SLUICE_REDIRECT_ASK && asked) || attempt + 1 == CLUSTER_TRIES ||
                    remaining_ms(deadline) == 0) {
-            return st; /* the last redirection is the answer */
+            return gave_up(c, kind, slot, attempt + 1, started, st); /* the last redirection */
         }
         if (q->multi && discard(c, n) != 0) {
             return st;
@@ -511,7 +531,9 @@ static int call(sluice_conn *c, const creq *q, int slot, redisReply **out, int *
             st = sluice__node_reload(c, n);
             continue;
         }
-        asked |= kind == SLUICE_REDIRECT_ASK;
+        /* an ASK after the importing node's TRYAGAIN is followed again (the keys are moving) */
+        asked = kind == SLUICE_REDIRECT_ASK || (asked && kind != SLUICE_REDIRECT_TRYAGAIN);
+        last = kind;
         st = 0;
         ask = follow(c, n, &rd, attempt, deadline);
         if (kind == SLUICE_REDIRECT_ASK && ask == NULL) {

@@ -37,7 +37,8 @@ extern "C" {
     XX(ELOADING, -18, "redis is loading its dataset")                                              \
     XX(EREADONLY, -19, "redis is a read-only replica")                                             \
     XX(ENOTFOUND, -20, "not found")                                                                \
-    XX(ECONFIG, -21, "invalid queue setting in redis")
+    XX(ECONFIG, -21, "invalid queue setting in redis")                                             \
+    XX(EMIGRATING, -22, "the queue's cluster slot is being migrated to another node")
 
 typedef enum sluice_status {
     SLUICE_OK = 0,
