@@ -5,8 +5,9 @@
 # MIGRATING, MIGRATE, SETSLOT NODE) and held in each phase while the calls are made.
 #
 # A function derives keys it is not given (limits and their state, share counts, fair lanes):
-# while the slot migrates it must never fail half-way on one ("non local key"), but run when
-# every key it needs is on the node and otherwise answer TRYAGAIN, which clients retry within
+# while the slot migrates it must never fail half-way on one ("non local key"), nor read one
+# still on the source as absent on the importing node (a limit bypassed), but run when every
+# key it needs is on the node and otherwise answer TRYAGAIN, which clients retry within
 # their deadline and then report as a migration (sluice-enqueue, the gateway's 503 detail, a
 # fair worker's log), never as a raw ASK, a bare timeout or "busy running a script".
 . "$(dirname "$0")/lib.sh"
@@ -61,6 +62,19 @@ run 3 "$migr" enq --queue "$q" --tenant t2 --timeout 600 c      # t2 has none ye
 finish
 run 0 'admitted=1' enq --queue "$q" --tenant t2 d
 [ "$(rc "$mdst" XLEN "sluice:{$q}:stream")" = 3 ] || fail "limits: not 3 entries on the target"
+
+# ---- on the importing node, a limit still on the source is never read as absent ----
+q=gate$$
+adm limit "$q" set whole queue 1/1h
+run 0 'admitted=1' enq --queue "$q" a
+run 1 'limited=1' enq --queue "$q" b # the queue's one unit is spent
+migrating "$q"
+move_keys "sluice:{$q}:stream" "sluice:{$q}:meta" "sluice:{$q}:stats" # limits stay: ASK phase
+run 3 "$migr" enq --queue "$q" --timeout 600 c
+n=$(printf 'ASKING\nXLEN sluice:{%s}:stream\n' "$q" | redis-cli -p "$mdst" | tail -n 1)
+[ "$n" = 1 ] || fail "admitted past its limit on the target: XLEN $n"
+finish
+run 1 'limited=1' enq --queue "$q" d
 
 # ---- a share queue's ack: never half-way (XACK without XDEL) when meta has moved ----
 q=share$$
