@@ -146,8 +146,8 @@ script on the source (a missing key may have moved) and on the importing node (a
 command naming a missing key), 0 anywhere else - and while it is, runs only if every key it
 derives is on this node (EXISTS each, as Redis checks declared keys), else answers TRYAGAIN
 before it writes anything: the answer Redis gives a multi-key call it cannot serve, which
-clients retry within their deadline. Admissions and acks check their keys so; the worker's reads
-and the admin calls, which derive many, answer TRYAGAIN for the whole migration. Plain
+clients retry within their deadline. Admissions and acks check their keys so; the worker's reads,
+lane reclaim and the admin calls, which derive many, answer TRYAGAIN for the whole migration. Plain
 admissions and acks derive nothing and pay nothing; the others pay the one EXISTS (an ACL
 without EXISTS gets HGET, which sees the source side only, and every check fails). ]]
 local function slot_migrating(prefix)
@@ -276,8 +276,9 @@ absent, which costs the slot check below on every call)
 ARGV[1] group, ARGV[2..] entry ids
 reply: number of ids that were pending (acked now); ids acked earlier (after a reclaim by
 another worker) count 0 and are not deleted twice. A missing stream or group acks nothing (0).
-A lane, or a queue that counts tenants, derives keys (tdepth, lanes): TRYAGAIN while its slot
-migrates (see slot_migrating); `checked`: the caller (lane_ack) asked already.
+A lane, or a queue that counts tenants, derives keys (tdepth, lanes): while its slot migrates
+they must be on this node, else TRYAGAIN (see slot_migrating); `checked`: the caller (lane_ack)
+checked already.
 errors: ERR (an id that is not a stream id, or no id at all), WRONGTYPE (KEYS[1] is not a
 stream, KEYS[2] not a hash), TRYAGAIN (nothing written) ]]
 local function ack(keys, args, checked)
@@ -291,9 +292,16 @@ local function ack(keys, args, checked)
     end
     local counted = redis.call('HGET', keys[3] or prefix .. 'meta', 'tenant_counts')
     if (counted or lane ~= '') and not checked and slot_migrating(prefix) then
-        local here = lane == '' and slot_keys_here(prefix, {tdepth_key(prefix)})
-        if here ~= nil then
-            return here or slot_tryagain(prefix) -- a lane: lanes, meta counts: TRYAGAIN
+        local list = {} -- derived: they must all be here
+        if counted then
+            list[1] = tdepth_key(prefix)
+        end
+        if lane ~= '' then
+            list[#list + 1] = prefix .. 'lanes'
+        end
+        local err = slot_keys_here(prefix, list)
+        if err then
+            return err
         end
     end
     local ids = {}
@@ -2419,9 +2427,6 @@ local function lane_ack(keys, args)
         return redis.error_reply('ERR sluice_lane_ack takes a group and pairs of lane, id')
     end
     local prefix = string.sub(keys[2], 1, -6)
-    if slot_migrating(prefix) then -- lanes: derived
-        return slot_tryagain(prefix)
-    end
     local by, order = {}, {}
     for i = 2, #args, 2 do
         local tn = args[i]
@@ -2430,6 +2435,22 @@ local function lane_ack(keys, args)
             order[#order + 1] = tn
         end
         by[tn][#by[tn] + 1] = args[i + 1]
+    end
+    if slot_migrating(prefix) then -- meta, lanes, counts: derived; they must all be here
+        local list = {prefix .. 'meta', prefix .. 'lanes'}
+        for _, tn in ipairs(order) do
+            list[#list + 1] = lane_key(prefix, tn) -- '': the stream, KEYS[1]
+        end
+        if #order == 1 and order[1] == '' then
+            list[2] = prefix .. 'stream' -- no tenant lane: `lanes` is not touched
+        end
+        local err = slot_keys_here(prefix, list)
+        if not err and redis.call('HGET', prefix .. 'meta', 'tenant_counts') then
+            err = slot_keys_here(prefix, {tdepth_key(prefix)})
+        end
+        if err then
+            return err
+        end
     end
     local n = 0
     for _, tn in ipairs(order) do

@@ -133,7 +133,7 @@ migrating "$q"
 sleep 2
 lines=$(wc -l <"$tmp/w.log")
 ! grep -q 'non local' "$tmp/w.log" || fail "fair worker: $(grep -m1 'non local' "$tmp/w.log")"
-[ "$lines" -lt 200 ] || fail "fair worker: $lines log lines in 2 s of MIGRATING"
+[ "$lines" -lt 200 ] || fail "fair worker: $lines log lines in 2 s of MIGRATING: $(grep -ao "event=[a-z_]*" "$tmp/w.log" | sort | uniq -c | tr "\n" " ") $(tr -d "\000" <"$tmp/w.log" | tail -n 2)"
 finish
 wait_lines "$tmp/rec" 400 20
 kill -TERM "$wp"

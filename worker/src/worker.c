@@ -549,6 +549,9 @@ void sluice__worker_kick(sluice_worker *w) {
     if (w->o.backend == SLUICE_BACKEND_STREAM && (!w->paced_known || w->pace_waiting)) {
         return; /* the first answer about pacing, or the next allowance, comes first */
     }
+    if (uv_is_active((const uv_handle_t *)&w->retry_timer)) {
+        return; /* a failed read waits for its retry timer: no storm while Redis refuses */
+    }
     int free_slots = sluice__worker_free_slots(w);
     if (free_slots <= 0) {
         return;
