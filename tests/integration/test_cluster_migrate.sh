@@ -53,7 +53,7 @@ migr='being migrated'
 
 # ---- an admission with limits: runs when its keys are here, TRYAGAIN when one is not ----
 q=lim$$
-adm limit "$q" set per-tenant tenant 1000/1h
+adm limit "$q" set per-tenant tenant 10/1h # one unit: a state of 6 min
 enq --queue "$q" --tenant t1 a >/dev/null
 migrating "$q"
 run 0 'admitted=1' enq --queue "$q" --tenant t1 --timeout 2000 b # t1's state is on the source
