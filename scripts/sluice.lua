@@ -99,9 +99,9 @@ end
 
 -- The same for the entries `ids` of `stream` (the queue's stream or a lane), before they are
 -- deleted. Only queues that ever counted tenants (meta `tenant_counts`, set by the first counted
--- admission) read the entries: the others pay one HGET.
-local function tdepth_release(prefix, stream, ids)
-    if not redis.call('HGET', prefix .. 'meta', 'tenant_counts') then
+-- admission; the caller read it: `counted`) read the entries.
+local function tdepth_release(prefix, stream, ids, counted)
+    if not counted then
         return
     end
     local tk = tdepth_key(prefix)
@@ -134,6 +134,47 @@ local function count_rejected(stats, rejected, reply, tentative)
         end
         reply[5] = tonumber(redis.call('HGET', stats, 'acked')) or 0
     end
+end
+
+--[[ Keys a function derives, and slot migrations. KEYS holds the keys a client names (stream,
+meta, stats, ...); the rest a function derives from the queue's prefix and what it reads there
+(the limits hash and limit state, the share counts, fair lanes and their hashes), all under the
+queue's hash tag {Q}. On one node, or while the queue's slot stays on its node, that is the
+same. While the slot migrates it is not: Redis checks the declared keys before a call runs (ASK
+when they have all moved, TRYAGAIN when some have), but a derived key it finds missing fails
+the call where it stands ("non local key", after what it already wrote), and on the importing
+node a derived key still on the source reads as empty. So a function that will derive keys first
+asks whether its slot is migrating - one EXISTS of two keys that never exist: refused inside a
+script on the source (a missing key may have moved) and on the importing node (a multi-key
+command naming a missing key), 0 anywhere else - and while it is, runs only if every key it
+derives is on this node (EXISTS each, as Redis checks declared keys), else answers TRYAGAIN
+before it writes anything: the answer Redis gives a multi-key call it cannot serve, which
+clients retry within their deadline. Admissions and acks check their keys so; the worker's reads,
+lane reclaim and the admin calls, which derive many, answer TRYAGAIN for the whole migration. Plain
+admissions and acks derive nothing and pay nothing; the others pay the one EXISTS (an ACL
+without EXISTS gets HGET, which sees the source side only, and every check fails). ]]
+local function slot_migrating(prefix)
+    local a, b = prefix .. 'migrating?', prefix .. 'migrating?2'
+    local r = redis.pcall('EXISTS', a, b)
+    if type(r) == 'table' and string.find(r.err, 'NOPERM', 1, true) then
+        r = redis.pcall('HGET', a, 'x')
+    end
+    return type(r) == 'table' and r.err ~= nil
+end
+
+local function slot_tryagain(prefix)
+    return redis.error_reply('TRYAGAIN ' .. prefix .. '* is being migrated to another node ' ..
+        '(this call derives keys Redis cannot route until the migration ends)')
+end
+
+-- While the slot migrates: nil when every key of `list` is on this node, else TRYAGAIN.
+local function slot_keys_here(prefix, list)
+    for _, k in ipairs(list) do
+        if redis.pcall('EXISTS', k) ~= 1 then
+            return slot_tryagain(prefix)
+        end
+    end
+    return nil
 end
 
 --[[ Fair queues (meta `fair` = 1, stream backend). Entries are kept per tenant in lanes: the
@@ -236,22 +277,47 @@ end
 
 
 --[[ ack (stream backend): acknowledge and delete in one step, so depth never leaks.
-KEYS[1] stream (or a lane of a fair queue), KEYS[2] stats
+KEYS[1] stream (or a lane of a fair queue), KEYS[2] stats, KEYS[3] meta (optional: derived when
+absent, which costs the slot check below on every call)
 ARGV[1] group, ARGV[2..] entry ids
 reply: number of ids that were pending (acked now); ids acked earlier (after a reclaim by
 another worker) count 0 and are not deleted twice. A missing stream or group acks nothing (0).
+A lane, or a queue that counts tenants, derives keys (tdepth, lanes): while its slot migrates
+they must be on this node, else TRYAGAIN (see slot_migrating); `checked`: the caller (lane_ack)
+checked already.
 errors: ERR (an id that is not a stream id, or no id at all), WRONGTYPE (KEYS[1] is not a
-stream, KEYS[2] not a hash) ]]
-local function ack(keys, args)
+stream, KEYS[2] not a hash), TRYAGAIN (nothing written) ]]
+local function ack(keys, args, checked)
+    local prefix = string.sub(keys[2], 1, -6) -- "sluice:{Q}:" of "...stats"
+    local lane = lane_tenant(prefix, keys[1]) or ''
+    if not keys[3] and not checked then
+        if slot_migrating(prefix) then
+            return slot_tryagain(prefix)
+        end
+        checked = true
+    end
+    local counted = redis.call('HGET', keys[3] or prefix .. 'meta', 'tenant_counts')
+    if (counted or lane ~= '') and not checked and slot_migrating(prefix) then
+        local list = {} -- derived: they must all be here
+        if counted then
+            list[1] = tdepth_key(prefix)
+        end
+        if lane ~= '' then
+            list[#list + 1] = prefix .. 'lanes'
+        end
+        local err = slot_keys_here(prefix, list)
+        if err then
+            return err
+        end
+    end
     local ids = {}
     for i = 2, #args do
         ids[#ids + 1] = args[i]
     end
     local n = redis.call('XACK', keys[1], args[1], unpack(ids))
-    local prefix = string.sub(keys[2], 1, -6) -- "sluice:{Q}:" of "...stats"
-    tdepth_release(prefix, keys[1], ids)
+    tdepth_release(prefix, keys[1], ids, counted)
     local d = redis.call('XDEL', keys[1], unpack(ids))
-    lane_removed(prefix, lane_tenant(prefix, keys[1]) or '', d)
+    lane_removed(prefix, lane, d)
     if n > 0 then
         redis.call('HINCRBY', keys[2], 'acked', n)
     end
@@ -272,13 +338,16 @@ local function dead(keys, args)
         tenant = field(e[1][2], 'k')
     end
     local prefix = string.sub(keys[3], 1, -6)
+    local lane = lane_tenant(prefix, keys[1])
+    if (tenant or (lane and lane ~= '')) and slot_migrating(prefix) then
+        return slot_tryagain(prefix) -- tdepth, lanes: derived (see slot_migrating)
+    end
     local letter = {'XADD', keys[2], '*', 'id', args[2], 'm', body, 'deliveries', args[4],
         'consumer', args[3], 'reason', args[5]}
     if tenant then -- kept with the letter, so a replay counts it in its tenant's share again
         letter[#letter + 1], letter[#letter + 2] = 'k', tenant
         tdepth_release_entry(tdepth_key(prefix), e[1])
     end
-    local lane = lane_tenant(prefix, keys[1])
     if lane and lane ~= '' then -- and a replay puts it back into its lane
         letter[#letter + 1], letter[#letter + 2] = 'lane', lane
     end
@@ -632,11 +701,14 @@ errors: SLUICECONFIG (an invalid capacity, or meta records the list backend; not
 ERR (a dead-letter id that is not a stream id), WRONGTYPE (KEYS[1] or KEYS[4] is not a stream,
 KEYS[2] or KEYS[3] not a hash) ]]
 local function replay(keys, args)
+    local prefix = string.sub(keys[2], 1, -5)
+    if slot_migrating(prefix) then -- tdepth, lanes: derived (see slot_migrating)
+        return slot_tryagain(prefix)
+    end
     local cap, _, _, share, fair, lane_depth = queue_settings(keys[2], args[1], 'stream')
     if type(cap) == 'table' then
         return cap
     end
-    local prefix = string.sub(keys[2], 1, -5)
     local tk = tdepth_key(prefix)
     local fair_append, finish
     if fair then
@@ -1956,6 +2028,45 @@ local function admit_each(keys, args, cap, depth, nlimits, append, share)
     return reply
 end
 
+-- While the queue's slot migrates: nil when every key an admission derives is on this node
+-- (the limits hash, each limit state its messages use, the share counts, the fair lanes and their
+-- hashes), else TRYAGAIN; nothing is written either way.
+local function admit_keys_here(keys, args, nlimits, share, fair)
+    local prefix = string.sub(keys[2], 1, -5)
+    local stride = string.sub(args[3], 1, 1) == '3' and 3 or 1 -- '3' or '3t' (tentative)
+    local list = {}
+    if share > 0 then
+        list[#list + 1] = tdepth_key(prefix)
+    end
+    if fair then
+        for _, k in ipairs({'lanes', 'lwait', 'ring', 'wake'}) do
+            list[#list + 1] = prefix .. k
+        end
+    end
+    local err = slot_keys_here(prefix, nlimits > 0 and {prefix .. 'limits'} or EMPTY)
+    if err then
+        return err
+    end
+    local lims = nlimits > 0 and queue_limits(prefix .. 'limits', ADMISSION_SCOPES) or EMPTY
+    if lims.err then
+        return lims
+    end
+    for env = 4, #args, stride do -- ARGV[env] starts a message: tenant, client, envelope
+        local t, c = '', ''
+        if stride == 3 then
+            t, c = args[env], args[env + 1]
+        end
+        for _, lim in ipairs(lims) do
+            local v = lim.scope == 'tenant' and t or lim.scope == 'client' and c or ''
+            list[#list + 1] = lim.key .. v
+        end
+        if fair then
+            list[#list + 1] = lane_key(prefix, t)
+        end
+    end
+    return slot_keys_here(prefix, list)
+end
+
 --[[ admit2 (stream backend; data model 2 of admission: limits and per-message outcomes)
 KEYS[1] stream, KEYS[2] meta, KEYS[3] stats, KEYS[4] idempotency key (optional)
 ARGV[1] default capacity, ARGV[2] idempotency TTL ms (with KEYS[4]: exactly one message)
@@ -1976,6 +2087,12 @@ local function admit2(keys, args, v1)
     end
     if v1 and nlimits > 0 then
         return refuse_v1(keys[2])
+    end
+    if (nlimits > 0 or share > 0 or fair) and slot_migrating(string.sub(keys[2], 1, -5)) then
+        local err = admit_keys_here(keys, args, nlimits, share, fair)
+        if err then
+            return err
+        end
     end
     local depth = redis.call('XLEN', keys[1]) + lane_depth
     if keys[4] then
@@ -2017,6 +2134,12 @@ local function list_admit2(keys, args, v1)
     end
     if v1 and nlimits > 0 then
         return refuse_v1(keys[2])
+    end
+    if nlimits > 0 and slot_migrating(string.sub(keys[2], 1, -5)) then
+        local err = admit_keys_here(keys, args, nlimits, 0, false)
+        if err then
+            return err
+        end
     end
     local elems = {}
     local seq = tonumber(redis.call('HGET', keys[2], 'list_seq')) or 0
@@ -2140,6 +2263,9 @@ Errors: SLUICECONFIG (a bad limit), NOGROUP, WRONGTYPE. ]]
 -- KEYS[2], meta), its limits in `scopes` (or an error reply) and Redis's time.
 local function read_start(keys, args, scopes)
     local prefix = string.sub(keys[2], 1, -5)
+    if slot_migrating(prefix) then -- limits, their state, lanes: derived
+        return 0, prefix, slot_tryagain(prefix), 0
+    end
     return tonumber(args[3]) or 0, prefix, queue_limits(prefix .. 'limits', scopes), now_us()
 end
 
@@ -2417,7 +2543,7 @@ local function fair_take(keys, args)
 end
 
 --[[ lane_ack (fair queues): ack for entries of several lanes in one call (as ack, per lane).
-KEYS[1] stream, KEYS[2] stats
+KEYS[1] stream, KEYS[2] stats, KEYS[3] meta (optional)
 ARGV[1] group, ARGV[2..] pairs: lane ('' the stream), entry id
 reply: the number of entries that were pending (acked now). Errors: as ack. ]]
 local function lane_ack(keys, args)
@@ -2434,9 +2560,25 @@ local function lane_ack(keys, args)
         end
         by[tn][#by[tn] + 1] = args[i + 1]
     end
+    if slot_migrating(prefix) then -- meta, lanes, counts: derived; they must all be here
+        local list = {prefix .. 'meta', prefix .. 'lanes'}
+        for _, tn in ipairs(order) do
+            list[#list + 1] = lane_key(prefix, tn) -- '': the stream, KEYS[1]
+        end
+        if #order == 1 and order[1] == '' then
+            list[2] = prefix .. 'stream' -- no tenant lane: `lanes` is not touched
+        end
+        local err = slot_keys_here(prefix, list)
+        if not err and redis.call('HGET', prefix .. 'meta', 'tenant_counts') then
+            err = slot_keys_here(prefix, {tdepth_key(prefix)})
+        end
+        if err then
+            return err
+        end
+    end
     local n = 0
     for _, tn in ipairs(order) do
-        n = n + ack({lane_key(prefix, tn), keys[2]}, by[tn])
+        n = n + ack({lane_key(prefix, tn), keys[2], keys[3]}, by[tn], true)
     end
     return n
 end
@@ -2472,7 +2614,11 @@ end
 -- The drain limits a reclaim pass honours, the time, and the lane of the queue's stream ('' on
 -- a fair queue, whose fair_take reads the stream as lane '': nil on a plain one). Meta `drain`
 -- says first whether there are any (an HGET a worker's ACL grants: HGETALL only when there are).
+-- While the queue's slot migrates the pass waits: TRYAGAIN, as for the reads (slot_migrating).
 local function claim_start(prefix)
+    if slot_migrating(prefix) then -- meta, limits, their state and lanes: derived
+        return slot_tryagain(prefix), 0, nil
+    end
     if (tonumber(redis.call('HGET', prefix .. 'meta', 'drain')) or 0) <= 0 then
         return {}, 0, nil
     end
@@ -2585,6 +2731,9 @@ local FAIR_MAX_WEIGHT = 1000
 
 local function fair_config(keys, args)
     local prefix = string.sub(keys[2], 1, -5)
+    if slot_migrating(prefix) then -- lanes, ring, weights: derived
+        return slot_tryagain(prefix)
+    end
     local op = args[1]
     local v = redis.call('HMGET', keys[2], 'backend', 'fair', 'group')
     if v[1] == 'list' then

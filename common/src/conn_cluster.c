@@ -500,14 +500,32 @@ static int no_owner(const sluice_cluster_map *m, int slot) {
     return slot >= 0 ? sluice__cluster_map_lookup(m, slot) == NULL : m->nnodes == 0;
 }
 
+/* The call gives up on a redirection: when it was a migration's (TRYAGAIN, or ASK again after
+ * the importing node's TRYAGAIN), the error says so - the slot, the tries, the time, and the
+ * last answer - not the raw redirection or a bare timeout. Other kinds keep `st` and c->err. */
+static int gave_up(sluice_conn *c, sluice_cluster_redirect_kind kind, int slot, int tries,
+                   uint64_t started, int st) {
+    if (kind != SLUICE_REDIRECT_TRYAGAIN && kind != SLUICE_REDIRECT_ASK) {
+        return st;
+    }
+    char last[sizeof(c->err)];
+    memcpy(last, c->err, sizeof(last));
+    snprintf(c->err, sizeof(c->err),
+             "%.100s: slot %d (the queue's) is being migrated between nodes; the call did not "
+             "run (%d tries in %llu ms, last: %.200s)",
+             c->where, slot, tries, (unsigned long long)(sluice_now_ms() - started), last);
+    return SLUICE_EMIGRATING;
+}
+
 /* Sends q to the node of `slot` (or to `pin`, which no redirection or refresh replaces) and
  * follows redirections until the deadline; *used is the node that answered. */
 static int call(sluice_conn *c, const creq *q, int slot, sluice__node *pin, redisReply **out,
                 int *sent, sluice__node **used) {
-    uint64_t deadline = sluice_now_ms() + (uint64_t)c->o.command_timeout_ms;
+    uint64_t started = sluice_now_ms(), deadline = started + (uint64_t)c->o.command_timeout_ms;
     sluice__node *ask = NULL;
     int asked = 0, reloaded = 0, reroutes = 0, rounds = 0, pause = 0;
     char last[400] = ""; /* the last redirection, for the message when the deadline passes */
+    sluice_cluster_redirect_kind last_kind = SLUICE_REDIRECT_NONE;
     *out = NULL;
     set_sent(sent, 0);
     int st = pin != NULL ? 0 : map_ready(c, deadline);
@@ -536,7 +554,8 @@ static int call(sluice_conn *c, const creq *q, int slot, sluice__node *pin, redi
         }
         int left = remaining_ms(deadline);
         if (attempt > 0 && left <= 0) {
-            return past_deadline(c, n, last, attempt);
+            return gave_up(c, last_kind, slot, attempt, started,
+                           past_deadline(c, n, last, attempt));
         }
         if (attempt > 0) {
             set_timeout(n, left); /* a retry gets what is left of the deadline */
@@ -559,7 +578,7 @@ static int call(sluice_conn *c, const creq *q, int slot, sluice__node *pin, redi
             /* the node lost the library (or never had it): it did not run the call */
             reloaded = 1;
         } else if (kind == SLUICE_REDIRECT_ASK && asked) {
-            return st; /* the last redirection is the answer */
+            return gave_up(c, kind, slot, attempt + 1, started, st); /* the last redirection */
         }
         if (q->multi && discard(c, n) != 0) {
             return st;
@@ -572,7 +591,9 @@ static int call(sluice_conn *c, const creq *q, int slot, sluice__node *pin, redi
             freeReplyObject(*out);
             *out = NULL;
             set_sent(sent, 0);
-            return past_deadline(c, n, last, attempt + 1); /* it did not run */
+            /* it did not run */
+            return gave_up(c, kind, slot, attempt + 1, started,
+                           past_deadline(c, n, last, attempt + 1));
         }
         freeReplyObject(*out);
         *out = NULL;
@@ -581,7 +602,9 @@ static int call(sluice_conn *c, const creq *q, int slot, sluice__node *pin, redi
             st = sluice__node_reload(c, n);
             continue;
         }
-        asked |= kind == SLUICE_REDIRECT_ASK;
+        /* an ASK after the importing node's TRYAGAIN is followed again (the keys are moving) */
+        asked = kind == SLUICE_REDIRECT_ASK || (asked && kind != SLUICE_REDIRECT_TRYAGAIN);
+        last_kind = kind;
         st = 0;
         /* the first redirection is followed at once; TRYAGAIN, CLUSTERDOWN and any later one
          * after a pause (a MOVED ping-pong lasts until every node has learnt the new owner) */

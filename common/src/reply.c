@@ -45,6 +45,9 @@ int sluice_reply_error_status(const char *str, size_t len) {
         {"MASTERDOWN", SLUICE_ECONN},
         {"NOGROUP", SLUICE_ENOTFOUND},
         {"SLUICECONFIG", SLUICE_ECONFIG},
+        /* a migration the call could not be served through (TRYAGAIN; an ASK not followed) */
+        {"TRYAGAIN", SLUICE_EMIGRATING},
+        {"ASK ", SLUICE_EMIGRATING},
     };
     if (str == NULL) {
         return SLUICE_EREDIS;

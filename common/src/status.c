@@ -38,7 +38,8 @@ const char *sluice_err_name(int status) {
 
 /*
  * Transient: the server or the path to it is temporarily unable to serve (down, slow, busy with
- * a script, loading, out of memory, unable to persist), and the same call may succeed later.
+ * a script, loading, out of memory, unable to persist, the queue's slot migrating), and the
+ * same call may succeed later.
  * EUNKNOWN is not in this list: the command may already have run, so only a caller holding an
  * idempotency key may retry it, and that is the caller's decision.
  */
@@ -50,6 +51,7 @@ int sluice_status_is_transient(int status) {
     case SLUICE_ELOADING:
     case SLUICE_EOOM:
     case SLUICE_EMISCONF:
+    case SLUICE_EMIGRATING:
         return 1;
     default:
         return 0;

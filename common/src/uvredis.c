@@ -1252,9 +1252,13 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
         }
         if (k != SLUICE_REDIRECT_NONE) {
             /* TRYAGAIN, CLUSTERDOWN, an ASK not followed, a MOVED on an ask link: the command
-             * did not run; busy (the caller may send it again) */
-            snprintf(c->err, sizeof(c->err), "%s: %.*s", c->where, (int)reply->len, reply->str);
-            complete(c, q, SLUICE_EBUSY, 0, reply);
+             * did not run; the caller may send it again. TRYAGAIN and ASK say the queue's slot
+             * is migrating (a key the call needs is on neither node for sure yet) */
+            int migrating = k == SLUICE_REDIRECT_TRYAGAIN || k == SLUICE_REDIRECT_ASK;
+            snprintf(c->err, sizeof(c->err), "%s: %s%.*s", c->where,
+                     migrating ? "the queue's slot is being migrated: " : "", (int)reply->len,
+                     reply->str);
+            complete(c, q, migrating ? SLUICE_EMIGRATING : SLUICE_EBUSY, 0, reply);
             moved_maybe_drop(c, l);
             return;
         }

@@ -50,6 +50,8 @@ static void test_reply_helpers(void) {
         {"OOM command not allowed", SLUICE_EOOM},
         {"ERR The user executing the script can't run this command", SLUICE_ENOPERM},
         {"ERR something else", SLUICE_EREDIS},
+        {"TRYAGAIN Multiple keys request during rehashing of slot", SLUICE_EMIGRATING},
+        {"ASK 3999 127.0.0.1:7001", SLUICE_EMIGRATING},
     };
     for (size_t i = 0; i < sizeof(errs) / sizeof(errs[0]); i++) {
         CHECK_EQ(sluice_reply_error_status(errs[i].text, strlen(errs[i].text)), errs[i].status);

@@ -401,8 +401,9 @@ static int send_lane_acks(sluice_worker *w, ack_batch *b) {
         a.v[k] = b->jobs[i]->id;
         a.lens[k++] = strlen(b->jobs[i]->id);
     }
-    const char *keys[] = {w->keys.stream, w->keys.stats};
-    int st = sluice_aconn_fcall(w->cmd, SLUICE_FN_LANE_ACK, 2, keys, NULL, (int)k, a.v, a.lens, 0,
+    /* meta declared: the function need not derive it (see slot_migrating in sluice.lua) */
+    const char *keys[] = {w->keys.stream, w->keys.stats, w->keys.meta};
+    int st = sluice_aconn_fcall(w->cmd, SLUICE_FN_LANE_ACK, 3, keys, NULL, (int)k, a.v, a.lens, 0,
                                 on_acked, b);
     sluice_argv_free(&a);
     return st;
@@ -429,9 +430,9 @@ static int send_acks(sluice_worker *w, ack_batch *b) {
         a.v[k] = stream ? b->jobs[i]->id : (const char *)b->jobs[i]->raw;
         a.lens[k] = stream ? strlen(b->jobs[i]->id) : b->jobs[i]->raw_len;
     }
-    const char *skeys[] = {w->keys.stream, w->keys.stats};
+    const char *skeys[] = {w->keys.stream, w->keys.stats, w->keys.meta};
     const char *lkeys[] = {w->proc_key, w->keys.meta, w->keys.stats};
-    int st = stream ? sluice_aconn_fcall(w->cmd, SLUICE_FN_ACK, 2, skeys, NULL, (int)k, a.v, a.lens,
+    int st = stream ? sluice_aconn_fcall(w->cmd, SLUICE_FN_ACK, 3, skeys, NULL, (int)k, a.v, a.lens,
                                          0, on_acked, b)
                     : sluice_aconn_fcall(w->cmd, SLUICE_FN_LIST_ACK, 3, lkeys, NULL, (int)k, a.v,
                                          a.lens, 0, on_acked, b);

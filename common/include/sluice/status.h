@@ -38,7 +38,8 @@ extern "C" {
     XX(EREADONLY, -19, "redis is a read-only replica")                                             \
     XX(ENOTFOUND, -20, "not found")                                                                \
     XX(ECONFIG, -21, "invalid queue setting in redis")                                             \
-    XX(ECLUSTER, -22, "the server's cluster mode does not match the URL")
+    XX(ECLUSTER, -22, "the server's cluster mode does not match the URL")                          \
+    XX(EMIGRATING, -23, "the queue's cluster slot is being migrated to another node")
 
 typedef enum sluice_status {
     SLUICE_OK = 0,
