@@ -501,19 +501,19 @@ static int no_owner(const sluice_cluster_map *m, int slot) {
 }
 
 /* The call gives up on a redirection: when it was a migration's (TRYAGAIN, or ASK again after
- * the importing node's TRYAGAIN), the error says so - the slot, the tries, the time, and the
- * last answer - not the raw redirection or a bare timeout. Other kinds keep `st` and c->err. */
+ * the importing node's TRYAGAIN), the error says so - the slot, the tries, the time, the last
+ * answer and who gave it - not the raw redirection or a bare timeout. Other kinds keep `st`
+ * and c->err. */
 static int gave_up(sluice_conn *c, sluice_cluster_redirect_kind kind, int slot, int tries,
-                   uint64_t started, int st) {
+                   uint64_t started, const char *where, int st) {
     if (kind != SLUICE_REDIRECT_TRYAGAIN && kind != SLUICE_REDIRECT_ASK) {
         return st;
     }
-    char last[sizeof(c->err)];
-    memcpy(last, c->err, sizeof(last));
     snprintf(c->err, sizeof(c->err),
              "%.100s: slot %d (the queue's) is being migrated between nodes; the call did not "
-             "run (%d tries in %llu ms, last: %.200s)",
-             c->where, slot, tries, (unsigned long long)(sluice_now_ms() - started), last);
+             "run (%d tries in %llu ms, the last answered by %.100s with %s)",
+             c->where, slot, tries, (unsigned long long)(sluice_now_ms() - started), where,
+             kind == SLUICE_REDIRECT_ASK ? "an ASK" : "TRYAGAIN");
     return SLUICE_EMIGRATING;
 }
 
@@ -554,7 +554,7 @@ static int call(sluice_conn *c, const creq *q, int slot, sluice__node *pin, redi
         }
         int left = remaining_ms(deadline);
         if (attempt > 0 && left <= 0) {
-            return gave_up(c, last_kind, slot, attempt, started,
+            return gave_up(c, last_kind, slot, attempt, started, n->where,
                            past_deadline(c, n, last, attempt));
         }
         if (attempt > 0) {
@@ -578,7 +578,8 @@ static int call(sluice_conn *c, const creq *q, int slot, sluice__node *pin, redi
             /* the node lost the library (or never had it): it did not run the call */
             reloaded = 1;
         } else if (kind == SLUICE_REDIRECT_ASK && asked) {
-            return gave_up(c, kind, slot, attempt + 1, started, st); /* the last redirection */
+            return gave_up(c, kind, slot, attempt + 1, started, n->where,
+                           st); /* the last redirection */
         }
         if (q->multi && discard(c, n) != 0) {
             return st;
@@ -592,7 +593,7 @@ static int call(sluice_conn *c, const creq *q, int slot, sluice__node *pin, redi
             *out = NULL;
             set_sent(sent, 0);
             /* it did not run */
-            return gave_up(c, kind, slot, attempt + 1, started,
+            return gave_up(c, kind, slot, attempt + 1, started, n->where,
                            past_deadline(c, n, last, attempt + 1));
         }
         freeReplyObject(*out);

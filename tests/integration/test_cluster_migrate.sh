@@ -57,11 +57,15 @@ adm limit "$q" set per-tenant tenant 10/1h # one unit: a state of 6 min
 enq --queue "$q" --tenant t1 a >/dev/null
 migrating "$q"
 run 0 'admitted=1' enq --queue "$q" --tenant t1 --timeout 2000 b # t1's state is on the source
+# a tentative call (stride 3t: the producer may try another partition) reads its triples too
+out=$(rc "$msrc" FCALL sluice_admit2 3 "sluice:{$q}:stream" "sluice:{$q}:meta" "sluice:{$q}:stats" \
+    1000 0 3t t1 '' tentative 2>&1)
+[ "$(printf '%s\n' "$out" | head -n 1)" = 1 ] || fail "stride 3t during MIGRATING: $out"
 run 3 "$migr" enq --queue "$q" --tenant t2 --timeout 600 c      # t2 has none yet: TRYAGAIN
 ! grep -q 'non local' "$tmp/out" || fail "a derived key failed the call: $(cat "$tmp/out")"
 finish
 run 0 'admitted=1' enq --queue "$q" --tenant t2 d
-[ "$(rc "$mdst" XLEN "sluice:{$q}:stream")" = 3 ] || fail "limits: not 3 entries on the target"
+[ "$(rc "$mdst" XLEN "sluice:{$q}:stream")" = 4 ] || fail "limits: not 4 entries on the target"
 
 # ---- on the importing node, a limit still on the source is never read as absent ----
 q=gate$$
