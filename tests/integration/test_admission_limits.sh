@@ -14,7 +14,8 @@ cleanup_limits() { rcli --scan --pattern "sluice:{$q}:qlim:*" | xargs -r redis-c
 trap 'cleanup_limits; lib_cleanup' EXIT
 
 # the first admission function still works for existing clients (the prefix that fits)
-run 0 'admitted=0' E --capacity 7 --tenant z </dev/null # loads this build's library
+# one admission connects, which loads this build's library (empty input would not connect)
+run 0 'admitted=1' E --capacity 7 --tenant z <<<seed
 rcli HSET "sluice:{$q}:meta" capacity 7 >/dev/null
 rcli FCALL sluice_admit 3 "sluice:{$q}:stream" "sluice:{$q}:meta" "sluice:{$q}:stats" 1000 0 \
     v1a v1b >"$tmp/v1ok"
