@@ -152,14 +152,21 @@ before it writes anything: the answer Redis gives a multi-key call it cannot ser
 clients retry within their deadline. Admissions and acks check their keys so; the worker's reads,
 lane reclaim and the admin calls, which derive many, answer TRYAGAIN for the whole migration. Plain
 admissions and acks derive nothing and pay nothing; the others pay the one EXISTS (an ACL
-without EXISTS gets HGET, which sees the source side only, and every check fails). ]]
+without EXISTS gets HGET, which sees the source side only, and every check fails). Only Redis's
+own refusal of a key in a cluster ("Script attempted to access a non local key...", or the
+cluster is down) says so: any other error - an ACL's, worded "NOPERM ..." or "The user executing
+the script can't run this command" by Redis version - is not a migration. ]]
+local function cluster_refused(r)
+    return type(r) == 'table' and r.err ~= nil and
+        string.find(r.err, 'Script attempted', 1, true) ~= nil
+end
 local function slot_migrating(prefix)
     local a, b = prefix .. 'migrating?', prefix .. 'migrating?2'
     local r = redis.pcall('EXISTS', a, b)
-    if type(r) == 'table' and string.find(r.err, 'NOPERM', 1, true) then
-        r = redis.pcall('HGET', a, 'x')
+    if type(r) == 'table' and r.err ~= nil and not cluster_refused(r) then
+        r = redis.pcall('HGET', a, 'x') -- this user may not run EXISTS
     end
-    return type(r) == 'table' and r.err ~= nil
+    return cluster_refused(r)
 end
 
 local function slot_tryagain(prefix)

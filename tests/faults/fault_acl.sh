@@ -260,8 +260,28 @@ cluster_users() {
         "them the producer and the worker exit 3"
 }
 
+# A queue with a gcra limit, admitted by a producer with the README's extra rules for limits
+# (no EXISTS among them): the functions' check for a migrating slot must not take the ACL's
+# refusal of EXISTS for a migration (every limited admission answered TRYAGAIN, for ever).
+limits_work() {
+    local lq=acl-lim out rc=0
+    "$BIN/sluice-admin" --redis "$admin_url" limit $lq set per-tenant tenant 5/1h >/dev/null ||
+        fl_fail "limit set on $lq"
+    acl_user plim lpass "${PRODUCER_ACL[@]}" +time '(+hgetall ~sluice:*:limits)' \
+        '(+get +set ~sluice:*:qlim:*)'
+    out=$(seq -f 'lim-%g' 1 6 | "$BIN/sluice-enqueue" -q $lq --tenant t1 --timeout 2000 \
+        -r "redis://plim:lpass@127.0.0.1:$port" 2>&1) || rc=$?
+    fl_eq "a limited run's exit code (one message limited): $out" 1 "$rc"
+    case "$out" in
+    *"admitted=5 "*"limited=1"*) ;;
+    *) fl_fail "the limits producer user: $out" ;;
+    esac
+    fl_log "limits producer user: 5 admitted, the 6th limited by per-tenant (gcra)"
+}
+
 producer_works
 producer_denied
+limits_work
 worker_works
 worker_denied
 library_flushed
