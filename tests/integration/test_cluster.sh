@@ -12,54 +12,35 @@
 # the target's ASKING calls) and then MOVED (the source's MOVED errors once the slot is
 # reassigned), and nothing is lost: the counts are exact and the capacity holds.
 . "$(dirname "$0")/lib.sh"
-src=${SLUICE_SOURCE_DIR:?run through ctest}
-cdir=$tmp/cluster
-cluster_cleanup() {
-    "$src/scripts/test-redis" cluster-stop "$cdir" || true
-    lib_cleanup
-}
-trap cluster_cleanup EXIT
-
-# the first port it tries is the fixture's server's, which answers PING: the harness must pass
+. "$(dirname "$0")/cluster_lib.sh"
+cluster_start
+# the first port cluster_start tries is the fixture server's, which answers PING: it must pass
 # over it rather than take that server for its node (two tests starting clusters at once)
 taken=${url##*:}
-curl=$(TEST_REDIS_FIRST_PORT=$taken "$src/scripts/test-redis" cluster-start "$cdir") ||
-    fail "cluster-start: $curl"
 ! grep -qx "$taken" "$cdir/ports" || fail "the cluster took port $taken, another server's"
-mapfile -t ports <"$cdir/ports"
 [ "${#ports[@]}" -eq 6 ] || fail "expected 6 nodes, got ${#ports[@]}"
 [[ "$curl" == redis+cluster://127.0.0.1:* ]] || fail "URL: $curl"
 p1=${ports[0]}
-rc() { redis-cli -p "$@"; }
 
 # the primaries: port, node id and first..last slot (one range each after cluster create)
 declare -A id first last
-primaries=()
+primary_ports=()
 while read -r nid addr flags _ _ _ _ _ range; do
     [[ "$flags" == *master* ]] || continue
     port=${addr#*:}
     port=${port%@*}
-    primaries+=("$port")
+    primary_ports+=("$port")
     id[$port]=$nid
     first[$port]=${range%-*}
     last[$port]=${range#*-}
 done < <(rc "$p1" CLUSTER NODES)
-[ "${#primaries[@]}" -eq 3 ] || fail "expected 3 primaries: $(rc "$p1" CLUSTER NODES)"
-owner() { # slot -> port of its primary
-    local p
-    for p in "${primaries[@]}"; do
-        if [ "$1" -ge "${first[$p]}" ] && [ "$1" -le "${last[$p]}" ]; then
-            echo "$p"
-            return
-        fi
-    done
-}
+[ "${#primary_ports[@]}" -eq 3 ] || fail "expected 3 primaries: $(rc "$p1" CLUSTER NODES)"
 
 # one queue per primary
 declare -A queue_of
 for i in $(seq 1 300); do
     q="cl$$-$i"
-    p=$(owner "$(rc "$p1" CLUSTER KEYSLOT "sluice:{$q}:stream")")
+    p=$(owner "$q")
     [ -n "${queue_of[$p]:-}" ] || queue_of[$p]=$q
     [ "${#queue_of[@]}" -eq 3 ] && break
 done
@@ -67,7 +48,7 @@ done
 
 E() { "$bin/sluice-enqueue" --redis "$curl" "$@"; }
 A() { "$bin/sluice-admin" --redis "$curl" "$@"; }
-for p in "${primaries[@]}"; do
+for p in "${primary_ports[@]}"; do
     q=${queue_of[$p]}
     run 0 '^admitted=3 rejected=0 depth=3 capacity=5$' E --queue "$q" --capacity 5 a b c
     run 1 '^admitted=2 rejected=1 depth=5 capacity=5$' E --queue "$q" --capacity 5 d e f
@@ -121,7 +102,7 @@ done
 # a reply lost on a cluster node (DEBUG SLEEP past the call's deadline, on a connection the
 # producer already used) is an unknown outcome, never sent again: exit 3 "may or may not have
 # run", and the entry is there exactly once
-slow=${primaries[2]}
+slow=${primary_ports[2]}
 qs=${queue_of[$slow]}
 run 0 "capacity of $qs: 20" A capacity "$qs" 20
 { echo first; sleep 0.6; echo late; } | E --queue "$qs" --batch 1 --timeout 500 >"$tmp/slow.out" 2>&1 &
@@ -137,15 +118,12 @@ grep -q 'may or may not have run' "$tmp/slow.out" || fail "lost reply: $(cat "$t
     fail "$qs: $(rc "$slow" XLEN "sluice:{$qs}:stream") entries, not 8 + first + late once"
 
 # ---- a slot migration under a running producer ----
-src_port=${primaries[0]}
-dst_port=${primaries[1]}
-other_port=${primaries[2]}
+src_port=${primary_ports[0]}
+dst_port=${primary_ports[1]}
+other_port=${primary_ports[2]}
 qm=${queue_of[$src_port]}
 slot=$(rc "$p1" CLUSTER KEYSLOT "sluice:{$qm}:stream")
 run 0 "capacity of $qm: 1508" A capacity "$qm" 1508 # 8 held + 1500
-stat() { # port section name -> its count (0 when absent)
-    rc "$1" INFO "$2" | tr -d '\r' | sed -n "s/^$3:\(calls\|count\)=\([0-9]*\).*/\2/p" | head -n 1 | grep . || echo 0
-}
 ask0=$(stat "$src_port" errorstats errorstat_ASK)
 moved0=$(stat "$src_port" errorstats errorstat_MOVED)
 
@@ -251,7 +229,7 @@ for nd in "$cdir"/node*; do # the dead primary's own PID
 done
 promoted() { # every surviving primary sees the replica as a primary now
     local p
-    for p in "${primaries[@]}"; do
+    for p in "${primary_ports[@]}"; do
         [ "$p" = "$dead" ] && continue
         rc "$p" CLUSTER NODES 2>/dev/null | grep -q ":$replica@.* master " || return 1
     done

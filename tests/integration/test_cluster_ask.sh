@@ -15,30 +15,8 @@
 # With --wait-replicas, the WAIT sent behind each call follows the call to the node that ran it
 # (see the second part below).
 . "$(dirname "$0")/lib.sh"
-src=${SLUICE_SOURCE_DIR:?run through ctest}
-cdir=$tmp/cluster
-trap 'for d in "$cdir"/node*; do kill -CONT "$(cat "$d/pid" 2>/dev/null)" 2>/dev/null; done
-      "$src/scripts/test-redis" cluster-stop "$cdir" >/dev/null 2>&1 || true; lib_cleanup' EXIT
-curl=$("$src/scripts/test-redis" cluster-start "$cdir") || fail "cluster-start: $curl"
-mapfile -t ports <"$cdir/ports"
-rc() { redis-cli -p "$@"; }
-primaries() {
-    rc "${ports[0]}" CLUSTER NODES | awk '$3 ~ /master/ && $3 !~ /fail/ {
-        split($2, a, "[:@]"); print a[2] }'
-}
-owner() { # queue -> port of the primary of its slot
-    local s
-    s=$(rc "${ports[0]}" CLUSTER KEYSLOT "sluice:{$1}:stream")
-    rc "${ports[0]}" CLUSTER NODES | awk -v s="$s" '$3 ~ /master/ && $3 !~ /fail/ {
-        for (i = 9; i <= NF; i++) { split($i, r, "-"); if (r[2] == "") r[2] = r[1]
-            if (s >= r[1] && s <= r[2]) { split($2, a, "[:@]"); print a[2] } } }'
-}
-pid_of() { # port -> pid of that node
-    local d
-    for d in "$cdir"/node*; do
-        if [ "$(cat "$d/port")" = "$1" ]; then cat "$d/pid"; fi
-    done
-}
+. "$(dirname "$0")/cluster_lib.sh"
+cluster_start
 q="ask$$"
 msrc=$(owner "$q")
 mdst=$(primaries | grep -vx "$msrc" | head -n 1)

@@ -7,27 +7,9 @@
 # --wait-replicas 1 admits into its queue and a worker drains it: the worker and the producer
 # follow the promoted replica by themselves, and every admission reported admitted is processed.
 . "$(dirname "$0")/lib.sh"
-src=${SLUICE_SOURCE_DIR:?run through ctest}
-cdir=$tmp/cluster
-trap '"$src/scripts/test-redis" cluster-stop "$cdir" >/dev/null 2>&1 || true; lib_cleanup' EXIT
-curl=$("$src/scripts/test-redis" cluster-start "$cdir") || fail "cluster-start: $curl"
-mapfile -t ports <"$cdir/ports"
+. "$(dirname "$0")/cluster_lib.sh"
+cluster_start
 p1=${ports[0]}
-rc() { redis-cli -p "$@"; }
-alive() { # a node that answers (the first one may be the one killed below)
-    local p
-    for p in "${ports[@]}"; do
-        rc "$p" PING 2>/dev/null | grep -q PONG && { echo "$p"; return; }
-    done
-}
-owner() { # queue -> port of the primary of its slot
-    local s a
-    a=$(alive)
-    s=$(rc "$a" CLUSTER KEYSLOT "sluice:{$1}:stream")
-    rc "$a" CLUSTER NODES | awk -v s="$s" '$3 ~ /master/ && $3 !~ /fail/ {
-        for (i = 9; i <= NF; i++) { split($i, r, "-"); if (r[2] == "") r[2] = r[1]
-            if (s >= r[1] && s <= r[2]) { split($2, a, "[:@]"); print a[2] } } }'
-}
 declare -A queue_of
 for i in $(seq 1 300); do
     q="ca$$-$i"
@@ -117,9 +99,6 @@ msrc=$(owner "$mq")
 mdst=$(owner "${queues[0]}")
 mslot=$(rc "$p1" CLUSTER KEYSLOT "sluice:{$mq}:stream")
 nid() { rc "$1" CLUSTER MYID; }
-stat() { # port section name -> its count (0 when absent)
-    rc "$1" INFO "$2" | tr -d '\r' | sed -n "s/^$3:\(calls\|count\)=\([0-9]*\).*/\2/p" | head -n 1 | grep . || echo 0
-}
 "$bin/sluice-worker" --redis "$curl" --queue "$mq" --handler noop --record "$tmp/mig" \
     --log-level info 2>"$tmp/mig.log" >/dev/null &
 mw=$!

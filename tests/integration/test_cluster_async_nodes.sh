@@ -13,38 +13,8 @@
 #     reads are answered CLUSTERDOWN waits between reads and logs the repeats once, instead of
 #     reading again at once (counted on the node: XREADGROUP calls rejected in 3 s).
 . "$(dirname "$0")/lib.sh"
-src=${SLUICE_SOURCE_DIR:?run through ctest}
-cdir=$tmp/cluster
-trap '"$src/scripts/test-redis" cluster-stop "$cdir" >/dev/null 2>&1 || true; lib_cleanup' EXIT
-curl=$("$src/scripts/test-redis" cluster-start "$cdir") || fail "cluster-start: $curl"
-mapfile -t ports <"$cdir/ports"
-rc() { redis-cli -p "$@"; }
-alive() { # a node that answers
-    local p
-    for p in "${ports[@]}"; do
-        rc "$p" PING 2>/dev/null | grep -q PONG && { echo "$p"; return; }
-    done
-}
-owner() { # queue -> port of the primary of its slot
-    local s a
-    a=$(alive)
-    s=$(rc "$a" CLUSTER KEYSLOT "sluice:{$1}:stream")
-    rc "$a" CLUSTER NODES | awk -v s="$s" '$3 ~ /master/ && $3 !~ /fail/ {
-        for (i = 9; i <= NF; i++) { split($i, r, "-"); if (r[2] == "") r[2] = r[1]
-            if (s >= r[1] && s <= r[2]) { split($2, a, "[:@]"); print a[2] } } }'
-}
-replica_of() { # port of a primary -> port of its replica
-    local id
-    id=$(rc "$1" CLUSTER MYID)
-    rc "$(alive)" CLUSTER NODES | awk -v id="$id" '$3 ~ /slave/ && $3 !~ /fail/ && $4 == id {
-        split($2, a, "[:@]"); print a[2]; exit }'
-}
-pid_of_port() {
-    local d
-    for d in "$cdir"/node*; do
-        if [ "$(cat "$d/port")" = "$1" ]; then cat "$d/pid"; fi
-    done
-}
+. "$(dirname "$0")/cluster_lib.sh"
+cluster_start
 promoted() { # PORT: waits (30 s at most) until the node is a primary and the cluster is ok
     local i
     for i in $(seq 1 600); do
@@ -92,7 +62,7 @@ done) >"$tmp/posts" &
 poster=$!
 pids+=("$poster")
 sleep 0.5
-kill -KILL "$(pid_of_port "$x1")"
+kill -KILL "$(pid_of "$x1")"
 promoted "$r1"
 promoted_ms=$(date +%s%3N)
 for i in $(seq 1 300); do
@@ -130,9 +100,9 @@ gw2=$!
 healthy
 [ "$(post "$q2" before)" = 202 ] || fail "POST to $q2 through one seed"
 wait_lines "$tmp/w2" 1 10
-kill -KILL "$(pid_of_port "$s")"
+kill -KILL "$(pid_of "$s")"
 promoted "$rs"
-kill -KILL "$(pid_of_port "$b")"
+kill -KILL "$(pid_of "$b")"
 promoted "$rb"
 "$bin/sluice-enqueue" --redis "redis+cluster://127.0.0.1:$rb" --queue "$q2" after >/dev/null ||
     fail "enqueue on the promoted $rb"
@@ -163,7 +133,7 @@ done
 sleep 0.5 # the first read is blocked on the stream
 for p in "${ports[@]}"; do
     [ "$p" = "$x3" ] && continue
-    pid=$(pid_of_port "$p")
+    pid=$(pid_of "$p")
     kill -KILL "$pid" 2>/dev/null || true
 done
 for i in $(seq 1 300); do

@@ -14,40 +14,8 @@
 #   - a primary killed (-9): calls made before its replica is promoted wait for the promotion
 #     within their --timeout, and a stdin-fed sluice-enqueue goes on.
 . "$(dirname "$0")/lib.sh"
-src=${SLUICE_SOURCE_DIR:?run through ctest}
-cdir=$tmp/cluster
-trap 'for d in "$cdir"/node*; do kill -CONT "$(cat "$d/pid" 2>/dev/null)" 2>/dev/null || true; done
-      "$src/scripts/test-redis" cluster-stop "$cdir" >/dev/null 2>&1 || true; lib_cleanup' EXIT
-taken=${url##*:}
-curl=$(TEST_REDIS_FIRST_PORT=$taken "$src/scripts/test-redis" cluster-start "$cdir") ||
-    fail "cluster-start: $curl"
-mapfile -t ports <"$cdir/ports"
-rc() { redis-cli -p "$@"; }
-primaries() {
-    rc "${ports[0]}" CLUSTER NODES | awk '$3 ~ /master/ && $3 !~ /fail/ {
-        split($2, a, "[:@]"); print a[2] }'
-}
-owner() { # queue -> port of the primary of its slot
-    local s
-    s=$(rc "${ports[0]}" CLUSTER KEYSLOT "sluice:{$1}:stream")
-    rc "${ports[0]}" CLUSTER NODES | awk -v s="$s" '$3 ~ /master/ && $3 !~ /fail/ {
-        for (i = 9; i <= NF; i++) { split($i, r, "-"); if (r[2] == "") r[2] = r[1]
-            if (s >= r[1] && s <= r[2]) { split($2, a, "[:@]"); print a[2] } } }'
-}
-pid_of() { # port -> pid of that node
-    local d
-    for d in "$cdir"/node*; do
-        if [ "$(cat "$d/port")" = "$1" ]; then cat "$d/pid"; fi
-    done
-}
-replica_of() { # primary port -> port of its first replica
-    rc "$1" CLUSTER REPLICAS "$(rc "$1" CLUSTER MYID)" | awk 'NR == 1 { split($2, a, "[:@]"); print a[2] }'
-}
-stat() { # port section name -> its count (0 when absent)
-    local v
-    v=$(rc "$1" INFO "$2" | grep -o "^$3:[a-z]*=[0-9]*" | cut -d= -f2)
-    echo "${v:-0}"
-}
+. "$(dirname "$0")/cluster_lib.sh"
+cluster_start
 E() { "$bin/sluice-enqueue" --redis "$curl" "$@"; }
 # migrate QUEUE: the ASK phase of its slot's move to another primary (keys moved, slot not yet
 # reassigned); sets msrc, mdst, mslot

@@ -11,26 +11,13 @@
 # their deadline and then report as a migration (sluice-enqueue, the gateway's 503 detail, a
 # fair worker's log), never as a raw ASK, a bare timeout or "busy running a script".
 . "$(dirname "$0")/lib.sh"
-src=${SLUICE_SOURCE_DIR:?run through ctest}
-cdir=$tmp/cluster
-trap '"$src/scripts/test-redis" cluster-stop "$cdir" >/dev/null 2>&1 || true; lib_cleanup' EXIT
-curl=$("$src/scripts/test-redis" cluster-start "$cdir") || fail "cluster-start: $curl"
-mapfile -t ports <"$cdir/ports"
-rc() { redis-cli -p "$@"; }
-slot_of() { rc "${ports[0]}" CLUSTER KEYSLOT "sluice:{$1}:stream"; }
-owner() { # slot -> port of its primary
-    rc "${ports[0]}" CLUSTER NODES | awk -v s="$1" '$3 ~ /master/ && $3 !~ /fail/ {
-        for (i = 9; i <= NF; i++) { split($i, r, "-"); if (r[2] == "") r[2] = r[1]
-            if (s >= r[1] && s <= r[2]) { split($2, a, "[:@]"); print a[2] } } }'
-}
-other_primary() { # port -> another primary's port
-    rc "${ports[0]}" CLUSTER NODES | awk -v p="$1" '$3 ~ /master/ && $3 !~ /fail/ {
-        split($2, a, "[:@]"); if (a[2] != p) { print a[2]; exit } }'
-}
+. "$(dirname "$0")/cluster_lib.sh"
+cluster_start
+other_primary() { primaries | grep -vx "$1" | head -n 1; } # port -> another primary
 # migrating Q: the slot of Q goes MIGRATING on its owner ($msrc) to $mdst, nothing moved yet
 migrating() {
     mslot=$(slot_of "$1")
-    msrc=$(owner "$mslot")
+    msrc=$(slot_owner "$mslot")
     mdst=$(other_primary "$msrc")
     rc "$mdst" CLUSTER SETSLOT "$mslot" IMPORTING "$(rc "$msrc" CLUSTER MYID)" | grep -q OK ||
         fail "IMPORTING $1"
@@ -85,8 +72,8 @@ q=share$$
 adm capacity "$q" 100 --per-tenant 10
 enq --queue "$q" --tenant t1 a >/dev/null
 s="sluice:{$q}:stream" st="sluice:{$q}:stats"
-[ "$(owner "$(slot_of "$q")")" != "" ] || fail "no owner"
-p0=$(owner "$(slot_of "$q")")
+[ "$(owner "$q")" != "" ] || fail "no owner"
+p0=$(owner "$q")
 rc "$p0" XGROUP CREATE "$s" g 0 >/dev/null
 id=$(rc "$p0" XREADGROUP GROUP g c1 COUNT 1 STREAMS "$s" '>' | grep -m1 -E '^[0-9]+-[0-9]+$')
 migrating "$q"
