@@ -14,6 +14,7 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/cluster_lib.sh"
 cluster_start
+load_library # the calls below made with redis-cli may meet a node no client has used
 other_primary() { primaries | grep -vx "$1" | head -n 1; } # port -> another primary
 # migrating Q: the slot of Q goes MIGRATING on its owner ($msrc) to $mdst, nothing moved yet
 migrating() {
