@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libuv_server.c - embedding the async producer in a libuv server (the README example).
+ * libuv_server.c - embedding the async producer in a libuv server (the example of docs/gateway.md).
  *
  * A line-based TCP server: every line a client sends is admitted into a sluice queue, and the
  * server answers one line per request, tagged with the request's line number:

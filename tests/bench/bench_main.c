@@ -31,7 +31,7 @@ static void usage(FILE *f) {
                "  sluice-bench admit --count 50000 --batch-count 1000000 --batch 100\n"
                "  sluice-bench scale --workers 1,2,4,8 --work-ms 5 --duration 10\n"
                "  sluice-bench limit --algorithms gcra,log --count 100000\n"
-               "  scripts/bench                 every row of the README's table, side by side\n"
+               "  scripts/bench                 every row of docs/benchmarks.md, side by side\n"
                "                                with redis-benchmark on one private server\n");
     fprintf(f, "\nEvery command takes --redis URL (default $SLUICE_REDIS_URL, else "
                "redis://127.0.0.1:6379).\n--log-level LEVEL, before the command: error, warn, "

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # fault_acl.sh - least privilege (docs/faults.md B12, issue item 5).
 #
-# The ACL lines below are the ones the README (section Guarantees) gives; this test proves them on
+# The ACL lines below are the ones docs/guarantees.md (Least privilege) gives; this test proves them on
 # Redis 7.0: an admin loads the library, then
 #   - the producer user admits (also with an idempotency key) and can do nothing else that
 #     matters: no reading payloads, no deleting, trimming, acking, changing capacity, loading or
@@ -18,7 +18,7 @@
 #   - after an admin's FUNCTION FLUSH the producer user cannot reload the library: exit 3 with
 #     the reason; once an admin reloads it, it works again
 #   - on a Redis Cluster (3 primaries, 3 replicas, started here), the same users with the
-#     README's cluster rules (CLUSTER SHARDS/SLOTS, ASKING, EXISTS on meta) admit with
+#     docs/guarantees.md's cluster rules (CLUSTER SHARDS/SLOTS, ASKING, EXISTS on meta) admit with
 #     sluice-enqueue and the gateway and drain with sluice-worker; without those rules the
 #     producer exits 3 and the worker exits 3 ("not permitted by the redis ACL") instead of
 #     retrying forever
@@ -32,14 +32,14 @@ redis_start r
 port=$(redis_port r)
 admin_url=$(redis_url r)
 
-# The documented ACL lines (keep in sync with the README, section Guarantees).
+# The documented ACL lines (keep in sync with docs/guarantees.md, Least privilege).
 PRODUCER_ACL=(resetchannels -@all +fcall +xlen +hget +hmget '~sluice:*'
     '(+xadd ~sluice:*:stream)' '(+hincrby ~sluice:*:stats)' '(+get +set ~sluice:*:idem:*)'
     '(+hsetnx ~sluice:*:meta)')
 WORKER_ACL=(resetchannels -@all +fcall +xreadgroup '+xgroup|create' '+xgroup|createconsumer'
     '+xgroup|delconsumer' '+xinfo|groups' +hget +xack +xdel +xclaim +xautoclaim +xpending +xrange +hincrby '~sluice:*'
     '(+xadd ~sluice:*:dead)' '(+hsetnx ~sluice:*:meta)')
-# What both users need in addition on a Redis Cluster (README, the same section).
+# What both users need in addition on a Redis Cluster (docs/guarantees.md, the same section).
 CLUSTER_ACL=('+cluster|shards' '+cluster|slots' +asking '(+exists ~sluice:*:meta)')
 
 acl_user() { # NAME PASS RULES...
@@ -260,7 +260,7 @@ cluster_users() {
         "them the producer and the worker exit 3"
 }
 
-# A queue with a gcra limit, admitted by a producer with the README's extra rules for limits
+# A queue with a gcra limit, admitted by a producer with docs/guarantees.md's extra rules for limits
 # (no EXISTS among them): the functions' check for a migrating slot must not take the ACL's
 # refusal of EXISTS for a migration (every limited admission answered TRYAGAIN, for ever).
 limits_work() {

@@ -62,7 +62,7 @@ run 1 'limited=1 \(by global' E g3
 run 0 'deleted' A limit "$q" del global
 
 # messages without a tenant share the tenant '' of a per-tenant limit: leaving the tenant out
-# does not escape it (README, Limits)
+# does not escape it (docs/limits.md)
 run 0 'limit one' A limit "$q" set one tenant 1/1h
 run 0 'admitted=1 ' E u1
 run 1 'limited=1 \(by one' E u2

@@ -89,7 +89,7 @@ grep -q '^processed=20 .* partitions=3$' "$tmp/w20.out" || fail "summary: $(cat 
 # them, and a burst after the growth fills all four. The total depth (sampled atomically) never
 # exceeds the capacity (+3 of rounding), and every admitted entry is processed exactly once.
 # The queue holds less than its new share (100) when it grows: above it, the old partition
-# keeps what it holds while the new ones fill (README: what is not yet).
+# keeps what it holds while the new ones fill (docs/cluster.md: what is not yet).
 g="$q-g"
 gparts=("$g" "$g~1" "$g~2" "$g~3")
 total_depth() {

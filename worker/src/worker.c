@@ -463,7 +463,7 @@ static void on_pace_check(sluice_aconn *c, int status, int sent, redisReply *r, 
     }
     if (status == SLUICE_ENOPERM && !w->meta_hget_only) {
         /* an ACL from before fair queues (+hget, no +hmget): pacing still works, fairness
-         * needs the rights README lists */
+         * needs the rights docs/guarantees.md lists */
         SLUICE_LOG(SLUICE_LOG_WARN,
                    "event=fair_unavailable queue=%s note=\"the worker's ACL "
                    "lacks HMGET: reading meta drain only\"",

@@ -9,7 +9,7 @@
  * lives in the Redis key sluice:{NAMESPACE}:lim:KEY: one hash tag per namespace, so every call
  * runs in one Redis Cluster slot. Time is the server's, never the client's.
  *
- * Algorithms (README "Limits" compares them):
+ * Algorithms (docs/limits.md compares them):
  *   GCRA    one value per key; a burst of N, then N per DURATION spread evenly (the default)
  *   WINDOW  sliding window counted in sub-buckets of PRECISION (default DURATION/60), one hash
  *   LOG     exact sliding window: one sorted-set member per unit (memory O(N))

@@ -9,7 +9,7 @@
  * exponential backoff and jitter. Does not own: what the calls mean (producer/, worker/).
  *
  * With a redis+cluster:// URL the blocking connection routes each call to the primary of its
- * first key's slot and follows the cluster's redirections (see README, "Redis Cluster"). An
+ * first key's slot and follows the cluster's redirections (see docs/cluster.md). An
  * async connection serves one queue (sluice_conn_options.queue; without one it reports
  * SLUICE_EINVAL through its state callback): it connects to the owner of the queue's slot,
  * holds a call answered MOVED and sends it to the new owner, and sends a call answered ASK once

@@ -155,7 +155,7 @@ typedef struct sluice_queue_part {
     int status; /* 0, or why the partition could not be read (its figures are then 0) */
 } sluice_queue_part;
 
-/* What GET /v1/queues/{q} shows; the meanings of README's "Queue figures", for both backends.
+/* What GET /v1/queues/{q} shows; the "Queue figures" of docs/operations.md, both backends.
  * For a partitioned queue the figures are the totals of its partitions (consumers: the most of
  * any partition; limits: as partition 0 has them, refusals counted over all partitions); a
  * partition that cannot be read (its primary down) has parts[i].status set, is counted in
