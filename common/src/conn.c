@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "sluice/buf.h"
-#include "sluice/cli.h"
+#include "sluice/clock.h"
 #include "sluice/client.h"
 #include "sluice/log.h"
 #include "sluice/lua.h"

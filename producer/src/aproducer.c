@@ -32,7 +32,7 @@
 #include <uv.h>
 
 #include "sluice/aproducer.h"
-#include "sluice/cli.h"
+#include "sluice/clock.h"
 #include "sluice/client.h"
 #include "sluice/figures.h"
 #include "sluice/reply.h"

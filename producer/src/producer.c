@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sluice/cli.h"
+#include "sluice/clock.h"
 #include "sluice/client.h"
 #include "sluice/figures.h"
 #include "sluice/redis.h"

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "sluice/buf.h"
-#include "sluice/cli.h"
+#include "sluice/clock.h"
 #include "sluice/log.h"
 
 #include "worker_internal.h"

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sluice/cli.h"
+#include "sluice/clock.h"
 #include "sluice/log.h"
 #include "sluice/reply.h"
 
