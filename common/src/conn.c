@@ -21,7 +21,6 @@
 
 #include "sluice/buf.h"
 #include "sluice/clock.h"
-#include "sluice/client.h"
 #include "sluice/log.h"
 #include "sluice/lua.h"
 #include "sluice/redis.h"
@@ -533,18 +532,4 @@ int sluice_conn_fcall(sluice_conn *c, sluice_fn fn, int nkeys, const char **keys
             return st;
         }
     }
-}
-
-int sluice_client_setup(const char *redis_url, int connect_timeout_ms, int command_timeout_ms,
-                        int force_eval, const char *name, sluice_url *url, sluice_conn_options *co,
-                        char *err, size_t errlen) {
-    if (sluice_url_parse(url, redis_url ? redis_url : sluice_url_default(), err, errlen) != 0) {
-        return SLUICE_EINVAL;
-    }
-    sluice_conn_options_init(co);
-    co->connect_timeout_ms = connect_timeout_ms;
-    co->command_timeout_ms = command_timeout_ms;
-    co->force_eval = force_eval;
-    co->name = name;
-    return 0;
 }

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <hiredis/hiredis.h>
+
 #include "sluice/buf.h"
 #include "sluice/clock.h"
 #include "sluice/log.h"
