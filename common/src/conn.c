@@ -23,6 +23,7 @@
 #include "sluice/clock.h"
 #include "sluice/log.h"
 #include "sluice/lua.h"
+#include "sluice/options.h"
 #include "sluice/redis.h"
 #include "sluice/reply.h"
 #include "sluice/status.h"
@@ -31,18 +32,23 @@
 
 enum { MODE_UNKNOWN = 0, MODE_FUNCTION = 1, MODE_EVAL = 2 };
 
-void sluice_conn_options_init(sluice_conn_options *o) {
-    memset(o, 0, sizeof(*o));
-    o->connect_timeout_ms = 2000;
-    o->command_timeout_ms = 5000;
-    o->backoff_min_ms = 100;
-    o->backoff_max_ms = 5000;
+void sluice_conn_options_init_sized(sluice_conn_options *o, size_t size) {
+    sluice_conn_options d;
+    memset(&d, 0, sizeof(d));
+    d.connect_timeout_ms = 2000;
+    d.command_timeout_ms = 5000;
+    d.backoff_min_ms = 100;
+    d.backoff_max_ms = 5000;
+    sluice__options_give(o, size, &d, sizeof(d));
 }
 
 void sluice__conn_options_fill(sluice_conn_options *dst, const sluice_conn_options *src) {
     sluice_conn_options d;
     sluice_conn_options_init(&d);
-    *dst = src ? *src : d;
+    *dst = d;
+    if (src != NULL) {
+        sluice__options_take(dst, sizeof(*dst), src);
+    }
     if (dst->connect_timeout_ms <= 0) {
         dst->connect_timeout_ms = d.connect_timeout_ms;
     }

@@ -98,6 +98,7 @@ SLUICE_API int sluice_limit_parse(const char *spec, sluice_limit_alg alg, sluice
 SLUICE_API int sluice_limit_spec(const sluice_limit *l, char *buf, size_t len);
 
 typedef struct sluice_limiter_options {
+    size_t struct_size;     /* set by _init (sluice/export.h) */
     const char *redis_url;  /* NULL = $SLUICE_REDIS_URL, else redis://127.0.0.1:6379 */
     const char *ns;         /* the namespace, required: 1..64 of [A-Za-z0-9_.-] (a queue name's
                                rules); keys are sluice:{ns}:lim:KEY */
@@ -109,7 +110,8 @@ typedef struct sluice_limiter_options {
 
 typedef struct sluice_limiter sluice_limiter;
 
-SLUICE_API void sluice_limiter_options_init(sluice_limiter_options *o);
+SLUICE_API void sluice_limiter_options_init_sized(sluice_limiter_options *o, size_t size);
+#define sluice_limiter_options_init(o) sluice_limiter_options_init_sized((o), sizeof(*(o)))
 
 /* Copies the options; connects lazily. Returns 0 or SLUICE_EINVAL with a message in err. */
 SLUICE_API int sluice_limiter_new(const sluice_limiter_options *o, sluice_limiter **out, char *err,

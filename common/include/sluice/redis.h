@@ -36,8 +36,8 @@ struct redisReply;
  * macro needs) into every includer. */
 typedef struct uv_loop_s uv_loop_t;
 
-#include "sluice/url.h"
 #include "sluice/export.h"
+#include "sluice/url.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -77,6 +77,7 @@ typedef enum sluice_fn {
 SLUICE_API const char *sluice_fn_name(sluice_fn fn);
 
 typedef struct sluice_conn_options {
+    size_t struct_size;     /* set by _init (sluice/export.h) */
     int connect_timeout_ms; /* ms, default 2000 */
     int command_timeout_ms; /* ms, default 5000; the deadline of each call */
     int backoff_min_ms;     /* ms, default 100: first reconnect delay */
@@ -87,7 +88,8 @@ typedef struct sluice_conn_options {
     const char *queue;      /* the queue it serves in log lines (queue=Q), NULL = none; copied */
 } sluice_conn_options;
 
-SLUICE_API void sluice_conn_options_init(sluice_conn_options *o);
+SLUICE_API void sluice_conn_options_init_sized(sluice_conn_options *o, size_t size);
+#define sluice_conn_options_init(o) sluice_conn_options_init_sized((o), sizeof(*(o)))
 
 /* ---------------------------------------------------------------------------------------- */
 /* Blocking connection                                                                      */

@@ -37,9 +37,9 @@
  * macro needs) into every includer. */
 typedef struct uv_loop_s uv_loop_t;
 
+#include "sluice/export.h"
 #include "sluice/producer.h"
 #include "sluice/redis.h"
-#include "sluice/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -49,6 +49,7 @@ typedef struct sluice_aproducer sluice_aproducer;
 
 /* Settings of the async producer beyond sluice_producer_options. Zero fields mean default. */
 typedef struct sluice_aproducer_options {
+    size_t struct_size;       /* set by _init (sluice/export.h) */
     size_t max_queued;        /* admissions accepted and not yet called back, default 65536;
                                  beyond it sluice_aproducer_admit() fails with ETOOBIG */
     size_t max_inflight;      /* admission calls written and not yet answered, per
@@ -58,7 +59,8 @@ typedef struct sluice_aproducer_options {
 } sluice_aproducer_options;
 
 /* Writes the defaults into `o`. */
-SLUICE_API void sluice_aproducer_options_init(sluice_aproducer_options *o);
+SLUICE_API void sluice_aproducer_options_init_sized(sluice_aproducer_options *o, size_t size);
+#define sluice_aproducer_options_init(o) sluice_aproducer_options_init_sized((o), sizeof(*(o)))
 
 /*
  * The outcome of one admission. `res` is borrowed for the duration of the call. Runs on the loop

@@ -21,9 +21,9 @@
 #include <stddef.h>
 
 #include "sluice/envelope.h"
+#include "sluice/export.h"
 #include "sluice/queue.h"
 #include "sluice/status.h"
-#include "sluice/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -72,6 +72,7 @@ typedef struct sluice_message {
 } sluice_message;
 
 typedef struct sluice_producer_options {
+    size_t struct_size;         /* set by _init (sluice/export.h) */
     const char *redis_url;      /* NULL = $SLUICE_REDIS_URL, else redis://127.0.0.1:6379 */
     const char *queue;          /* required: 1..64 of [A-Za-z0-9_.-] */
     sluice_backend backend;     /* default SLUICE_BACKEND_STREAM */
@@ -97,7 +98,8 @@ typedef struct sluice_producer_options {
 typedef struct sluice_producer sluice_producer;
 
 /* Writes the defaults into `o`. */
-SLUICE_API void sluice_producer_options_init(sluice_producer_options *o);
+SLUICE_API void sluice_producer_options_init_sized(sluice_producer_options *o, size_t size);
+#define sluice_producer_options_init(o) sluice_producer_options_init_sized((o), sizeof(*(o)))
 
 /*
  * Creates a producer (copies the options; connects lazily on the first admission). Returns 0 or

@@ -34,10 +34,10 @@
 typedef struct uv_loop_s uv_loop_t;
 
 #include "sluice/envelope.h"
+#include "sluice/export.h"
 #include "sluice/queue.h"
 #include "sluice/status.h"
 #include "sluice/url.h"
-#include "sluice/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -82,6 +82,7 @@ SLUICE_API sluice_worker_tally *sluice_worker_tally_new(void);
 SLUICE_API void sluice_worker_tally_free(sluice_worker_tally *t);
 
 typedef struct sluice_worker_options {
+    size_t struct_size;        /* set by _init (sluice/export.h) */
     const char *redis_url;     /* NULL = $SLUICE_REDIS_URL, else redis://127.0.0.1:6379 */
     const char *queue;         /* required */
     const char *group;         /* consumer group, NULL = "workers"; 1-128 visible characters */
@@ -130,7 +131,8 @@ typedef struct sluice_worker_stats {
 
 extern SLUICE_API const double sluice_worker_latency_bounds[SLUICE_WORKER_LATENCY_BUCKETS - 1];
 
-SLUICE_API void sluice_worker_options_init(sluice_worker_options *o);
+SLUICE_API void sluice_worker_options_init_sized(sluice_worker_options *o, size_t size);
+#define sluice_worker_options_init(o) sluice_worker_options_init_sized((o), sizeof(*(o)))
 
 /* Creates a worker (copies options). Returns 0 or EINVAL with a message naming the value. */
 SLUICE_API int sluice_worker_new(const sluice_worker_options *o, sluice_worker **out, char *err,
