@@ -16,6 +16,7 @@ for b in sluice-enqueue sluice-worker sluice-admin sluice-gateway; do
     grep -q "unrecognized" "$tmp/out" && fail "$b prints getopt's wording: $(cat "$tmp/out")"
 done
 run 2 "invalid value '-3'" "$bin/sluice-admin" --redis "$url" capacity jobs -3
+run 2 "invalid value '-5/1s'" "$bin/sluice-admin" --redis "$url" limit jobs set x queue -5/1s # not the element before it
 run 1 "queue nosuchqueue-$$ does not exist" "$bin/sluice-admin" --redis "$url" stats "nosuchqueue-$$"
 # per-command help: that command's lines and the options it takes, nothing else
 run 0 "dead list QUEUE" "$bin/sluice-admin" dead list --help

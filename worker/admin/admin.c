@@ -391,9 +391,17 @@ static int parse_args(admin *a, int argc, char **argv, const struct command **cm
             exit(0);
         }
         if (ch == '?' && optopt >= '0' && optopt <= '9') {
-            /* "capacity jobs -3": a negative number, not an option */
-            snprintf(err, sizeof(err), "invalid value '%s': negative numbers are not allowed",
-                     argv[optind - 1]);
+            /* "capacity jobs -3": a negative number, not an option. getopt moves operands and
+             * may stop inside an element, so optind does not say which one: name the first
+             * element that starts with this dash and digit. */
+            const char *bad = argv[optind - 1];
+            for (int i = 1; i < argc; i++) {
+                if (argv[i][0] == '-' && argv[i][1] == optopt) {
+                    bad = argv[i];
+                    break;
+                }
+            }
+            snprintf(err, sizeof(err), "invalid value '%s': negative numbers are not allowed", bad);
             return fail_usage(NULL, err);
         }
         if (ch == '?' || ch == ':') {
