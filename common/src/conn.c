@@ -20,10 +20,10 @@
 #include <unistd.h>
 
 #include "sluice/buf.h"
-#include "sluice/cli.h"
-#include "sluice/client.h"
+#include "sluice/clock.h"
 #include "sluice/log.h"
 #include "sluice/lua.h"
+#include "sluice/options.h"
 #include "sluice/redis.h"
 #include "sluice/reply.h"
 #include "sluice/status.h"
@@ -32,18 +32,23 @@
 
 enum { MODE_UNKNOWN = 0, MODE_FUNCTION = 1, MODE_EVAL = 2 };
 
-void sluice_conn_options_init(sluice_conn_options *o) {
-    memset(o, 0, sizeof(*o));
-    o->connect_timeout_ms = 2000;
-    o->command_timeout_ms = 5000;
-    o->backoff_min_ms = 100;
-    o->backoff_max_ms = 5000;
+void sluice_conn_options_init_sized(sluice_conn_options *o, size_t size) {
+    sluice_conn_options d;
+    memset(&d, 0, sizeof(d));
+    d.connect_timeout_ms = 2000;
+    d.command_timeout_ms = 5000;
+    d.backoff_min_ms = 100;
+    d.backoff_max_ms = 5000;
+    sluice__options_give(o, size, &d, sizeof(d));
 }
 
 void sluice__conn_options_fill(sluice_conn_options *dst, const sluice_conn_options *src) {
     sluice_conn_options d;
     sluice_conn_options_init(&d);
-    *dst = src ? *src : d;
+    *dst = d;
+    if (src != NULL) {
+        sluice__options_take(dst, sizeof(*dst), src);
+    }
     if (dst->connect_timeout_ms <= 0) {
         dst->connect_timeout_ms = d.connect_timeout_ms;
     }
@@ -533,18 +538,4 @@ int sluice_conn_fcall(sluice_conn *c, sluice_fn fn, int nkeys, const char **keys
             return st;
         }
     }
-}
-
-int sluice_client_setup(const char *redis_url, int connect_timeout_ms, int command_timeout_ms,
-                        int force_eval, const char *name, sluice_url *url, sluice_conn_options *co,
-                        char *err, size_t errlen) {
-    if (sluice_url_parse(url, redis_url ? redis_url : sluice_url_default(), err, errlen) != 0) {
-        return SLUICE_EINVAL;
-    }
-    sluice_conn_options_init(co);
-    co->connect_timeout_ms = connect_timeout_ms;
-    co->command_timeout_ms = command_timeout_ms;
-    co->force_eval = force_eval;
-    co->name = name;
-    return 0;
 }

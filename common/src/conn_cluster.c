@@ -37,7 +37,7 @@
 #include <strings.h>
 #include <time.h>
 
-#include "sluice/cli.h"
+#include "sluice/clock.h"
 #include "sluice/cluster.h"
 #include "sluice/log.h"
 #include "sluice/reply.h"

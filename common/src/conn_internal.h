@@ -10,6 +10,7 @@
 
 #include <stdint.h>
 
+#include <hiredis/hiredis.h>
 #include <hiredis/sds.h>
 
 #include "sluice/redis.h"

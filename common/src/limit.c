@@ -11,6 +11,7 @@
 
 #include "sluice/client.h"
 #include "sluice/limit.h"
+#include "sluice/options.h"
 #include "sluice/queue.h"
 #include "sluice/redis.h"
 #include "sluice/reply.h"
@@ -297,8 +298,10 @@ struct sluice_limiter {
     char err[512];
 };
 
-void sluice_limiter_options_init(sluice_limiter_options *o) {
-    memset(o, 0, sizeof(*o));
+void sluice_limiter_options_init_sized(sluice_limiter_options *o, size_t size) {
+    sluice_limiter_options d;
+    memset(&d, 0, sizeof(d));
+    sluice__options_give(o, size, &d, sizeof(d));
 }
 
 int sluice_limiter_new(const sluice_limiter_options *o, sluice_limiter **out, char *err,
@@ -308,6 +311,12 @@ int sluice_limiter_new(const sluice_limiter_options *o, sluice_limiter **out, ch
     if (err == NULL) {
         err = ebuf;
         errlen = sizeof(ebuf);
+    }
+    sluice_limiter_options lo; /* the caller's options as this library lays them out */
+    if (o != NULL) {
+        sluice_limiter_options_init(&lo);
+        sluice__options_take(&lo, sizeof(lo), o);
+        o = &lo;
     }
     if (o == NULL || o->ns == NULL) {
         snprintf(err, errlen, "no namespace given");

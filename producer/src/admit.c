@@ -4,21 +4,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sluice/options.h"
 #include "sluice/reply.h"
 #include "sluice/url.h"
 
 #include "admit.h"
 
-void sluice_producer_options_init(sluice_producer_options *o) {
-    memset(o, 0, sizeof(*o));
-    o->backend = SLUICE_BACKEND_STREAM;
-    o->capacity = 1000;
-    o->max_payload = 1024 * 1024;
-    o->max_batch = 1000;
-    o->connect_timeout_ms = 2000;
-    o->command_timeout_ms = 5000;
-    o->idempotency_ttl_ms = 86400000;
-    o->retry_after_max_s = 60;
+void sluice_producer_options_init_sized(sluice_producer_options *o, size_t size) {
+    sluice_producer_options d;
+    memset(&d, 0, sizeof(d));
+    d.backend = SLUICE_BACKEND_STREAM;
+    d.capacity = 1000;
+    d.max_payload = 1024 * 1024;
+    d.max_batch = 1000;
+    d.connect_timeout_ms = 2000;
+    d.command_timeout_ms = 5000;
+    d.idempotency_ttl_ms = 86400000;
+    d.retry_after_max_s = 60;
+    sluice__options_give(o, size, &d, sizeof(d));
 }
 
 int sluice__admit_cfg_init(sluice__admit_cfg *cfg, const sluice_producer_options *o, char *err,

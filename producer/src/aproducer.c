@@ -32,9 +32,10 @@
 #include <uv.h>
 
 #include "sluice/aproducer.h"
-#include "sluice/cli.h"
 #include "sluice/client.h"
+#include "sluice/clock.h"
 #include "sluice/figures.h"
+#include "sluice/options.h"
 #include "sluice/reply.h"
 #include "sluice/url.h"
 
@@ -127,10 +128,12 @@ static void on_flush(uv_prepare_t *h) {
     flush(h->data);
 }
 
-void sluice_aproducer_options_init(sluice_aproducer_options *o) {
-    memset(o, 0, sizeof(*o));
-    o->max_queued = DEFAULT_MAX_QUEUED;
-    o->max_inflight = DEFAULT_MAX_INFLIGHT;
+void sluice_aproducer_options_init_sized(sluice_aproducer_options *o, size_t size) {
+    sluice_aproducer_options d;
+    memset(&d, 0, sizeof(d));
+    d.max_queued = DEFAULT_MAX_QUEUED;
+    d.max_inflight = DEFAULT_MAX_INFLIGHT;
+    sluice__options_give(o, size, &d, sizeof(d));
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -718,10 +721,15 @@ int sluice_aproducer_new(uv_loop_t *loop, const sluice_producer_options *o,
         return SLUICE_EINVAL;
     }
     *out = NULL;
+    sluice_producer_options po; /* the caller's options as this library lays them out */
+    sluice_producer_options_init(&po);
+    sluice__options_take(&po, sizeof(po), o);
+    o = &po;
     sluice_aproducer_options_init(&dao);
-    if (ao == NULL) {
-        ao = &dao;
+    if (ao != NULL) {
+        sluice__options_take(&dao, sizeof(dao), ao);
     }
+    ao = &dao;
     sluice_aproducer *ap = calloc(1, sizeof(*ap));
     if (ap == NULL) {
         return SLUICE_ENOMEM;

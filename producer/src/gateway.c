@@ -246,6 +246,16 @@ static int header_name(const char *opt, const char *v, char *out, size_t len, ch
         snprintf(err, n, "%s: \"%s\" is not a header name of 1..%zu bytes", opt, v, len - 1);
         return -1;
     }
+    for (size_t i = 0; i < vl; i++) { /* a field name is a token (RFC 9110, 5.1) */
+        unsigned char ch = (unsigned char)v[i];
+        if (!isalnum(ch) && strchr("!#$%&'*+-.^_`|~", ch) == NULL) {
+            snprintf(err, n,
+                     "%s: \"%s\" is not a header name (byte %zu: letters, digits and "
+                     "!#$%%&'*+-.^_`|~ only)",
+                     opt, v, i + 1);
+            return -1;
+        }
+    }
     for (size_t i = 0; i <= vl; i++) {
         out[i] = (char)tolower((unsigned char)v[i]);
     }

@@ -7,9 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sluice/cli.h"
 #include "sluice/client.h"
+#include "sluice/clock.h"
 #include "sluice/figures.h"
+#include "sluice/options.h"
 #include "sluice/redis.h"
 #include "sluice/reply.h"
 #include "sluice/status.h"
@@ -44,11 +45,12 @@ int sluice_producer_new(const sluice_producer_options *o, sluice_producer **out,
         err = ebuf;
         errlen = sizeof(ebuf);
     }
-    sluice_producer_options d;
-    if (o == NULL) {
-        sluice_producer_options_init(&d);
-        o = &d;
+    sluice_producer_options d; /* the caller's options as this library lays them out */
+    sluice_producer_options_init(&d);
+    if (o != NULL) {
+        sluice__options_take(&d, sizeof(d), o);
     }
+    o = &d;
     sluice_url url;
     sluice_conn_options co;
     if (sluice_client_setup(o->redis_url, o->connect_timeout_ms, o->command_timeout_ms,

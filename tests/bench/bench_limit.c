@@ -27,6 +27,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <hiredis/hiredis.h>
+
 #include "sluice/cli.h"
 #include "sluice/limit.h"
 #include "sluice/queue.h"

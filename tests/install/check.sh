@@ -5,7 +5,9 @@
 # with sluice-static.pc: `pkg-config --static` as given, no edits) and once with CMake's
 # find_package, compiled as strict C11, and runs each against a private redis-server. The
 # shared libraries find each other through RUNPATH $ORIGIN after the install is moved, and
-# nothing asks for msgpack-c (a header-only build dependency). Usage: check.sh BUILD_DIR
+# nothing asks for msgpack-c (a header-only build dependency). Each shared library exports
+# exactly the functions and variables its installed headers declare (nm -D against the headers
+# as the compiler reads them). Usage: check.sh BUILD_DIR
 set -euo pipefail
 build=${1:?usage: check.sh BUILD_DIR}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -32,7 +34,7 @@ for f in include/sluice/producer.h include/sluice/worker.h; do
 done
 # The installed include directory is the public API and nothing else (cli.h, lua.h, reply.h,
 # figures.h and drain.h are sluice's own), and every public header stands on its own.
-public="aproducer.h envelope.h limit.h log.h producer.h queue.h redis.h status.h url.h worker.h"
+public="aproducer.h envelope.h export.h limit.h log.h producer.h queue.h redis.h status.h url.h worker.h"
 got=$(cd "$prefix/include/sluice" && ls | sort | tr '\n' ' ')
 [ "$got" = "$public " ] || fail "installed headers are '$got', expected '$public '"
 for h in $public; do
@@ -40,6 +42,40 @@ for h in $public; do
     cc -std=c11 -pedantic -Wall -Werror -I"$prefix/include" -c "$work/h.c" -o "$work/h.o" ||
         fail "public header sluice/$h does not compile on its own"
 done
+# No public header needs hiredis's or libuv's headers (replies and loops cross the API as
+# pointers to declared types).
+for h in $public; do
+    printf '#include <sluice/%s>\n' "$h" | cc -std=c11 -E -H -I"$prefix/include" - 2>&1 >/dev/null |
+        grep -E 'hiredis|uv\.h' && fail "public header sluice/$h includes hiredis or libuv"
+done
+# Exports = API. declared LIB HEADERS...: the sluice* functions and variables the headers
+# declare, read from the preprocessed text of those headers alone (comments and macros gone).
+declared() {
+    local h
+    for h in "$@"; do
+        printf '#include <sluice/%s>\n' "$h" | cc -std=c11 -E -I"$prefix/include" - |
+            awk -v want="/sluice/$h\"" '/^# [0-9]+ "/ { on = index($0, want) > 0; next } on'
+    done | tr '\n' ' ' | sed 's/;/;\n/g' | grep -Ev '^[[:space:]]*typedef' |
+        sed -nE -e 's/.*\b(sluice[A-Za-z0-9_]*)[[:space:]]*\([^*].*/\1/p' \
+            -e 's/^[[:space:]]*extern .*\b(sluice[A-Za-z0-9_]*)[[:space:]]*(\[[^]]*\])?[[:space:]]*;.*/\1/p' |
+        sort -u
+}
+check_exports() { # LIB HEADERS...
+    local lib=$1 exported want
+    shift
+    exported=$(nm -D --defined-only "$libdir/lib$lib.so" | awk '$3 ~ /^sluice/ { print $3 }' | sort -u)
+    want=$(declared "$@")
+    [ -n "$want" ] || fail "no declarations found in $*"
+    extra=$(comm -23 <(printf '%s\n' "$exported") <(printf '%s\n' "$want") | tr '\n' ' ')
+    missing=$(comm -13 <(printf '%s\n' "$exported") <(printf '%s\n' "$want") | tr '\n' ' ')
+    [ -z "$extra" ] || fail "lib$lib.so exports what no installed header declares: $extra"
+    [ -z "$missing" ] || fail "lib$lib.so does not export what its headers declare: $missing"
+    echo "install check: lib$lib.so exports its API, $(printf '%s\n' "$exported" | wc -l) symbols"
+}
+check_exports sluice envelope.h limit.h log.h queue.h redis.h status.h url.h
+check_exports sluice_producer producer.h aproducer.h
+check_exports sluice_worker worker.h
+
 soname=$(objdump -p "$libdir/libsluice_producer.so" | awk '/SONAME/ { print $2 }')
 [ "$soname" = libsluice_producer.so.0 ] || fail "libsluice_producer.so has SONAME '$soname'"
 # The shared libraries find libsluice.so.0 next to them, with no LD_LIBRARY_PATH and after the

@@ -28,6 +28,10 @@ run 2 'need --client-header' "$bin/sluice-gateway" --listen 127.0.0.1:0 --queue 
     --trusted-proxies 2
 run 2 'need --client-header' "$bin/sluice-gateway" --listen 127.0.0.1:0 --queue "$q" \
     --require-client-header
+run 2 '"X Api" is not a header name \(byte 2' "$bin/sluice-gateway" --listen 127.0.0.1:0 \
+    --queue "$q" --client-header 'X Api' # a name that can never match a header
+run 2 'tenant-header: "X:T" is not a header name' "$bin/sluice-gateway" --listen 127.0.0.1:0 \
+    --queue "$q" --tenant-header 'X:T'
 
 # 1. a header naming the peer's address spends its own budget, not the address's
 gateway_start --queue "$q" --client-header X-Api-Key

@@ -10,8 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <hiredis/hiredis.h>
+
 #include "sluice/buf.h"
-#include "sluice/cli.h"
+#include "sluice/clock.h"
 #include "sluice/log.h"
 
 #include "worker_internal.h"

@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sluice/cli.h"
+#include "sluice/clock.h"
 #include "sluice/log.h"
 #include "sluice/reply.h"
 

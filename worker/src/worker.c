@@ -11,24 +11,27 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sluice/cli.h"
+#include "sluice/clock.h"
 #include "sluice/log.h"
+#include "sluice/options.h"
 #include "sluice/reply.h"
 
 #include "worker_internal.h"
 
-void sluice_worker_options_init(sluice_worker_options *o) {
-    memset(o, 0, sizeof(*o));
-    o->group = SLUICE_DEFAULT_GROUP;
-    o->concurrency = 16;
-    o->read_batch = 1000;
-    o->block_ms = 1000;
-    o->visibility_timeout_ms = 30000;
-    o->max_deliveries = 5;
-    o->retry_backoff_ms = 1000;
-    o->grace_ms = 10000;
-    o->connect_timeout_ms = 2000;
-    o->command_timeout_ms = 5000;
+void sluice_worker_options_init_sized(sluice_worker_options *o, size_t size) {
+    sluice_worker_options d;
+    memset(&d, 0, sizeof(d));
+    d.group = SLUICE_DEFAULT_GROUP;
+    d.concurrency = 16;
+    d.read_batch = 1000;
+    d.block_ms = 1000;
+    d.visibility_timeout_ms = 30000;
+    d.max_deliveries = 5;
+    d.retry_backoff_ms = 1000;
+    d.grace_ms = 10000;
+    d.connect_timeout_ms = 2000;
+    d.command_timeout_ms = 5000;
+    sluice__options_give(o, size, &d, sizeof(d));
 }
 
 static int check_range(const char *name, long long v, long long lo, long long hi, char *err,
@@ -78,7 +81,9 @@ static int check_name(const char *what, const char *name, char *err, size_t errl
 int sluice_worker_new(const sluice_worker_options *in, sluice_worker **out, char *err,
                       size_t errlen) {
     char ebuf[256];
-    sluice_worker_options o = *in;
+    sluice_worker_options o; /* the caller's options as this library lays them out */
+    sluice_worker_options_init(&o);
+    sluice__options_take(&o, sizeof(o), in);
     sluice_worker_options d;
     sluice_worker_options_init(&d);
     *out = NULL;

@@ -22,6 +22,8 @@
 
 #include <stddef.h>
 
+#include "sluice/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -51,11 +53,11 @@ typedef struct sluice_envelope {
  * Exact number of bytes sluice_envelope_encode() writes for `e`. Returns 0 when `e` breaks a
  * limit (more than SLUICE_ENVELOPE_MAX_HEADERS headers, or a size over SLUICE_ENVELOPE_MAX_BYTES).
  */
-size_t sluice_envelope_size(const sluice_envelope *e);
+SLUICE_API size_t sluice_envelope_size(const sluice_envelope *e);
 
 /* 1 when the n bytes are strict UTF-8 (RFC 3629: no overlong forms, no surrogates, nothing
  * above U+10FFFF), the rule for every text field of an envelope; else 0. */
-int sluice_utf8_valid(const void *text, size_t n);
+SLUICE_API int sluice_utf8_valid(const void *text, size_t n);
 
 /*
  * Encodes `e` into out[0..cap). Returns 0 and sets *len, SLUICE_ETOOBIG when cap is too small
@@ -63,7 +65,8 @@ int sluice_utf8_valid(const void *text, size_t n);
  * Also SLUICE_EINVAL for a NULL pointer with a non-zero length, and for header names, header
  * values or a tenant that are not valid UTF-8 (the decoder would refuse them).
  */
-int sluice_envelope_encode(const sluice_envelope *e, unsigned char *out, size_t cap, size_t *len);
+SLUICE_API int sluice_envelope_encode(const sluice_envelope *e, unsigned char *out, size_t cap,
+                                      size_t *len);
 
 /*
  * Decodes buf[0..len). `max_bytes` is the caller's size cap (0 = SLUICE_ENVELOPE_MAX_BYTES; never
@@ -74,9 +77,9 @@ int sluice_envelope_encode(const sluice_envelope *e, unsigned char *out, size_t 
  * UTF-8 as well. SLUICE_EINVAL for a NULL buf (with len > 0) or out, or NULL hdrs with
  * max_hdrs > 0. On any error *out is all zero.
  */
-int sluice_envelope_decode(const unsigned char *buf, size_t len, size_t max_bytes,
-                           sluice_envelope *out, sluice_header *hdrs, size_t max_hdrs, char *err,
-                           size_t errlen);
+SLUICE_API int sluice_envelope_decode(const unsigned char *buf, size_t len, size_t max_bytes,
+                                      sluice_envelope *out, sluice_header *hdrs, size_t max_hdrs,
+                                      char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

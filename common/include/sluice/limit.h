@@ -30,6 +30,8 @@
 
 #include <stddef.h>
 
+#include "sluice/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -71,30 +73,32 @@ typedef struct sluice_limit_result {
 } sluice_limit_result;
 
 /* "gcra", "window", "log", "fixed", "gate" <-> the enum. Parse returns 0 or SLUICE_EINVAL. */
-int sluice_limit_alg_parse(const char *s, sluice_limit_alg *out);
-const char *sluice_limit_alg_name(sluice_limit_alg a);
+SLUICE_API int sluice_limit_alg_parse(const char *s, sluice_limit_alg *out);
+SLUICE_API const char *sluice_limit_alg_name(sluice_limit_alg a);
 
 /* Parses a duration "500ms", "10s", "30m", "1h", "1d" (or a bare unit, "s" = 1 s) into ms.
  * Returns 0 or SLUICE_EINVAL with a message naming the value in err. */
-int sluice_duration_parse(const char *s, size_t len, long long *ms, char *err, size_t errlen);
+SLUICE_API int sluice_duration_parse(const char *s, size_t len, long long *ms, char *err,
+                                     size_t errlen);
 
 /* Writes ms (>= 0) as a duration sluice_duration_parse reads back: in the largest unit that
  * holds it whole ("30m" for 1800000, "90s", "1500ms"). Returns 0 or SLUICE_EINVAL (buf too
  * small or ms negative). */
-int sluice_duration_format(long long ms, char *buf, size_t len);
+SLUICE_API int sluice_duration_format(long long ms, char *buf, size_t len);
 
 /* Parses "KEY=N/DURATION[~PRECISION]" into *out (out->key points into `spec`, which must stay
  * valid, with out->keylen the bytes before '='). `alg` is the algorithm to use; "~PRECISION"
  * is allowed only for WINDOW. Returns 0 or SLUICE_EINVAL with a message naming the value. */
-int sluice_limit_parse(const char *spec, sluice_limit_alg alg, sluice_limit *out, char *err,
-                       size_t errlen);
+SLUICE_API int sluice_limit_parse(const char *spec, sluice_limit_alg alg, sluice_limit *out,
+                                  char *err, size_t errlen);
 
 /* The limit as the function library spells it ("gcra:5:1000", "window:240:3600000:60000"): the
  * SPEC of FCALL sluice_limit and of a queue's limits hash. Returns 0 or SLUICE_EINVAL (a bad
  * limit, or buf too small). */
-int sluice_limit_spec(const sluice_limit *l, char *buf, size_t len);
+SLUICE_API int sluice_limit_spec(const sluice_limit *l, char *buf, size_t len);
 
 typedef struct sluice_limiter_options {
+    size_t struct_size;     /* set by _init (sluice/export.h) */
     const char *redis_url;  /* NULL = $SLUICE_REDIS_URL, else redis://127.0.0.1:6379 */
     const char *ns;         /* the namespace, required: 1..64 of [A-Za-z0-9_.-] (a queue name's
                                rules); keys are sluice:{ns}:lim:KEY */
@@ -106,12 +110,13 @@ typedef struct sluice_limiter_options {
 
 typedef struct sluice_limiter sluice_limiter;
 
-void sluice_limiter_options_init(sluice_limiter_options *o);
+SLUICE_API void sluice_limiter_options_init_sized(sluice_limiter_options *o, size_t size);
+#define sluice_limiter_options_init(o) sluice_limiter_options_init_sized((o), sizeof(*(o)))
 
 /* Copies the options; connects lazily. Returns 0 or SLUICE_EINVAL with a message in err. */
-int sluice_limiter_new(const sluice_limiter_options *o, sluice_limiter **out, char *err,
-                       size_t errlen);
-void sluice_limiter_free(sluice_limiter *l);
+SLUICE_API int sluice_limiter_new(const sluice_limiter_options *o, sluice_limiter **out, char *err,
+                                  size_t errlen);
+SLUICE_API void sluice_limiter_free(sluice_limiter *l);
 
 /*
  * Checks one request of `weight` (1..SLUICE_LIMIT_COUNT_MAX) against limits[0..n) (1..
@@ -124,10 +129,10 @@ void sluice_limiter_free(sluice_limiter *l);
  * ETIMEDOUT / EUNKNOWN (the call may have counted) when Redis was not reachable. Detail in
  * sluice_limiter_errstr().
  */
-int sluice_limiter_check(sluice_limiter *l, const sluice_limit *limits, size_t n, long long weight,
-                         sluice_limit_result *res);
+SLUICE_API int sluice_limiter_check(sluice_limiter *l, const sluice_limit *limits, size_t n,
+                                    long long weight, sluice_limit_result *res);
 
-const char *sluice_limiter_errstr(const sluice_limiter *l);
+SLUICE_API const char *sluice_limiter_errstr(const sluice_limiter *l);
 
 /*
  * The same check on an async connection (sluice/redis.h: sluice_aconn_new) of a libuv loop, for
@@ -138,8 +143,9 @@ const char *sluice_limiter_errstr(const sluice_limiter *l);
  */
 struct sluice_aconn;
 typedef void (*sluice_limit_cb)(int status, const sluice_limit_result *res, void *arg);
-int sluice_limit_acheck(struct sluice_aconn *c, const char *ns, const sluice_limit *limits,
-                        size_t n, long long weight, int timeout_ms, sluice_limit_cb cb, void *arg);
+SLUICE_API int sluice_limit_acheck(struct sluice_aconn *c, const char *ns,
+                                   const sluice_limit *limits, size_t n, long long weight,
+                                   int timeout_ms, sluice_limit_cb cb, void *arg);
 
 #ifdef __cplusplus
 }

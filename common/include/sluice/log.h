@@ -12,6 +12,8 @@
 
 #include <stddef.h>
 
+#include "sluice/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -24,24 +26,26 @@ enum {
     SLUICE_LOG_DEBUG = 3,
 };
 
-extern int sluice_log_level;
+extern SLUICE_API int sluice_log_level;
 
 /* Sets the threshold; `prog` prefixes each line (may be NULL). Not thread-safe: call early. */
-void sluice_log_set_level(int level, const char *prog);
+SLUICE_API void sluice_log_set_level(int level, const char *prog);
 
 /* Parses "error", "warn", "info", "debug", "off". Returns the level or -2 when unknown. */
-int sluice_log_level_parse(const char *s);
+SLUICE_API int sluice_log_level_parse(const char *s);
 
+/* The line behind SLUICE_LOG (call the macro, not this). */
 #if defined(__GNUC__)
-__attribute__((format(printf, 2, 3)))
+SLUICE_API void sluice__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#else
+SLUICE_API void sluice__log(int level, const char *fmt, ...);
 #endif
-void sluice__log(int level, const char *fmt, ...);
 
 /* A log value in double quotes, with quote, backslash and control characters escaped (\", \\,
  * \n, \xNN) so that a value (an error text, a reason) can never break the one-line key=value
  * format; cut to fit cap. The one quoting rule of every log line: `detail=%s` with
  * sluice_log_q(text, buf, sizeof(buf)). Returns buf. */
-const char *sluice_log_q(const char *s, char *buf, size_t cap);
+SLUICE_API const char *sluice_log_q(const char *s, char *buf, size_t cap);
 
 #define SLUICE_LOG(level, ...)                                                                     \
     do {                                                                                           \

@@ -12,6 +12,8 @@
 
 #include <stddef.h>
 
+#include "sluice/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -45,10 +47,10 @@ typedef struct sluice_keys {
  * Reads at most SLUICE_QUEUE_NAME_MAX + 1 bytes of `name`, so the "too long" message gives the
  * limit, not the full length.
  */
-int sluice_queue_name_check(const char *name, char *err, size_t errlen);
+SLUICE_API int sluice_queue_name_check(const char *name, char *err, size_t errlen);
 
 /* Same check, then fills `k`. Returns 0 or SLUICE_EINVAL. */
-int sluice_keys_init(sluice_keys *k, const char *queue, char *err, size_t errlen);
+SLUICE_API int sluice_keys_init(sluice_keys *k, const char *queue, char *err, size_t errlen);
 
 /*
  * Partitioned queues (sluice-admin partitions Q P): partition 0 of Q is Q itself, partition i
@@ -60,7 +62,7 @@ int sluice_keys_init(sluice_keys *k, const char *queue, char *err, size_t errlen
 
 /* Writes the name of partition i of `queue` into buf. 0, or SLUICE_EINVAL (i out of range, or
  * the name would be longer than SLUICE_QUEUE_NAME_MAX). */
-int sluice_partition_name(const char *queue, int i, char *buf, size_t len);
+SLUICE_API int sluice_partition_name(const char *queue, int i, char *buf, size_t len);
 
 /* The partition (0..parts-1) of a tenant's messages: the jump consistent hash (Lamping and
  * Veach, "A Fast, Minimal Memory, Consistent Hash Algorithm", 2014, as published, with its
@@ -69,7 +71,7 @@ int sluice_partition_name(const char *queue, int i, char *buf, size_t len);
  * the same partition and its order and its limits stay in one slot. Growing P to P' moves a
  * tenant only into one of the new partitions P..P'-1 (about (P'-P)/P' of the tenants); the
  * others stay where they were. */
-int sluice_partition_of(const char *tenant, int parts);
+SLUICE_API int sluice_partition_of(const char *tenant, int parts);
 
 /* The keys built from a queue's prefix, here and nowhere else. Each writes the key into buf
  * and returns 0, or SLUICE_EINVAL when it does not fit in `len` bytes:
@@ -80,18 +82,20 @@ int sluice_partition_of(const char *tenant, int parts);
  *                              ...) for VALUE ('' for scopes queue and drain, the tenant, the
  *                              client key; valuelen bytes, NULL = ''): the twin of the function
  *                              library's qlim_key, apart from every standalone key */
-int sluice_key_proc(const sluice_keys *k, const char *consumer, char *buf, size_t len);
-int sluice_key_idem(const sluice_keys *k, const char *key, size_t keylen, char *buf, size_t len);
-int sluice_key_limit(const sluice_keys *k, const char *key, size_t keylen, char *buf, size_t len);
-int sluice_key_queue_limit(const sluice_keys *k, const char *name, const char *alg,
-                           const char *value, size_t valuelen, char *buf, size_t len);
+SLUICE_API int sluice_key_proc(const sluice_keys *k, const char *consumer, char *buf, size_t len);
+SLUICE_API int sluice_key_idem(const sluice_keys *k, const char *key, size_t keylen, char *buf,
+                               size_t len);
+SLUICE_API int sluice_key_limit(const sluice_keys *k, const char *key, size_t keylen, char *buf,
+                                size_t len);
+SLUICE_API int sluice_key_queue_limit(const sluice_keys *k, const char *name, const char *alg,
+                                      const char *value, size_t valuelen, char *buf, size_t len);
 
 /* The consumer a processing-list key belongs to (the text after "sluice:{Q}:proc:"), or the
  * key itself when it is not one of this queue's processing lists. */
-const char *sluice_key_proc_consumer(const sluice_keys *k, const char *key);
+SLUICE_API const char *sluice_key_proc_consumer(const sluice_keys *k, const char *key);
 
 /* Parses "stream" or "list". Returns 0 or SLUICE_EINVAL. */
-int sluice_backend_parse(const char *s, sluice_backend *out);
+SLUICE_API int sluice_backend_parse(const char *s, sluice_backend *out);
 
 /* The largest capacity a queue can have: 2^53, exact in every client language. */
 #define SLUICE_CAPACITY_MAX 9007199254740992LL
@@ -99,8 +103,8 @@ int sluice_backend_parse(const char *s, sluice_backend *out);
 /* Parses a capacity as stored in the queue's meta hash: decimal digits only, 0..2^53 (0 = a
  * closed bucket: everything is rejected as full). The same rule the server functions apply.
  * Returns 0, or SLUICE_ECONFIG for anything else ("2.5", "1e3", "0x10", "-1", "", "inf"). */
-int sluice_capacity_parse(const char *s, size_t len, long long *out);
-const char *sluice_backend_name(sluice_backend b);
+SLUICE_API int sluice_capacity_parse(const char *s, size_t len, long long *out);
+SLUICE_API const char *sluice_backend_name(sluice_backend b);
 
 #ifdef __cplusplus
 }

@@ -27,11 +27,16 @@
 
 #include <stddef.h>
 
-#include <hiredis/hiredis.h>
+/* Replies are hiredis's redisReply, passed by pointer only: the type is declared, not defined,
+ * so hiredis's headers stay out of every includer. A program that reads a reply includes
+ * <hiredis/hiredis.h> (whose `typedef struct redisReply redisReply` names the same type) and
+ * frees one with freeReplyObject. */
+struct redisReply;
 /* Only pointers to the loop cross this API: no need to pull uv.h (and its feature-test
  * macro needs) into every includer. */
 typedef struct uv_loop_s uv_loop_t;
 
+#include "sluice/export.h"
 #include "sluice/url.h"
 
 #ifdef __cplusplus
@@ -69,9 +74,10 @@ typedef enum sluice_fn {
 } sluice_fn;
 
 /* "sluice_admit" etc. */
-const char *sluice_fn_name(sluice_fn fn);
+SLUICE_API const char *sluice_fn_name(sluice_fn fn);
 
 typedef struct sluice_conn_options {
+    size_t struct_size;     /* set by _init (sluice/export.h) */
     int connect_timeout_ms; /* ms, default 2000 */
     int command_timeout_ms; /* ms, default 5000; the deadline of each call */
     int backoff_min_ms;     /* ms, default 100: first reconnect delay */
@@ -82,7 +88,8 @@ typedef struct sluice_conn_options {
     const char *queue;      /* the queue it serves in log lines (queue=Q), NULL = none; copied */
 } sluice_conn_options;
 
-void sluice_conn_options_init(sluice_conn_options *o);
+SLUICE_API void sluice_conn_options_init_sized(sluice_conn_options *o, size_t size);
+#define sluice_conn_options_init(o) sluice_conn_options_init_sized((o), sizeof(*(o)))
 
 /* ---------------------------------------------------------------------------------------- */
 /* Blocking connection                                                                      */
@@ -90,15 +97,15 @@ void sluice_conn_options_init(sluice_conn_options *o);
 typedef struct sluice_conn sluice_conn;
 
 /* Copies url and options; does not connect. Returns NULL only when out of memory. */
-sluice_conn *sluice_conn_new(const sluice_url *url, const sluice_conn_options *o);
-void sluice_conn_free(sluice_conn *c);
+SLUICE_API sluice_conn *sluice_conn_new(const sluice_url *url, const sluice_conn_options *o);
+SLUICE_API void sluice_conn_free(sluice_conn *c);
 
 /*
  * Connects now unless connected. Respects the backoff after a failure: returns SLUICE_ECONN
  * at once while the backoff has not elapsed. Returns 0 or a status (ECONN, ETIMEDOUT, EAUTH,
  * ENOPERM, ...); the detail is in sluice_conn_errstr().
  */
-int sluice_conn_ensure(sluice_conn *c);
+SLUICE_API int sluice_conn_ensure(sluice_conn *c);
 
 /*
  * Sends one command and reads its reply (*out, caller frees with freeReplyObject). A Redis
@@ -106,27 +113,28 @@ int sluice_conn_ensure(sluice_conn *c);
  * timeout the connection is dropped and *sent tells whether the command may have reached the
  * server (1) or certainly did not (0). `sent` may be NULL.
  */
-int sluice_conn_command(sluice_conn *c, int argc, const char **argv, const size_t *lens,
-                        redisReply **out, int *sent);
+SLUICE_API int sluice_conn_command(sluice_conn *c, int argc, const char **argv, const size_t *lens,
+                                   struct redisReply **out, int *sent);
 
 /*
  * Calls a sluice function: FCALL name nkeys keys... args... (or EVALSHA). When the server
  * lost the library (function not found / NOSCRIPT), reloads it and re-sends once.
  */
-int sluice_conn_fcall(sluice_conn *c, sluice_fn fn, int nkeys, const char **keys,
-                      const size_t *keylens, int nargs, const char **args, const size_t *arglens,
-                      redisReply **out, int *sent);
+SLUICE_API int sluice_conn_fcall(sluice_conn *c, sluice_fn fn, int nkeys, const char **keys,
+                                 const size_t *keylens, int nargs, const char **args,
+                                 const size_t *arglens, struct redisReply **out, int *sent);
 
 /* Pipelined calls: append `n` calls with sluice_conn_append_fcall or sluice_conn_append_command
  * (lens NULL = strlen), then read each reply in order with sluice_conn_read_reply. */
-int sluice_conn_append_command(sluice_conn *c, int argc, const char **argv, const size_t *lens);
-int sluice_conn_append_fcall(sluice_conn *c, sluice_fn fn, int nkeys, const char **keys,
-                             const size_t *keylens, int nargs, const char **args,
-                             const size_t *arglens);
-int sluice_conn_read_reply(sluice_conn *c, redisReply **out);
+SLUICE_API int sluice_conn_append_command(sluice_conn *c, int argc, const char **argv,
+                                          const size_t *lens);
+SLUICE_API int sluice_conn_append_fcall(sluice_conn *c, sluice_fn fn, int nkeys, const char **keys,
+                                        const size_t *keylens, int nargs, const char **args,
+                                        const size_t *arglens);
+SLUICE_API int sluice_conn_read_reply(sluice_conn *c, struct redisReply **out);
 
 /* Detail of the last failure, e.g. "redis://127.0.0.1:6379: Connection refused". */
-const char *sluice_conn_errstr(const sluice_conn *c);
+SLUICE_API const char *sluice_conn_errstr(const sluice_conn *c);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Async connection (libuv)                                                                 */
@@ -140,44 +148,47 @@ typedef struct sluice_aconn sluice_aconn;
  * executed, as for the blocking call); ECANCELED: sluice_aconn_close() was called. Runs
  * exactly once per accepted request, on the loop thread.
  */
-typedef void (*sluice_aconn_reply_cb)(sluice_aconn *c, int status, int sent, redisReply *reply,
-                                      void *arg);
+typedef void (*sluice_aconn_reply_cb)(sluice_aconn *c, int status, int sent,
+                                      struct redisReply *reply, void *arg);
 
 /* Called on the loop thread each time the connection becomes ready (1) or is lost (0). */
 typedef void (*sluice_aconn_state_cb)(sluice_aconn *c, int ready, int status, void *arg);
 
 /* Creates a connection on `loop` and starts connecting. Returns NULL when out of memory. */
-sluice_aconn *sluice_aconn_new(uv_loop_t *loop, const sluice_url *url, const sluice_conn_options *o,
-                               sluice_aconn_state_cb state_cb, void *state_arg);
+SLUICE_API sluice_aconn *sluice_aconn_new(uv_loop_t *loop, const sluice_url *url,
+                                          const sluice_conn_options *o,
+                                          sluice_aconn_state_cb state_cb, void *state_arg);
 
 /* 1 when ready for commands. */
-int sluice_aconn_ready(const sluice_aconn *c);
+SLUICE_API int sluice_aconn_ready(const sluice_aconn *c);
 
 /*
  * Queues a command with its own deadline (timeout_ms; 0 = the command timeout of the options).
  * Returns 0 (the callback will run exactly once) or an error (ECONN when not ready, ENOMEM),
  * in which case the callback never runs.
  */
-int sluice_aconn_command(sluice_aconn *c, int argc, const char **argv, const size_t *lens,
-                         int timeout_ms, sluice_aconn_reply_cb cb, void *arg);
+SLUICE_API int sluice_aconn_command(sluice_aconn *c, int argc, const char **argv,
+                                    const size_t *lens, int timeout_ms, sluice_aconn_reply_cb cb,
+                                    void *arg);
 
 /* The same for a sluice function; reloads the library and re-sends once if the server lost it. */
-int sluice_aconn_fcall(sluice_aconn *c, sluice_fn fn, int nkeys, const char **keys,
-                       const size_t *keylens, int nargs, const char **args, const size_t *arglens,
-                       int timeout_ms, sluice_aconn_reply_cb cb, void *arg);
+SLUICE_API int sluice_aconn_fcall(sluice_aconn *c, sluice_fn fn, int nkeys, const char **keys,
+                                  const size_t *keylens, int nargs, const char **args,
+                                  const size_t *arglens, int timeout_ms, sluice_aconn_reply_cb cb,
+                                  void *arg);
 
 /* Number of requests waiting for a reply. */
-size_t sluice_aconn_pending(const sluice_aconn *c);
+SLUICE_API size_t sluice_aconn_pending(const sluice_aconn *c);
 
 /* Detail of the last failure. */
-const char *sluice_aconn_errstr(const sluice_aconn *c);
+SLUICE_API const char *sluice_aconn_errstr(const sluice_aconn *c);
 
 /*
  * Closes: every pending request's callback runs with ECANCELED (before this returns or on the
  * next loop iteration), no state callback runs any more, and the memory is freed once libuv has
  * closed its handles (`closed`, may be NULL, is then called). Safe to call from a callback.
  */
-void sluice_aconn_close(sluice_aconn *c, void (*closed)(void *arg), void *arg);
+SLUICE_API void sluice_aconn_close(sluice_aconn *c, void (*closed)(void *arg), void *arg);
 
 #ifdef __cplusplus
 }

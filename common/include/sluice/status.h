@@ -11,6 +11,8 @@
 #ifndef SLUICE_STATUS_H
 #define SLUICE_STATUS_H
 
+#include "sluice/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -49,15 +51,15 @@ typedef enum sluice_status {
 } sluice_status;
 
 /* A static, human-readable message for a status code; "unknown status" for anything else. */
-const char *sluice_strerror(int status);
+SLUICE_API const char *sluice_strerror(int status);
 
 /* The symbolic name ("ETIMEDOUT"), "OK" for 0; "EUNKNOWNSTATUS" for anything else. */
-const char *sluice_err_name(int status);
+SLUICE_API const char *sluice_err_name(int status);
 
 /* Non-zero when retrying the same call later may succeed (connection, timeout, busy, loading,
  * OOM, MISCONF). EUNKNOWN is retryable only with an idempotency key, so this returns 0 for it
  * and leaves that decision to the caller. */
-int sluice_status_is_transient(int status);
+SLUICE_API int sluice_status_is_transient(int status);
 
 #ifdef __cplusplus
 }

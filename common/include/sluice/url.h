@@ -15,6 +15,8 @@
 
 #include <stddef.h>
 
+#include "sluice/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -48,13 +50,13 @@ typedef struct sluice_url {
  * URLs the credentials end at the last '@', in unix:// URLs at the first "@/". Messages never
  * contain the user or password; on error *out is all zero.
  */
-int sluice_url_parse(sluice_url *out, const char *s, char *err, size_t errlen);
+SLUICE_API int sluice_url_parse(sluice_url *out, const char *s, char *err, size_t errlen);
 
 /* Writes the URL with any password replaced by "***" into buf (always NUL-terminated). */
-void sluice_url_redact(const sluice_url *u, char *buf, size_t len);
+SLUICE_API void sluice_url_redact(const sluice_url *u, char *buf, size_t len);
 
 /* The URL to use when none is given: $SLUICE_REDIS_URL if set and non-empty, else the default. */
-const char *sluice_url_default(void);
+SLUICE_API const char *sluice_url_default(void);
 
 #ifdef __cplusplus
 }

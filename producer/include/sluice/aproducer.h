@@ -37,6 +37,7 @@
  * macro needs) into every includer. */
 typedef struct uv_loop_s uv_loop_t;
 
+#include "sluice/export.h"
 #include "sluice/producer.h"
 #include "sluice/redis.h"
 
@@ -48,6 +49,7 @@ typedef struct sluice_aproducer sluice_aproducer;
 
 /* Settings of the async producer beyond sluice_producer_options. Zero fields mean default. */
 typedef struct sluice_aproducer_options {
+    size_t struct_size;       /* set by _init (sluice/export.h) */
     size_t max_queued;        /* admissions accepted and not yet called back, default 65536;
                                  beyond it sluice_aproducer_admit() fails with ETOOBIG */
     size_t max_inflight;      /* admission calls written and not yet answered, per
@@ -57,7 +59,8 @@ typedef struct sluice_aproducer_options {
 } sluice_aproducer_options;
 
 /* Writes the defaults into `o`. */
-void sluice_aproducer_options_init(sluice_aproducer_options *o);
+SLUICE_API void sluice_aproducer_options_init_sized(sluice_aproducer_options *o, size_t size);
+#define sluice_aproducer_options_init(o) sluice_aproducer_options_init_sized((o), sizeof(*(o)))
 
 /*
  * The outcome of one admission. `res` is borrowed for the duration of the call. Runs on the loop
@@ -74,9 +77,9 @@ typedef void (*sluice_aproducer_cb)(sluice_aproducer *ap, const sluice_admit_res
  * fail_open, retry_after_max_s and force_eval. Returns 0 and sets *out, or SLUICE_EINVAL with a
  * message naming the bad value in err (queue name, URL, limits), or SLUICE_ENOMEM.
  */
-int sluice_aproducer_new(uv_loop_t *loop, const sluice_producer_options *o,
-                         const sluice_aproducer_options *ao, sluice_aproducer **out, char *err,
-                         size_t errlen);
+SLUICE_API int sluice_aproducer_new(uv_loop_t *loop, const sluice_producer_options *o,
+                                    const sluice_aproducer_options *ao, sluice_aproducer **out,
+                                    char *err, size_t errlen);
 
 /*
  * Submits one message. The message (payload, headers, tenant, idempotency key) is copied, so the
@@ -86,8 +89,8 @@ int sluice_aproducer_new(uv_loop_t *loop, const sluice_producer_options *o,
  * argument, bad idempotency key), SLUICE_ENOMEM, SLUICE_ECANCELED (the producer is closing).
  * Detail in sluice_aproducer_errstr().
  */
-int sluice_aproducer_admit(sluice_aproducer *ap, const sluice_message *m, sluice_aproducer_cb cb,
-                           void *arg);
+SLUICE_API int sluice_aproducer_admit(sluice_aproducer *ap, const sluice_message *m,
+                                      sluice_aproducer_cb cb, void *arg);
 
 /*
  * Closes the producer: every admission not yet answered gets its callback with outcome FAILED
@@ -97,30 +100,31 @@ int sluice_aproducer_admit(sluice_aproducer *ap, const sluice_message *m, sluice
  * `closed_cb` (may be NULL) runs. Safe to call from any of the producer's callbacks. To let
  * pending admissions complete first, wait until sluice_aproducer_pending() is 0.
  */
-void sluice_aproducer_close(sluice_aproducer *ap, void (*closed_cb)(void *arg), void *arg);
+SLUICE_API void sluice_aproducer_close(sluice_aproducer *ap, void (*closed_cb)(void *arg),
+                                       void *arg);
 
 /* 1 when the connection is ready for admissions (and the queue's partition count is known). */
-int sluice_aproducer_ready(const sluice_aproducer *ap);
+SLUICE_API int sluice_aproducer_ready(const sluice_aproducer *ap);
 
 /* Admissions accepted whose callback has not run yet. */
-size_t sluice_aproducer_pending(const sluice_aproducer *ap);
+SLUICE_API size_t sluice_aproducer_pending(const sluice_aproducer *ap);
 
 /* Detail of the last failure ("redis://127.0.0.1:6379: Connection refused"). */
-const char *sluice_aproducer_errstr(const sluice_aproducer *ap);
+SLUICE_API const char *sluice_aproducer_errstr(const sluice_aproducer *ap);
 
 /* The queue this producer admits into. */
-const char *sluice_aproducer_queue(const sluice_aproducer *ap);
+SLUICE_API const char *sluice_aproducer_queue(const sluice_aproducer *ap);
 
 /* The default capacity given at creation (the queue's meta `capacity` overrides it). */
-long long sluice_aproducer_capacity(const sluice_aproducer *ap);
+SLUICE_API long long sluice_aproducer_capacity(const sluice_aproducer *ap);
 
 /* The smoothed drain rate in acks per second; negative while unknown. */
-double sluice_aproducer_drain_rate(const sluice_aproducer *ap);
+SLUICE_API double sluice_aproducer_drain_rate(const sluice_aproducer *ap);
 
 /* Seconds until there is likely room when `depth` entries are queued against `capacity`:
  * (depth - capacity + 1) / drain rate, rounded up, 1..retry_after_max_s (see drain.h). */
-unsigned sluice_aproducer_retry_after(const sluice_aproducer *ap, long long depth,
-                                      long long capacity);
+SLUICE_API unsigned sluice_aproducer_retry_after(const sluice_aproducer *ap, long long depth,
+                                                 long long capacity);
 
 /* Running totals since creation, for metrics. */
 typedef struct sluice_aproducer_counters {
@@ -133,7 +137,8 @@ typedef struct sluice_aproducer_counters {
     unsigned long long unknown;   /* of those, status EUNKNOWN */
 } sluice_aproducer_counters;
 
-void sluice_aproducer_get_counters(const sluice_aproducer *ap, sluice_aproducer_counters *out);
+SLUICE_API void sluice_aproducer_get_counters(const sluice_aproducer *ap,
+                                              sluice_aproducer_counters *out);
 
 /* Limits described in sluice_queue_info (the first, by name). */
 #define SLUICE_QUEUE_INFO_LIMITS 16
@@ -188,7 +193,7 @@ typedef void (*sluice_aproducer_info_cb)(sluice_aproducer *ap, int status,
  * ECONN, ETIMEDOUT, ECANCELED, ...) or an error (cb never runs: ECONN when not connected,
  * ECANCELED when closing, ENOMEM).
  */
-int sluice_aproducer_info(sluice_aproducer *ap, sluice_aproducer_info_cb cb, void *arg);
+SLUICE_API int sluice_aproducer_info(sluice_aproducer *ap, sluice_aproducer_info_cb cb, void *arg);
 
 #ifdef __cplusplus
 }

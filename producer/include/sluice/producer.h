@@ -21,6 +21,7 @@
 #include <stddef.h>
 
 #include "sluice/envelope.h"
+#include "sluice/export.h"
 #include "sluice/queue.h"
 #include "sluice/status.h"
 
@@ -71,6 +72,7 @@ typedef struct sluice_message {
 } sluice_message;
 
 typedef struct sluice_producer_options {
+    size_t struct_size;         /* set by _init (sluice/export.h) */
     const char *redis_url;      /* NULL = $SLUICE_REDIS_URL, else redis://127.0.0.1:6379 */
     const char *queue;          /* required: 1..64 of [A-Za-z0-9_.-] */
     sluice_backend backend;     /* default SLUICE_BACKEND_STREAM */
@@ -96,17 +98,18 @@ typedef struct sluice_producer_options {
 typedef struct sluice_producer sluice_producer;
 
 /* Writes the defaults into `o`. */
-void sluice_producer_options_init(sluice_producer_options *o);
+SLUICE_API void sluice_producer_options_init_sized(sluice_producer_options *o, size_t size);
+#define sluice_producer_options_init(o) sluice_producer_options_init_sized((o), sizeof(*(o)))
 
 /*
  * Creates a producer (copies the options; connects lazily on the first admission). Returns 0 or
  * SLUICE_EINVAL with a message naming the bad value in err (queue name, URL, limits).
  */
-int sluice_producer_new(const sluice_producer_options *o, sluice_producer **out, char *err,
-                        size_t errlen);
+SLUICE_API int sluice_producer_new(const sluice_producer_options *o, sluice_producer **out,
+                                   char *err, size_t errlen);
 
 /* Frees the producer and closes its connection. NULL is a no-op. */
-void sluice_producer_free(sluice_producer *p);
+SLUICE_API void sluice_producer_free(sluice_producer *p);
 
 /*
  * Admits one payload. Returns 0 when Redis answered (res->outcome ADMITTED, FULL or
@@ -115,12 +118,12 @@ void sluice_producer_free(sluice_producer *p);
  * certainly did not run; EUNKNOWN when the reply was lost; EOOM, EMISCONF, ENOPERM, ... for
  * the server's refusals. Detail in sluice_producer_errstr().
  */
-int sluice_producer_admit(sluice_producer *p, const void *payload, size_t len,
-                          sluice_admit_result *res);
+SLUICE_API int sluice_producer_admit(sluice_producer *p, const void *payload, size_t len,
+                                     sluice_admit_result *res);
 
 /* The same with headers, tenant and idempotency key. */
-int sluice_producer_admit_msg(sluice_producer *p, const sluice_message *m,
-                              sluice_admit_result *res);
+SLUICE_API int sluice_producer_admit_msg(sluice_producer *p, const sluice_message *m,
+                                         sluice_admit_result *res);
 
 /*
  * Admits up to max_batch messages in one round trip: the first ones are admitted while there is
@@ -130,15 +133,15 @@ int sluice_producer_admit_msg(sluice_producer *p, const sluice_message *m,
  * when one of them fails, the status is that failure and its messages are FAILED, while the
  * other partitions' outcomes in res[] stand (read every res[i], not only the status).
  */
-int sluice_producer_admit_batch(sluice_producer *p, const sluice_message *msgs, size_t n,
-                                sluice_admit_result *res, size_t *admitted);
+SLUICE_API int sluice_producer_admit_batch(sluice_producer *p, const sluice_message *msgs, size_t n,
+                                           sluice_admit_result *res, size_t *admitted);
 
 /* Detail of the last failure ("payload is 2000000 bytes; the limit is 1048576"). */
-const char *sluice_producer_errstr(const sluice_producer *p);
+SLUICE_API const char *sluice_producer_errstr(const sluice_producer *p);
 
 /* The queue's partitions as last read (at most once a second, by the admissions): 1 when it is
  * not partitioned or nothing was admitted yet. */
-int sluice_producer_partitions(const sluice_producer *p);
+SLUICE_API int sluice_producer_partitions(const sluice_producer *p);
 
 /*
  * Reads the queue's depth (waiting + in flight) and capacity now; for a partitioned queue their
@@ -147,7 +150,8 @@ int sluice_producer_partitions(const sluice_producer *p);
  * status of the first read that failed (detail in sluice_producer_errstr(); *depth and
  * *capacity are then -1).
  */
-int sluice_producer_queue_figures(sluice_producer *p, long long *depth, long long *capacity);
+SLUICE_API int sluice_producer_queue_figures(sluice_producer *p, long long *depth,
+                                             long long *capacity);
 
 #ifdef __cplusplus
 }

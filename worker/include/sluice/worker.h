@@ -34,6 +34,7 @@
 typedef struct uv_loop_s uv_loop_t;
 
 #include "sluice/envelope.h"
+#include "sluice/export.h"
 #include "sluice/queue.h"
 #include "sluice/status.h"
 #include "sluice/url.h"
@@ -77,10 +78,11 @@ typedef enum sluice_handler_mode {
 typedef struct sluice_worker_tally sluice_worker_tally;
 
 /* A tally at 0, or NULL when out of memory. */
-sluice_worker_tally *sluice_worker_tally_new(void);
-void sluice_worker_tally_free(sluice_worker_tally *t);
+SLUICE_API sluice_worker_tally *sluice_worker_tally_new(void);
+SLUICE_API void sluice_worker_tally_free(sluice_worker_tally *t);
 
 typedef struct sluice_worker_options {
+    size_t struct_size;        /* set by _init (sluice/export.h) */
     const char *redis_url;     /* NULL = $SLUICE_REDIS_URL, else redis://127.0.0.1:6379 */
     const char *queue;         /* required */
     const char *group;         /* consumer group, NULL = "workers"; 1-128 visible characters */
@@ -127,38 +129,40 @@ typedef struct sluice_worker_stats {
     double latency_sum_s;
 } sluice_worker_stats;
 
-extern const double sluice_worker_latency_bounds[SLUICE_WORKER_LATENCY_BUCKETS - 1];
+extern SLUICE_API const double sluice_worker_latency_bounds[SLUICE_WORKER_LATENCY_BUCKETS - 1];
 
-void sluice_worker_options_init(sluice_worker_options *o);
+SLUICE_API void sluice_worker_options_init_sized(sluice_worker_options *o, size_t size);
+#define sluice_worker_options_init(o) sluice_worker_options_init_sized((o), sizeof(*(o)))
 
 /* Creates a worker (copies options). Returns 0 or EINVAL with a message naming the value. */
-int sluice_worker_new(const sluice_worker_options *o, sluice_worker **out, char *err,
-                      size_t errlen);
+SLUICE_API int sluice_worker_new(const sluice_worker_options *o, sluice_worker **out, char *err,
+                                 size_t errlen);
 
 /*
  * Runs the worker on `loop` (NULL: a loop of its own) until it stops: after
  * sluice_worker_stop(), after max_messages, or on a fatal error. Returns 0 after a clean stop,
  * else a status with the detail in sluice_worker_errstr().
  */
-int sluice_worker_run(sluice_worker *w, uv_loop_t *loop);
+SLUICE_API int sluice_worker_run(sluice_worker *w, uv_loop_t *loop);
 
 /* Asks the worker to stop. Thread-safe and async-signal-safe (an atomic counter and
  * uv_async_send); may be called before sluice_worker_run (which then returns as soon as it has
  * started), during it, or after it returned (no effect), but not concurrently with
  * sluice_worker_free. A second call stops at once, abandoning in-flight work (left pending). */
-void sluice_worker_stop(sluice_worker *w);
+SLUICE_API void sluice_worker_stop(sluice_worker *w);
 
 /* Gives the verdict of an async handler's job. Call on the loop thread, exactly once. */
-void sluice_job_finish(const sluice_job *job, sluice_verdict v);
+SLUICE_API void sluice_job_finish(const sluice_job *job, sluice_verdict v);
 
 /* The same with the reason a FAIL is dead-lettered with (copied; NULL or "" = "handler failed";
  * at most 199 bytes are kept), e.g. "exec: exited with status 3". */
-void sluice_job_finish_reason(const sluice_job *job, sluice_verdict v, const char *reason);
+SLUICE_API void sluice_job_finish_reason(const sluice_job *job, sluice_verdict v,
+                                         const char *reason);
 
 /* The loop the worker runs on (valid inside handlers and callbacks). */
-uv_loop_t *sluice_worker_loop(sluice_worker *w);
+SLUICE_API uv_loop_t *sluice_worker_loop(sluice_worker *w);
 
-void sluice_worker_get_stats(const sluice_worker *w, sluice_worker_stats *s);
+SLUICE_API void sluice_worker_get_stats(const sluice_worker *w, sluice_worker_stats *s);
 
 /* What a worker drains, from where, and how far it is in stopping: for code that watches it
  * on the same loop (the metrics endpoint). Strings are borrowed until sluice_worker_free. */
@@ -172,11 +176,11 @@ typedef struct sluice_worker_info {
 } sluice_worker_info;
 
 /* Fills `out`. Call on the loop thread (or before sluice_worker_run). */
-void sluice_worker_get_info(const sluice_worker *w, sluice_worker_info *out);
-const char *sluice_worker_errstr(const sluice_worker *w);
+SLUICE_API void sluice_worker_get_info(const sluice_worker *w, sluice_worker_info *out);
+SLUICE_API const char *sluice_worker_errstr(const sluice_worker *w);
 
 /* Frees a worker that is not running. NULL is a no-op. */
-void sluice_worker_free(sluice_worker *w);
+SLUICE_API void sluice_worker_free(sluice_worker *w);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * cli.h - small helpers shared by the sluice binaries: strict number parsing, time, exit codes.
+ * cli.h - small helpers shared by the sluice binaries: strict number parsing, exit codes, the
+ * common options (--version, --log-level, listen addresses), JSON text; and the clocks of
+ * clock.h. The sluice_cli static library: the binaries and tests link it, the libraries never.
  *
  * Every parser rejects empty strings, signs where not allowed, trailing garbage and values out of
  * [min, max], and writes a message naming the option and the bad value. No printing here.
@@ -11,6 +13,8 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdint.h>
+
+#include "sluice/clock.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -51,13 +55,6 @@ int sluice_parse_size(const char *opt, const char *s, size_t min, size_t max, si
 /* Parses a comma-separated list of integers in [min, max] into out[0..cap). Sets *n. */
 int sluice_parse_ll_list(const char *opt, const char *s, long long min, long long max,
                          long long *out, size_t cap, size_t *n, char *err, size_t errlen);
-
-/* Monotonic clock in nanoseconds / milliseconds. */
-uint64_t sluice_now_ns(void);
-uint64_t sluice_now_ms(void);
-
-/* Wall clock in milliseconds since the epoch. */
-uint64_t sluice_wall_ms(void);
 
 /* Formats a count the way a person reads it: 1234567 -> "1,234,567". Returns buf. */
 char *sluice_fmt_count(char *buf, size_t len, unsigned long long v);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * cli.c - strict option parsing, clocks and number formatting for the sluice binaries.
+ * cli.c - strict option parsing and number formatting for the sluice binaries (the sluice_cli
+ * static library: linked by the binaries and tests only, never part of libsluice).
  *
  * The parsers accept exactly one spelling of a number: optional '-' (integers only), decimal
  * digits, and for sizes one k/m/g suffix. Leading whitespace, '+', hex, empty strings and
@@ -13,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <hiredis/hiredis.h>
 #include <uv.h>
@@ -158,26 +158,6 @@ int sluice_parse_ll_list(const char *opt, const char *s, long long min, long lon
     }
     *n = count;
     return 0;
-}
-
-static uint64_t clock_ns(clockid_t id) {
-    struct timespec ts;
-    if (clock_gettime(id, &ts) != 0) {
-        return 0;
-    }
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-uint64_t sluice_now_ns(void) {
-    return clock_ns(CLOCK_MONOTONIC);
-}
-
-uint64_t sluice_now_ms(void) {
-    return clock_ns(CLOCK_MONOTONIC) / 1000000u;
-}
-
-uint64_t sluice_wall_ms(void) {
-    return clock_ns(CLOCK_REALTIME) / 1000000u;
 }
 
 char *sluice_fmt_count(char *buf, size_t len, unsigned long long v) {

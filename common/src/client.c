@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * client.c - the URL and connection options of every sluice client (client.h). Internal: the
+ * producer library is built with its own copy (pure, no state), see common/CMakeLists.txt.
+ */
+#include <stddef.h>
+
+#include "sluice/client.h"
+#include "sluice/status.h"
+
+int sluice_client_setup(const char *redis_url, int connect_timeout_ms, int command_timeout_ms,
+                        int force_eval, const char *name, sluice_url *url, sluice_conn_options *co,
+                        char *err, size_t errlen) {
+    if (sluice_url_parse(url, redis_url ? redis_url : sluice_url_default(), err, errlen) != 0) {
+        return SLUICE_EINVAL;
+    }
+    sluice_conn_options_init(co);
+    co->connect_timeout_ms = connect_timeout_ms;
+    co->command_timeout_ms = command_timeout_ms;
+    co->force_eval = force_eval;
+    co->name = name;
+    return 0;
+}
