@@ -46,6 +46,7 @@
 #include "conn_internal.h"
 
 #define PAUSE_MAX_MS   200 /* the longest pause between two rounds of one call */
+#define TRY_MIN_MS     20  /* a try after a pause gets at least this long, or is not made */
 #define REFRESH_MIN_MS 100 /* a map made stale by MOVED is reread at most this often */
 #define POOL_MAX       SLUICE_CLUSTER_NODES_MAX
 
@@ -404,14 +405,17 @@ static const char *redirect_name(sluice_cluster_redirect_kind k) {
 }
 
 /* Waits before a call's pause number `round` (1, 2, ...): 10 ms doubling up to PAUSE_MAX_MS,
- * with jitter, and never past the deadline. */
+ * with jitter, and never past the deadline. When less than TRY_MIN_MS would be left for the try
+ * after it, it waits until the deadline instead: a try with a few milliseconds left would time
+ * out reading its answer and leave the outcome unknown, where giving up before it says truly
+ * that the call did not run. */
 static void pause_round(sluice_conn *c, int round, uint64_t deadline) {
     sluice_conn_options o = c->o;
     o.backoff_min_ms = 10;
     o.backoff_max_ms = PAUSE_MAX_MS;
     int d = sluice__backoff_ms(&o, round, &c->seed);
     int left = remaining_ms(deadline);
-    d = d < left ? d : left;
+    d = d < left - TRY_MIN_MS ? d : left;
     if (d > 0) {
         struct timespec ts = {d / 1000, (long)(d % 1000) * 1000000L};
         nanosleep(&ts, NULL);

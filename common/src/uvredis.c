@@ -17,7 +17,7 @@
  * callbacks of a context synchronously inside redisAsyncFree (or right after the reply
  * callback it is in returns), so before freeing a context the link is detached (c->link =
  * NULL, link->data = NULL); everything that then comes back from hiredis is recognised as
- * belonging to a link we let go of. The connection's memory is freed only once its three
+ * belonging to a link we let go of. The connection's memory is freed only once its four
  * timers and every poll handle it ever had are closed.
  */
 #include <stdint.h>
@@ -55,6 +55,10 @@ enum { MODE_FUNCTION = 0, MODE_EVAL = 1 };
  * of which answers still backs off fully. */
 #define CLUSTER_ANSWERED_ATTEMPT 2
 
+/* A call answered TRYAGAIN is sent again after a pause of 10 ms doubling up to this (with
+ * jitter), as the blocking cluster client does, while its deadline leaves room for one. */
+#define AGAIN_PAUSE_MAX_MS 200
+
 typedef struct request request;
 
 /* Handles the reply to an internal request (handshake step or library reload). */
@@ -75,13 +79,18 @@ struct request {
     int fn;            /* sluice_fn of an fcall or a SCRIPT LOAD, else -1 */
     int resent;
     int timed_out;
-    int asked;  /* sent on once after an ASK */
-    int wait;   /* a WAIT: its answer is about the writes sent before it on its connection */
-    int follow; /* FOLLOW_*: the call ahead of this WAIT was sent again; so is the WAIT */
+    int asked;      /* sent on once after an ASK */
+    int wait;       /* a WAIT: its answer is about the writes sent before it on its connection */
+    int follow;     /* FOLLOW_*: the call ahead of this WAIT was sent again; so is the WAIT */
+    int tries;      /* TRYAGAIN answers so far */
+    uint64_t born;  /* loop time in ms when the caller submitted it */
+    uint64_t due;   /* on the again list: when it is sent again */
+    request *trail; /* on the again list: the WAIT sent right behind it, going with it */
+    request *lead;  /* a WAIT marked FOLLOW_AGAIN: the call it goes with (NULL: it gave up) */
 };
 
 /* Where the call just ahead of a WAIT went when it was sent again (see follow_send). */
-enum { FOLLOW_NONE, FOLLOW_HERE, FOLLOW_ASK, FOLLOW_MOVED };
+enum { FOLLOW_NONE, FOLLOW_HERE, FOLLOW_ASK, FOLLOW_MOVED, FOLLOW_AGAIN };
 
 struct sluice_aconn {
     uv_loop_t *loop;
@@ -113,8 +122,9 @@ struct sluice_aconn {
     /* Redis Cluster (redis+cluster://): every command of a connection is for one queue, so one
      * slot, so one node - the owner of the queue's slot, found by asking a seed (or a node
      * learnt since) and following its MOVED. A MOVED later (the slot moved, a replica was
-     * promoted) fails the call as not executed and reconnects to the node it names; ASK,
-     * TRYAGAIN and CLUSTERDOWN fail it as busy (transient). */
+     * promoted) holds the call and reconnects to the node it names; an ASK sends it on to the
+     * node it names, a TRYAGAIN sends it again after a pause (the again list); CLUSTERDOWN
+     * fails it as busy (transient). */
     char node_host[256]; /* where to connect next ("" = the next known node or seed) */
     int node_port;
     int next_seed; /* turns over known[] then the URL's seeds */
@@ -145,10 +155,16 @@ struct sluice_aconn {
      * calls are sent to the new owner as soon as it is ready - each within its deadline. */
     int moving;
     request *moved, *moved_tail; /* calls to send again at the new owner (by ->next) */
+    /* TRYAGAIN (a key the call needs is on neither node for sure while the slot migrates): the
+     * call did not run; it waits here (by ->next) until its pause is over, then goes to the
+     * slot's owner again - with the WAIT that was sent right behind it - within its deadline */
+    uv_timer_t again_timer;
+    request *again, *again_tail;
 };
 
 static void on_reply(redisAsyncContext *ac, void *r, void *privdata);
 static void on_retry(uv_timer_t *t);
+static void on_again(uv_timer_t *t);
 static void load_scripts(sluice_aconn *c);
 
 /* ---------------------------------------------------------------------------------------- */
@@ -184,6 +200,12 @@ static void list_unlink(sluice_aconn *c, request *q) {
 }
 
 static void request_free(request *q) {
+    if (q->trail != NULL) {
+        q->trail->lead = NULL;
+    }
+    if (q->lead != NULL) {
+        q->lead->trail = NULL;
+    }
     if (q->cmd != NULL) {
         sdsfree(q->cmd);
     }
@@ -1097,6 +1119,143 @@ static int ask_forward(sluice_aconn *c, request *q, const sluice_cluster_redirec
 }
 
 /* ---------------------------------------------------------------------------------------- */
+/* TRYAGAIN: the again list                                                                 */
+
+/* Sets the again timer for the earliest call due (a call waits for its WAIT's answer, which
+ * comes right after its own, or for its deadline). */
+static void again_arm(sluice_aconn *c) {
+    if (c->closing || c->again == NULL) {
+        return;
+    }
+    uint64_t now = uv_now(c->loop), next = 0;
+    for (request *q = c->again; q != NULL; q = q->next) {
+        uint64_t at = q->trail != NULL && q->trail->follow == FOLLOW_AGAIN
+                          ? (q->deadline < now + 10 ? q->deadline : now + 10)
+                          : q->due;
+        if (next == 0 || at < next) {
+            next = at;
+        }
+    }
+    uv_timer_start(&c->again_timer, on_again, next > now ? next - now : 0, 0);
+}
+
+/* The call gives up on a migration (TRYAGAIN until its deadline, an ASK not followed) after
+ * `tries` sends: the errstr names the slot, the tries, the time and the last answer, from `at`
+ * when known; the caller hears SLUICE_EMIGRATING (not run). */
+static void again_gave_up(sluice_aconn *at, request *q, int tries, const char *answer) {
+    sluice_aconn *c = q->caller;
+    char key[sizeof(c->queue) + 2], node[300] = "";
+    snprintf(key, sizeof(key), "{%s}", c->queue);
+    if (at != NULL) {
+        snprintf(node, sizeof(node),
+                 strchr(at->node_host, ':') != NULL ? " by [%s]:%d" : " by %s:%d", at->node_host,
+                 at->node_port);
+    }
+    snprintf(c->err, sizeof(c->err),
+             "%s: slot %d (the queue's) is being migrated between nodes; the call did not run "
+             "(%d tries in %llu ms, the last answered%s with %s)",
+             c->where, sluice__cluster_key_slot(key, strlen(key)), tries,
+             (unsigned long long)(uv_now(c->loop) - q->born), node, answer);
+    request *w = q->trail != NULL && q->trail->follow == FOLLOW_NONE ? q->trail : NULL;
+    complete(c, q, SLUICE_EMIGRATING, 0, NULL);
+    if (w != NULL) { /* its answer was about other writes */
+        complete(c, w, SLUICE_EBUSY, 0, NULL);
+    }
+}
+
+/* A caller's call answered TRYAGAIN (by its connection or an ask link): put on the again list
+ * of its caller. 0, or -1 when its deadline leaves no room for a pause and a try. */
+static int again_hold(sluice_aconn *at, request *q) {
+    sluice_aconn *c = q->caller;
+    if (c->closing || at->closing) {
+        return -1;
+    }
+    sluice_conn_options o = c->o;
+    o.backoff_min_ms = 10;
+    o.backoff_max_ms = AGAIN_PAUSE_MAX_MS;
+    uint64_t now = uv_now(c->loop);
+    uint64_t pause = (uint64_t)sluice__backoff_ms(&o, q->tries + 1, &c->seed);
+    if (now + pause + 1 >= q->deadline) {
+        return -1;
+    }
+    q->tries++;
+    q->due = now + pause;
+    q->conn = c;
+    q->asked = 0; /* an ASK after TRYAGAIN is followed again: the keys are moving */
+    held_push(c, &c->again, &c->again_tail, q);
+    again_arm(c);
+    return 0;
+}
+
+/* Sends q (and the WAIT going with it) again to the slot's owner, or holds them for it while
+ * the connection is not ready (a MOVED being followed, a reconnect), in their order. */
+static void again_send(sluice_aconn *c, request *q) {
+    request *w = q->trail;
+    if (w != NULL) {
+        q->trail = w->lead = NULL;
+    }
+    request *both[] = {q, w};
+    for (int i = 0; i < 2 && both[i] != NULL; i++) {
+        request *r = both[i];
+        r->conn = c;
+        if (c->closing) {
+            complete(c, r, SLUICE_ECANCELED, 0, NULL);
+        } else if (r->deadline <= uv_now(c->loop)) { /* a WAIT whose own deadline passed */
+            complete(c, r, SLUICE_ETIMEDOUT, 0, NULL);
+        } else if (!c->ready || c->link == NULL) {
+            held_push(c, &c->moved, &c->moved_tail, r);
+        } else if (append(c, c->link, r, r->cmd, sdslen(r->cmd)) != 0) {
+            complete(c, r, SLUICE_ECONN, 0, NULL);
+        }
+    }
+}
+
+/* The again timer: the calls due go again; one whose deadline passed (waiting for its WAIT's
+ * answer) gives up. */
+static void on_again(uv_timer_t *t) {
+    sluice_aconn *c = t->data;
+    uint64_t now = uv_now(c->loop);
+    request *go = NULL, *go_tail = NULL, *q = c->again;
+    c->again = c->again_tail = NULL;
+    while (q != NULL) { /* split first: a callback below may submit, or close c */
+        request *next = q->next;
+        int waits = q->trail != NULL && q->trail->follow == FOLLOW_AGAIN;
+        if (q->deadline <= now || (q->due <= now && !waits)) {
+            held_push(c, &go, &go_tail, q);
+        } else {
+            held_push(c, &c->again, &c->again_tail, q);
+        }
+        q = next;
+    }
+    while (go != NULL) {
+        q = go;
+        go = q->next;
+        q->next = NULL;
+        if (q->deadline <= now) {
+            again_gave_up(NULL, q, q->tries, "TRYAGAIN");
+        } else {
+            again_send(c, q);
+        }
+    }
+    again_arm(c);
+}
+
+/* Answers the calls on the again list with `status` (the connection closes). */
+static void again_fail(sluice_aconn *c, int status) {
+    request *q = c->again;
+    c->again = c->again_tail = NULL;
+    while (q != NULL) {
+        request *next = q->next, *w = q->trail;
+        int with = w != NULL && w->follow == FOLLOW_NONE; /* answered, going with q */
+        complete(c, q, status, 0, NULL);
+        if (with) {
+            complete(c, w, status, 0, NULL);
+        }
+        q = next;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------- */
 /* Replies                                                                                  */
 
 static void complete(sluice_aconn *c, request *q, int status, int sent, redisReply *reply) {
@@ -1152,17 +1311,26 @@ static int resend(sluice_aconn *c, sluice__uvlink *l, request *q) {
  * is sent after the call instead (follow_send); where it cannot be, the caller hears EBUSY (not
  * confirmed).
  */
-static void follow_mark(sluice_aconn *c, int kind) {
+static request *follow_mark(sluice_aconn *c, int kind) {
     request *w = c->head; /* the call was unlinked: what was sent right behind it */
     if (w != NULL && w->cb != NULL && w->wait && w->follow == FOLLOW_NONE) {
         w->follow = kind;
+        return w;
     }
+    return NULL;
 }
 
 /* Sends the WAIT w where the call ahead of it went. 0, or -1 (the caller hears EBUSY). */
 static int follow_send(sluice_aconn *c, sluice__uvlink *l, request *w) {
     int kind = w->follow;
     w->follow = FOLLOW_NONE;
+    if (kind == FOLLOW_AGAIN) {
+        if (w->lead == NULL) {
+            return -1; /* the call gave up */
+        }
+        again_arm(w->caller); /* it goes with its call (which may be due already) */
+        return 0;
+    }
     if (kind == FOLLOW_HERE) {
         return l->data == c && c->ready && append(c, l, w, w->cmd, sdslen(w->cmd)) == 0 ? 0 : -1;
     }
@@ -1250,15 +1418,27 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
             moved_maybe_drop(c, l);
             return;
         }
+        if (k == SLUICE_REDIRECT_TRYAGAIN && again_hold(c, q) == 0) {
+            request *w = follow_mark(c, FOLLOW_AGAIN);
+            if (w != NULL) {
+                w->lead = q;
+                q->trail = w;
+            }
+            moved_maybe_drop(c, l);
+            return; /* sent again after a pause */
+        }
+        if (k == SLUICE_REDIRECT_TRYAGAIN || k == SLUICE_REDIRECT_ASK) {
+            /* TRYAGAIN past the deadline, an ASK not followed: the queue's slot is migrating (a
+             * key the call needs is on neither node for sure yet); the call did not run */
+            again_gave_up(c, q, q->tries + 1, k == SLUICE_REDIRECT_ASK ? "an ASK" : "TRYAGAIN");
+            moved_maybe_drop(c, l);
+            return;
+        }
         if (k != SLUICE_REDIRECT_NONE) {
-            /* TRYAGAIN, CLUSTERDOWN, an ASK not followed, a MOVED on an ask link: the command
-             * did not run; the caller may send it again. TRYAGAIN and ASK say the queue's slot
-             * is migrating (a key the call needs is on neither node for sure yet) */
-            int migrating = k == SLUICE_REDIRECT_TRYAGAIN || k == SLUICE_REDIRECT_ASK;
-            snprintf(c->err, sizeof(c->err), "%s: %s%.*s", c->where,
-                     migrating ? "the queue's slot is being migrated: " : "", (int)reply->len,
-                     reply->str);
-            complete(c, q, migrating ? SLUICE_EMIGRATING : SLUICE_EBUSY, 0, reply);
+            /* CLUSTERDOWN, a MOVED on an ask link: the command did not run; the caller may send
+             * it again */
+            snprintf(c->err, sizeof(c->err), "%s: %.*s", c->where, (int)reply->len, reply->str);
+            complete(c, q, SLUICE_EBUSY, 0, reply);
             moved_maybe_drop(c, l);
             return;
         }
@@ -1294,8 +1474,9 @@ sluice_aconn *sluice_aconn_new(uv_loop_t *loop, const sluice_url *url, const slu
     sluice_url_redact(url, c->where, sizeof(c->where));
     c->seed = (unsigned)(uv_hrtime() ^ (uint64_t)getpid() ^ (uint64_t)(uintptr_t)c);
     snprintf(c->err, sizeof(c->err), "%s: connecting", c->where);
-    uv_timer_t *timers[] = {&c->retry_timer, &c->connect_timer, &c->deadline_timer};
-    for (int i = 0; i < 3; i++) {
+    uv_timer_t *timers[] = {&c->retry_timer, &c->connect_timer, &c->deadline_timer,
+                            &c->again_timer};
+    for (int i = 0; i < 4; i++) {
         uv_timer_init(loop, timers[i]); /* cannot fail */
         timers[i]->data = c;
         c->open_handles++;
@@ -1339,8 +1520,8 @@ static int submit(sluice_aconn *c, sds cmd, int fn, int wait, int timeout_ms,
     q->cmd = cmd;
     q->fn = fn;
     q->wait = wait;
-    q->deadline =
-        uv_now(c->loop) + (uint64_t)(timeout_ms > 0 ? timeout_ms : c->o.command_timeout_ms);
+    q->born = uv_now(c->loop);
+    q->deadline = q->born + (uint64_t)(timeout_ms > 0 ? timeout_ms : c->o.command_timeout_ms);
     if (append(c, l, q, cmd, sdslen(cmd)) != 0) {
         request_free(q);
         return SLUICE_ECONN;
@@ -1428,7 +1609,9 @@ void sluice_aconn_close(sluice_aconn *c, void (*closed)(void *arg), void *arg) {
     c->closed_arg = arg;
     ask_close(c, SLUICE_ECANCELED);
     held_fail(c, &c->moved, &c->moved_tail, SLUICE_ECANCELED);
+    again_fail(c, SLUICE_ECANCELED);
     uv_close((uv_handle_t *)&c->retry_timer, on_handle_closed);
+    uv_close((uv_handle_t *)&c->again_timer, on_handle_closed);
     uv_close((uv_handle_t *)&c->connect_timer, on_handle_closed);
     uv_close((uv_handle_t *)&c->deadline_timer, on_handle_closed);
     c->armed = 0;

@@ -14,6 +14,9 @@
 #   pid_of PORT            the pid of the node on PORT
 #   replica_of PORT        the port of a replica (not failed) of the primary on PORT
 #   stat PORT SECTION NAME a count from INFO SECTION (its calls= or count=; 0 when absent)
+#   load_library           the sluice functions on every primary, for tests that call them with
+#                          redis-cli on a node no sluice client has connected to yet (a client
+#                          that finds another build's library there loads its own, REPLACE)
 src=${SLUICE_SOURCE_DIR:?run through ctest}
 cdir=$tmp/cluster
 ports=()
@@ -79,4 +82,12 @@ replica_of() {
 stat() {
     rc "$1" INFO "$2" | tr -d '\r' | sed -n "s/^$3:\(calls\|count\)=\([0-9]*\).*/\2/p" | head -n 1 |
         grep . || echo 0
+}
+
+load_library() {
+    local p
+    for p in $(primaries); do
+        rc "$p" FUNCTION LOAD REPLACE "$(cat "$src/scripts/sluice.lua")" | grep -qx sluice ||
+            fail "FUNCTION LOAD on $p"
+    done
 }

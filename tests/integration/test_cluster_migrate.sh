@@ -9,10 +9,12 @@
 # still on the source as absent on the importing node (a limit bypassed), but run when every
 # key it needs is on the node and otherwise answer TRYAGAIN, which clients retry within
 # their deadline and then report as a migration (sluice-enqueue, the gateway's 503 detail, a
-# fair worker's log), never as a raw ASK, a bare timeout or "busy running a script".
+# fair worker's log), never as a raw ASK, a bare timeout or "busy running a script". The
+# gateway's admission waits out a migration that ends within its deadline (202, not 503).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/cluster_lib.sh"
 cluster_start
+load_library # the calls below made with redis-cli may meet a node no client has used
 other_primary() { primaries | grep -vx "$1" | head -n 1; } # port -> another primary
 # migrating Q: the slot of Q goes MIGRATING on its owner ($msrc) to $mdst, nothing moved yet
 migrating() {
@@ -32,9 +34,27 @@ finish() { # every key of the slot moves, then the slot is $mdst's everywhere
     mapfile -t ks < <(rc "$msrc" CLUSTER GETKEYSINSLOT "$mslot" 1000 | grep .)
     [ "${#ks[@]}" -eq 0 ] || move_keys "${ks[@]}"
     local p
-    for p in "${ports[@]}"; do rc "$p" CLUSTER SETSLOT "$mslot" NODE "$(rc "$mdst" CLUSTER MYID)" >/dev/null; done
+    for p in "${ports[@]}"; do
+        [ "$p" != "${skip:-}" ] || continue # a node stopped on purpose
+        rc "$p" CLUSTER SETSLOT "$mslot" NODE "$(rc "$mdst" CLUSTER MYID)" >/dev/null; done
 }
 enq() { "$bin/sluice-enqueue" --redis "$curl" "$@"; }
+post() { # IDEMPOTENCY-KEY BODY: a gateway POST to $q; prints the HTTP code, the body in $tmp/b
+    curl -s --max-time 10 -o "$tmp/b" -w '%{http_code}' -H "Idempotency-Key: $1" -d "$2" \
+        "http://127.0.0.1:$port/v1/queues/$q/messages"
+}
+gateway_up() {
+    local i
+    for i in $(seq 1 100); do
+        curl -sf "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && return 0
+        sleep 0.05
+    done
+}
+finish_soon() { # finishes the migration in the background ~300 ms from now; sets $fp
+    (sleep 0.3 && finish) >"$tmp/fin" 2>&1 &
+    fp=$!
+    pids+=("$fp")
+}
 adm() { "$bin/sluice-admin" --redis "$curl" "$@" >/dev/null; }
 migr='being migrated'
 
@@ -89,26 +109,55 @@ finish
 # ---- a new idempotency key: honest detail in both phases, blocking and gateway ----
 q=idem$$
 enq --queue "$q" a >/dev/null
-gateway_start --redis "$curl" --queue "$q"
-for i in $(seq 1 100); do
-    curl -sf "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
-    sleep 0.05
-done
+gateway_start --redis "$curl" --queue "$q" --timeout 2500 --log-level debug
+gateway_up
 migrating "$q"
 run 3 "$migr" enq --queue "$q" --idempotency-key k1 --timeout 600 b
 ! grep -q 'deadline passed' "$tmp/out" || fail "a bare timeout: $(cat "$tmp/out")"
-code=$(curl -s --max-time 10 -o "$tmp/b" -w '%{http_code}' -H 'Idempotency-Key: k2' -d c \
-    "http://127.0.0.1:$port/v1/queues/$q/messages")
+code=$(post k2 c) # the migration outlasts the gateway's deadline: 503, its log names the slot
 [ "$code" = 503 ] && grep -q 'migrated' "$tmp/b" ||
     fail "gateway during MIGRATING: $code $(cat "$tmp/b")"
+grep -q "event=admit_failed .*slot $mslot (the queue's) is being migrated.*tries in" "$tmp/gw.log" ||
+    fail "gateway log during MIGRATING: $(grep -m1 admit_failed "$tmp/gw.log")"
 run 0 'admitted=1' enq --queue "$q" --timeout 2000 plain # keyless: all its keys are here
 mapfile -t ks < <(rc "$msrc" CLUSTER GETKEYSINSLOT "$mslot" 100 | grep .)
 move_keys "${ks[@]}" # the ASK phase: everything moved, the slot not yet reassigned
 run 3 "$migr" enq --queue "$q" --idempotency-key k3 --timeout 600 d
 ! grep -qE '(^|: )ASK [0-9]' "$tmp/out" || fail "a raw ASK: $(cat "$tmp/out")"
 run 0 'admitted=1' enq --queue "$q" --timeout 2000 plain2 # keyless: through the ASK
-finish
+finish_soon # the gateway follows the ASK, meets TRYAGAIN there, and tries again until MOVED
+code=$(post k4 f)
+wait "$fp" || fail "finishing the migration: $(cat "$tmp/fin")"
+[ "$code" = 202 ] || fail "gateway in the ASK phase, the migration ending: $code $(cat "$tmp/b")"
 run 0 'admitted=1' enq --queue "$q" --idempotency-key k3 e
+migrating "$q" # again, back: the source answers TRYAGAIN until the slot is the target's
+finish_soon
+code=$(post k5 g)
+wait "$fp" || fail "finishing the migration: $(cat "$tmp/fin")"
+[ "$code" = 202 ] || fail "gateway during MIGRATING, the migration ending: $code $(cat "$tmp/b")"
+[ "$(rc "$mdst" XLEN "sluice:{$q}:stream")" = 6 ] || fail "idem: not 6 entries on the target"
+
+# ---- --wait-replicas: the WAIT behind a call sent again after TRYAGAIN goes with the call ----
+# The target's replica is stopped: the call runs on the target once the migration ends, and
+# its WAIT, sent there after it, times out (503 outcome unknown). Answered by the source, whose
+# replica is up, it would confirm a write the target's replica never saw (202).
+q=wait$$
+enq --queue "$q" a >/dev/null
+gateway_start --redis "$curl" --queue "$q" --timeout 2500 --wait-replicas 1 --wait-timeout 200
+gateway_up
+migrating "$q"
+rport=$(replica_of "$mdst")
+rpid=$(pid_of "$rport")
+[ -n "$rpid" ] || fail "no replica of $mdst"
+kill -STOP "$rpid"
+skip=$rport
+finish_soon
+code=$(post k1 b)
+wait "$fp" || fail "finishing the migration: $(cat "$tmp/fin")"
+kill -CONT "$rpid"
+skip=
+[ "$code" = 503 ] && grep -q 'outcome unknown' "$tmp/b" ||
+    fail "WAIT behind a call sent again: $code $(cat "$tmp/b")"
 
 # ---- a fair queue's worker: no error storm, no 'non local key' while the slot migrates ----
 q=fair$$
