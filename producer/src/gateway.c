@@ -2,13 +2,13 @@
 /*
  * sluice-gateway - an HTTP/1.1 admission gateway for web clients.
  *
- * One process, one libuv loop: a TCP listener, one async producer (one Redis connection) per
- * served queue, and the client connections (gateway_http.c) whose requests gateway_routes.c
- * serves. Admissions from all connections that arrive in one loop iteration go to Redis in one
- * coalesced call per queue, which is what makes tens of thousands of requests per second
- * possible on one core.
+ * One process, one libuv loop: the HTTP responder (sluice/http_responder.h: the listener and
+ * the client connections), whose requests gateway_routes.c serves, and one async producer (one
+ * Redis connection) per served queue. Admissions from all connections that arrive in one loop
+ * iteration go to Redis in one coalesced call per queue, which is what makes tens of thousands of
+ * requests per second possible on one core.
  *
- * This file: options, the listener, signals and the graceful stop (SIGTERM/SIGINT: stop
+ * This file: options, starting the responder, signals and the graceful stop (SIGTERM/SIGINT: stop
  * accepting, close idle connections, answer what is in progress with Connection: close, then
  * exit 0; after --grace ms or a second signal, cancel what is left and exit).
  */
@@ -144,15 +144,6 @@ static gw_server server;
 static uv_timer_t stop_timer;
 static uint64_t stop_deadline;
 
-gw_queue *gw_find_queue(gw_server *s, const char *name, size_t len) {
-    for (size_t i = 0; i < s->nqueues; i++) {
-        if (strlen(s->queues[i].name) == len && memcmp(s->queues[i].name, name, len) == 0) {
-            return &s->queues[i];
-        }
-    }
-    return NULL;
-}
-
 /* ---------------------------------------------------------------------------------------- */
 /* Options                                                                                  */
 
@@ -208,7 +199,7 @@ static int parse_ms(const char *opt, const char *v, int *out, char *err, size_t 
     return 0;
 }
 
-static int parse_limit(gw_limits *l, int ch, const char *v, char *err, size_t n) {
+static int parse_limit(sluice__http_options *l, int ch, const char *v, char *err, size_t n) {
     long long x = 0;
     int rc = 0;
     switch (ch) {
@@ -327,14 +318,9 @@ static void defaults(config *cfg, gw_server *s) {
     cfg->grace_ms = 10000;
     cfg->log_level = SLUICE_LOG_INFO;
     s->trusted_proxies = 1;
-    s->lim = (gw_limits){.max_body = 1u << 20,
-                         .max_header_line = 8192,
-                         .max_headers_total = 16384,
-                         .max_headers = 64,
-                         .max_connections = 1024,
-                         .header_timeout_ms = 10000,
-                         .body_timeout_ms = 30000,
-                         .idle_timeout_ms = 30000};
+    sluice__http_options_init(&s->lim); /* the limits' defaults are the responder's */
+    s->lim.server_name = "sluice-gateway";
+    s->lim.on_response = gw_count_response;
 }
 
 /* Returns 0, or the exit code. */
@@ -422,12 +408,24 @@ static void finish(gw_server *s) {
     uv_close((uv_handle_t *)&stop_timer, NULL);
 }
 
-static void hard_stop(gw_server *s) {
-    SLUICE_LOG(SLUICE_LOG_WARN, "event=stop_now connections=%zu", s->nconns);
-    s->stopping = 2;
-    while (s->conns != NULL) {
-        gw_conn_close(s->conns);
+static size_t open_conns(const gw_server *s) {
+    sluice__http_stats st = {0};
+    if (s->http != NULL) {
+        sluice__http_get_stats(s->http, &st);
     }
+    return st.open;
+}
+
+/* Closes the responder (freed once the producers' callbacks released their requests). */
+static void close_http(gw_server *s) {
+    sluice__http_close(s->http, NULL, NULL);
+    s->http = NULL;
+}
+
+static void hard_stop(gw_server *s) {
+    SLUICE_LOG(SLUICE_LOG_WARN, "event=stop_now connections=%zu", open_conns(s));
+    s->stopping = 2;
+    close_http(s);
     finish(s);
 }
 
@@ -437,10 +435,11 @@ static void on_stop_tick(uv_timer_t *t) {
     for (size_t i = 0; i < s->nqueues; i++) {
         pending += sluice_aproducer_pending(s->queues[i].ap);
     }
-    if (s->nconns == 0 && pending == 0) {
+    if (open_conns(s) == 0 && pending == 0) {
         SLUICE_LOG(SLUICE_LOG_INFO, "event=stopped");
         uv_timer_stop(t);
         s->stopping = 2;
+        close_http(s);
         finish(s);
     } else if (uv_now(s->loop) >= stop_deadline) {
         uv_timer_stop(t);
@@ -459,53 +458,29 @@ static void on_signal(uv_signal_t *h, int signum) {
     }
     s->stopping = 1;
     SLUICE_LOG(SLUICE_LOG_INFO, "event=stopping signal=%s connections=%zu",
-               signum == SIGTERM ? "TERM" : "INT", s->nconns);
-    uv_close((uv_handle_t *)&s->listener, NULL);
-    for (gw_conn *c = s->conns, *next; c != NULL; c = next) {
-        next = c->next;
-        gw_conn_stop_idle(c);
-    }
+               signum == SIGTERM ? "TERM" : "INT", open_conns(s));
+    sluice__http_stop(s->http);
     stop_deadline = uv_now(s->loop) + (uint64_t)s->grace_ms;
     uv_timer_start(&stop_timer, on_stop_tick, 0, 20);
 }
 
-static void on_connection(uv_stream_t *l, int status) {
-    gw_server *s = l->data;
-    if (status < 0) {
-        SLUICE_LOG(SLUICE_LOG_WARN, "event=accept_failed error=%s", uv_strerror(status));
-        return;
-    }
-    gw_accept(s);
-}
-
 static int start_listener(gw_server *s, const config *cfg) {
-    struct sockaddr_storage bound;
-    int len = sizeof(bound), rc;
-    char host[64] = "?";
-    uv_tcp_init(s->loop, &s->listener);
-    s->listener.data = s;
-    if ((rc = uv_tcp_bind(&s->listener, (struct sockaddr *)&cfg->addr, 0)) != 0 ||
-        (rc = uv_listen((uv_stream_t *)&s->listener, 511, on_connection)) != 0) {
+    char host[64];
+    int port;
+    int rc = sluice__http_listen(s->loop, (const struct sockaddr *)&cfg->addr, &s->lim, gw_route, s,
+                                 &s->http);
+    if (rc != 0) {
         fprintf(stderr, "sluice-gateway: cannot listen on %s: %s\n", cfg->listen, uv_strerror(rc));
         return SLUICE_EXIT_USAGE;
     }
-    uv_tcp_getsockname(&s->listener, (struct sockaddr *)&bound, &len);
-    int port;
-    if (bound.ss_family == AF_INET6) {
-        uv_ip6_name((struct sockaddr_in6 *)&bound, host, sizeof(host));
-        port = ntohs(((struct sockaddr_in6 *)&bound)->sin6_port);
-    } else {
-        uv_ip4_name((struct sockaddr_in *)&bound, host, sizeof(host));
-        port = ntohs(((struct sockaddr_in *)&bound)->sin_port);
-    }
+    int v6 = sluice__http_address(s->http, host, sizeof(host), &port) == AF_INET6;
     char where[SLUICE_URL_MAX];
     sluice_url u;
     sluice_url_parse(&u, cfg->redis_url, NULL, 0);
     sluice_url_redact(&u, where, sizeof(where));
     memset(&u, 0, sizeof(u));
-    SLUICE_LOG(SLUICE_LOG_INFO, "event=listening addr=%s%s%s:%d redis=%s queues=%zu",
-               bound.ss_family == AF_INET6 ? "[" : "", host, bound.ss_family == AF_INET6 ? "]" : "",
-               port, where, s->nqueues);
+    SLUICE_LOG(SLUICE_LOG_INFO, "event=listening addr=%s%s%s:%d redis=%s queues=%zu", v6 ? "[" : "",
+               host, v6 ? "]" : "", port, where, s->nqueues);
     return 0;
 }
 

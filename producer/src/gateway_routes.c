@@ -30,36 +30,22 @@
 static const double lat_bounds[GW_LAT_BUCKETS - 1] = {
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5};
 
-const char *gw_reason(int status) {
-    switch (status) {
-    case 200:
-        return "OK";
-    case 202:
-        return "Accepted";
-    case 400:
-        return "Bad Request";
-    case 404:
-        return "Not Found";
-    case 405:
-        return "Method Not Allowed";
-    case 408:
-        return "Request Timeout";
-    case 413:
-        return "Content Too Large";
-    case 414:
-        return "URI Too Long";
-    case 429:
-        return "Too Many Requests";
-    case 431:
-        return "Request Header Fields Too Large";
-    case 503:
-        return "Service Unavailable";
-    default:
-        return status < 500 ? "Client Error" : "Internal Server Error";
+gw_queue *gw_find_queue(gw_server *s, const char *name, size_t len) {
+    for (size_t i = 0; i < s->nqueues; i++) {
+        if (strlen(s->queues[i].name) == len && memcmp(s->queues[i].name, name, len) == 0) {
+            return &s->queues[i];
+        }
     }
+    return NULL;
 }
 
-void gw_count_response(gw_server *s, int status) {
+/* The gateway a request came to. */
+static gw_server *gw_of(const sluice__http_req *c) {
+    return sluice__http_arg(c);
+}
+
+void gw_count_response(void *arg, int status) {
+    gw_server *s = arg;
     if (status >= 100 && status < 600) {
         s->m.by_code[status]++;
     }
@@ -69,7 +55,7 @@ void gw_count_response(gw_server *s, int status) {
 __attribute__((format(printf, 4, 5)))
 #endif
 static void
-reply_json(gw_conn *c, int status, const char *extra, const char *fmt, ...) {
+reply_json(sluice__http_req *c, int status, const char *extra, const char *fmt, ...) {
     char body[JSON_MAX];
     va_list ap;
     va_start(ap, fmt);
@@ -79,14 +65,14 @@ reply_json(gw_conn *c, int status, const char *extra, const char *fmt, ...) {
         n = snprintf(body, sizeof(body), "{\"error\":\"response too large\"}\n");
         status = 500;
     }
-    gw_respond(c, status, "application/json", extra, body, (size_t)n, 0);
+    sluice__http_respond(c, status, "application/json", extra, body, (size_t)n, 0);
 }
 
-static void not_found(gw_conn *c) {
+static void not_found(sluice__http_req *c) {
     reply_json(c, 404, NULL, "{\"error\":\"not found\"}\n");
 }
 
-static void not_allowed(gw_conn *c, const char *allow) {
+static void not_allowed(sluice__http_req *c, const char *allow) {
     char extra[64];
     snprintf(extra, sizeof(extra), "Allow: %s\r\n", allow);
     reply_json(c, 405, extra, "{\"error\":\"method not allowed\",\"allow\":\"%s\"}\n", allow);
@@ -120,16 +106,16 @@ static int visible(const char *v, size_t len, size_t max) {
 }
 
 /* "X-Request-Id: ...\r\n" echoed back when the client sent a well-formed one. */
-static void request_id_header(const gw_conn *c, char *out, size_t outlen) {
+static void request_id_header(const sluice__http_req *c, char *out, size_t outlen) {
     size_t len;
-    const char *v = gw_header(c, "x-request-id", &len);
+    const char *v = sluice__http_header(c, "x-request-id", &len);
     out[0] = '\0';
     if (v != NULL && visible(v, len, 200)) {
         snprintf(out, outlen, "X-Request-Id: %.*s\r\n", (int)len, v);
     }
 }
 
-static void answer_failure(gw_conn *c, const sluice_admit_result *res, const char *extra) {
+static void answer_failure(sluice__http_req *c, const sluice_admit_result *res, const char *extra) {
     char hdrs[320];
     snprintf(hdrs, sizeof(hdrs), "Retry-After: 1\r\n%s", extra);
     if (res->status == SLUICE_EUNKNOWN) {
@@ -186,11 +172,12 @@ static void policy_window(long long count, long long period_ms, long long *q, lo
 }
 
 static void on_admitted(sluice_aproducer *ap, const sluice_admit_result *res, void *arg) {
-    gw_conn *c = arg;
-    observe_latency(c->srv, c->started_ns);
+    sluice__http_req *c = arg;
+    gw_server *s = gw_of(c);
+    observe_latency(s, sluice__http_started_ns(c));
     if (res->outcome == SLUICE_LIMITED) {
         const char *qn = sluice_aproducer_queue(ap);
-        gw_queue *q = gw_find_queue(c->srv, qn, strlen(qn));
+        gw_queue *q = gw_find_queue(s, qn, strlen(qn));
         if (q != NULL) {
             count_limited(q, res->limit);
         }
@@ -201,7 +188,7 @@ static void on_admitted(sluice_aproducer *ap, const sluice_admit_result *res, vo
                    sluice_aproducer_queue(ap), sluice_err_name(res->status),
                    sluice_log_q(sluice_aproducer_errstr(ap), q, sizeof(q)));
     }
-    if (gw_conn_release(c)) {
+    if (sluice__http_release(c)) {
         return;
     }
     char extra[300], hdrs[600];
@@ -248,12 +235,13 @@ static void on_admitted(sluice_aproducer *ap, const sluice_admit_result *res, vo
  * came from a proxy of ours). Empty entries are skipped, spaces around an entry dropped.
  * Returns 1 with *v and *vl set, 0 when the request has no such header, -1 when it has one
  * without any entry. */
-static int client_hop(const gw_conn *c, const char **v, size_t *vl) {
-    int want = c->srv->trusted_proxies, found = 0;
+static int client_hop(const sluice__http_req *c, const char **v, size_t *vl) {
+    const gw_server *gw = gw_of(c);
+    int want = gw->trusted_proxies, found = 0;
     size_t len;
     const char *s;
     *v = NULL;
-    for (int line = 0; (s = gw_header_from_end(c, c->srv->client_header, line, &len)) != NULL;
+    for (int line = 0; (s = sluice__http_header_from_end(c, gw->client_header, line, &len)) != NULL;
          line++) {
         found = 1;
         for (size_t end = len;;) {
@@ -286,10 +274,11 @@ static int client_hop(const gw_conn *c, const char **v, size_t *vl) {
  * such header (or no --client-header is set). Returns 0; -1 when the header's entry is not
  * 1..SLUICE_IDEMPOTENCY_KEY_MAX visible ASCII characters (or there is none); -2 when the header
  * is missing and --require-client-header is set. */
-static int client_key(gw_conn *c, char *out, size_t len) {
+static int client_key(sluice__http_req *c, char *out, size_t len) {
+    const gw_server *gw = gw_of(c);
     size_t vl = 0;
     const char *v = NULL;
-    int hop = c->srv->client_header[0] ? client_hop(c, &v, &vl) : 0;
+    int hop = gw->client_header[0] ? client_hop(c, &v, &vl) : 0;
     if (hop < 0 || (hop > 0 && !visible(v, vl, SLUICE_IDEMPOTENCY_KEY_MAX))) {
         return -1;
     }
@@ -297,35 +286,28 @@ static int client_key(gw_conn *c, char *out, size_t len) {
         snprintf(out, len, "h:%.*s", (int)vl, v);
         return 0;
     }
-    if (c->srv->client_header[0] && c->srv->require_client) {
+    if (gw->client_header[0] && gw->require_client) {
         return -2;
     }
-    struct sockaddr_storage ss;
-    int sl = sizeof(ss);
-    char addr[64] = "";
-    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &sl) == 0) {
-        if (ss.ss_family == AF_INET6) {
-            uv_ip6_name((const struct sockaddr_in6 *)&ss, addr, sizeof(addr));
-        } else {
-            uv_ip4_name((const struct sockaddr_in *)&ss, addr, sizeof(addr));
-        }
-    }
+    char addr[64];
+    sluice__http_peer(c, addr, sizeof(addr));
     snprintf(out, len, "ip:%s", addr);
     return 0;
 }
 
-static void post_message(gw_conn *c, gw_queue *q) {
+static void post_message(sluice__http_req *c, gw_queue *q) {
     /* request headers that go into the envelope, where text must be UTF-8 */
     static const struct {
         const char *http, *name, *display;
     } carried[] = {{"x-request-id", "request-id", "X-Request-Id"},
                    {"content-type", "content-type", "Content-Type"}};
+    gw_server *gw = gw_of(c);
     sluice_header h[2];
     size_t n = 0, len;
     char key[SLUICE_IDEMPOTENCY_KEY_MAX + 1];
     const char *v;
     for (size_t i = 0; i < sizeof(carried) / sizeof(carried[0]); i++) {
-        if ((v = gw_header(c, carried[i].http, &len)) == NULL) {
+        if ((v = sluice__http_header(c, carried[i].http, &len)) == NULL) {
             continue;
         }
         if (!sluice_utf8_valid(v, len)) {
@@ -336,7 +318,7 @@ static void post_message(gw_conn *c, gw_queue *q) {
         h[n++] = (sluice_header){carried[i].name, strlen(carried[i].name), v, len};
     }
     const char *idem = NULL;
-    if ((v = gw_header(c, "idempotency-key", &len)) != NULL) {
+    if ((v = sluice__http_header(c, "idempotency-key", &len)) != NULL) {
         if (!visible(v, len, SLUICE_IDEMPOTENCY_KEY_MAX)) {
             reply_json(c, 400, NULL,
                        "{\"error\":\"Idempotency-Key must be 1-%d visible ASCII characters\"}\n",
@@ -350,39 +332,41 @@ static void post_message(gw_conn *c, gw_queue *q) {
     char client[SLUICE_IDEMPOTENCY_KEY_MAX + 3];
     int ck = client_key(c, client, sizeof(client));
     if (ck == -2) {
-        reply_json(c, 400, NULL, "{\"error\":\"header %s is required\"}\n", c->srv->client_header);
+        reply_json(c, 400, NULL, "{\"error\":\"header %s is required\"}\n", gw->client_header);
         return;
     }
     if (ck != 0) {
         reply_json(
             c, 400, NULL,
             "{\"error\":\"%s must be a list of entries of 1-%d visible ASCII characters\"}\n",
-            c->srv->client_header, SLUICE_IDEMPOTENCY_KEY_MAX);
+            gw->client_header, SLUICE_IDEMPOTENCY_KEY_MAX);
         return;
     }
     char tenant[SLUICE_IDEMPOTENCY_KEY_MAX + 1];
     const char *t = NULL;
-    if (c->srv->tenant_header[0] && (v = gw_header(c, c->srv->tenant_header, &len)) != NULL) {
+    if (gw->tenant_header[0] && (v = sluice__http_header(c, gw->tenant_header, &len)) != NULL) {
         if (!visible(v, len, SLUICE_IDEMPOTENCY_KEY_MAX)) {
             reply_json(c, 400, NULL, "{\"error\":\"%s must be 1-%d visible ASCII characters\"}\n",
-                       c->srv->tenant_header, SLUICE_IDEMPOTENCY_KEY_MAX);
+                       gw->tenant_header, SLUICE_IDEMPOTENCY_KEY_MAX);
             return;
         }
         memcpy(tenant, v, len);
         tenant[len] = '\0';
         t = tenant;
     }
-    sluice_message m = {c->body, c->body_len, n > 0 ? h : NULL, n, t, idem, client};
+    size_t blen;
+    const char *body = sluice__http_body(c, &blen);
+    sluice_message m = {body, blen, n > 0 ? h : NULL, n, t, idem, client};
     int st = sluice_aproducer_admit(q->ap, &m, on_admitted, c);
     if (st == 0) {
-        c->inflight++;
+        sluice__http_hold(c);
         return;
     }
     sluice_admit_result res = {.outcome = SLUICE_FAILED, .status = st, .depth = -1, .capacity = -1};
     if (st == SLUICE_ETOOBIG || st == SLUICE_ENOMEM) { /* too many admissions waiting */
         res.status = SLUICE_EBUSY;
     }
-    observe_latency(c->srv, c->started_ns);
+    observe_latency(gw, sluice__http_started_ns(c));
     answer_failure(c, &res, "");
 }
 
@@ -390,8 +374,8 @@ static void post_message(gw_conn *c, gw_queue *q) {
 /* GET /v1/queues/{queue}, /healthz                                                         */
 
 static void on_info(sluice_aproducer *ap, int status, const sluice_queue_info *in, void *arg) {
-    gw_conn *c = arg;
-    if (gw_conn_release(c)) {
+    sluice__http_req *c = arg;
+    if (sluice__http_release(c)) {
         return;
     }
     if (status != 0) {
@@ -446,18 +430,18 @@ static void on_info(sluice_aproducer *ap, int status, const sluice_queue_info *i
                in->nlimits, limits, in->partitions, parts);
 }
 
-static void get_queue(gw_conn *c, gw_queue *q) {
+static void get_queue(sluice__http_req *c, gw_queue *q) {
     int st = sluice_aproducer_info(q->ap, on_info, c);
     if (st == 0) {
-        c->inflight++;
+        sluice__http_hold(c);
         return;
     }
     reply_json(c, 503, "Retry-After: 1\r\n",
                "{\"error\":\"redis unavailable\",\"detail\":\"%s\"}\n", sluice_strerror(st));
 }
 
-static void healthz(gw_conn *c) {
-    gw_server *s = c->srv;
+static void healthz(sluice__http_req *c) {
+    gw_server *s = gw_of(c);
     char body[JSON_MAX];
     size_t len = 0;
     int up = 1;
@@ -470,14 +454,16 @@ static void healthz(gw_conn *c) {
     }
     len += (size_t)snprintf(body + len, sizeof(body) - len, "},\"status\":\"%s\"}\n",
                             up ? "ok" : "redis unavailable");
-    gw_respond(c, up ? 200 : 503, "application/json", up ? NULL : "Retry-After: 1\r\n", body, len,
-               0);
+    sluice__http_respond(c, up ? 200 : 503, "application/json", up ? NULL : "Retry-After: 1\r\n",
+                         body, len, 0);
 }
 
 /* ---------------------------------------------------------------------------------------- */
 /* GET /metrics                                                                             */
 
 static void metrics_http(sluice_text *b, const gw_server *s) {
+    sluice__http_stats st;
+    sluice__http_get_stats(s->http, &st);
     sluice_text_printf(b,
                        "# HELP sluice_gateway_http_responses_total HTTP responses by status code.\n"
                        "# TYPE sluice_gateway_http_responses_total counter\n");
@@ -497,7 +483,7 @@ static void metrics_http(sluice_text *b, const gw_server *s) {
                        "--max-connections.\n"
                        "# TYPE sluice_gateway_connections_refused_total counter\n"
                        "sluice_gateway_connections_refused_total %llu\n",
-                       s->nconns, s->m.accepted, s->m.refused);
+                       st.open, st.accepted, st.refused);
     sluice_text_printf(
         b, "# HELP sluice_gateway_admission_duration_seconds From a complete POST to its "
            "answer.\n# TYPE sluice_gateway_admission_duration_seconds histogram\n");
@@ -573,14 +559,16 @@ static void metrics_queues(sluice_text *b, const gw_server *s) {
     }
 }
 
-static void metrics(gw_conn *c) {
+static void metrics(sluice__http_req *c) {
     sluice_text b = {.max = METRICS_MAX}; /* a whole page or a 500 */
-    metrics_http(&b, c->srv);
-    metrics_queues(&b, c->srv);
+    gw_server *s = gw_of(c);
+    metrics_http(&b, s);
+    metrics_queues(&b, s);
     if (b.failed) {
         reply_json(c, 500, NULL, "{\"error\":\"metrics too large\"}\n");
     } else {
-        gw_respond(c, 200, "text/plain; version=0.0.4; charset=utf-8", NULL, b.p, b.len, 0);
+        sluice__http_respond(c, 200, "text/plain; version=0.0.4; charset=utf-8", NULL, b.p, b.len,
+                             0);
     }
     sluice_text_free(&b);
 }
@@ -592,15 +580,15 @@ static int path_is(const char *p, size_t len, const char *want) {
     return len == strlen(want) && memcmp(p, want, len) == 0;
 }
 
-static int is_get(const gw_conn *c) {
-    return c->method == HTTP_GET || c->method == HTTP_HEAD;
+static int is_get(const sluice__http_req *c) {
+    return sluice__http_method(c) == HTTP_GET || sluice__http_method(c) == HTTP_HEAD;
 }
 
 /* /v1/queues/{queue} and /v1/queues/{queue}/messages; rest = what follows "/v1/queues/". */
-static void route_queue(gw_conn *c, const char *rest, size_t len) {
+static void route_queue(sluice__http_req *c, const char *rest, size_t len) {
     const char *slash = memchr(rest, '/', len);
     size_t nl = slash ? (size_t)(slash - rest) : len;
-    gw_queue *q = gw_find_queue(c->srv, rest, nl);
+    gw_queue *q = gw_find_queue(gw_of(c), rest, nl);
     if (q == NULL) {
         not_found(c);
     } else if (slash == NULL) {
@@ -610,7 +598,7 @@ static void route_queue(gw_conn *c, const char *rest, size_t len) {
             not_allowed(c, "GET, HEAD");
         }
     } else if (path_is(slash, len - nl, "/messages")) {
-        if (c->method == HTTP_POST) {
+        if (sluice__http_method(c) == HTTP_POST) {
             post_message(c, q);
         } else {
             not_allowed(c, "POST");
@@ -620,18 +608,13 @@ static void route_queue(gw_conn *c, const char *rest, size_t len) {
     }
 }
 
-void gw_route(gw_conn *c) {
-    size_t ulen;
-    const char *url = gw_url(c, &ulen);
-    struct http_parser_url u;
-    http_parser_url_init(&u);
-    if (ulen == 0 || http_parser_parse_url(url, ulen, 0, &u) != 0 ||
-        !(u.field_set & (1 << UF_PATH))) {
+void gw_route(sluice__http_req *c, void *arg) {
+    size_t plen;
+    const char *path = sluice__http_path(c, &plen);
+    if (path == NULL) {
         reply_json(c, 400, NULL, "{\"error\":\"malformed request target\"}\n");
         return;
     }
-    const char *path = url + u.field_data[UF_PATH].off;
-    size_t plen = u.field_data[UF_PATH].len;
     static const char prefix[] = "/v1/queues/";
     if (path_is(path, plen, "/healthz") || path_is(path, plen, "/metrics")) {
         if (!is_get(c)) {

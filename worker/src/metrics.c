@@ -2,8 +2,10 @@
 /*
  * metrics.c - sluice-worker's Prometheus endpoint (see metrics.h).
  *
- * Three parts: the HTTP responder (http.c) answers GET or HEAD /metrics with the text
- * exposition format 0.0.4 written here, /healthz, 404 for any other path; the poller reads the
+ * Three parts: the HTTP responder (sluice/http_responder.h, one request per connection, at most
+ * HTTP_MAX_CLIENTS connections, HTTP_REQ_MAX bytes of request head within HTTP_TIMEOUT_MS)
+ * answers GET or HEAD /metrics with the text exposition format 0.0.4 written here, /healthz, 404
+ * for any other path, 405 for another method; the poller reads the
  * queue figures (sluice/figures.h) on a connection of its own; the life cycle follows the
  * worker's.
  *
@@ -35,14 +37,19 @@
 #include "sluice/buf.h"
 #include "sluice/cli.h"
 #include "sluice/figures.h"
+#include "sluice/http_responder.h"
 #include "sluice/log.h"
 #include "sluice/redis.h"
 
-#include "http.h"
 #include "metrics.h"
 
 #define QUERY_MS 1000 /* queue figures refresh */
 #define STALE_MS 5000 /* older queue figures are not exposed */
+
+#define HTTP_REQ_MAX     8192  /* bytes of one request's head (431 beyond) */
+#define HTTP_MAX_CLIENTS 64    /* connections open at once; more are closed on accept */
+#define HTTP_TIMEOUT_MS  5000  /* to receive a whole request */
+#define HTTP_BODY_MAX    65536 /* bytes of one response body */
 
 /* One queue whose figures are read: the worker's, or one partition of a partitioned queue. */
 typedef struct mqueue {
@@ -65,7 +72,7 @@ struct sluice_metrics {
     sluice_worker_info info; /* of the worker (of partition 0) */
     mqueue mq[SLUICE_PARTITIONS_MAX]; /* [0, nq) */
     int nq;                           /* queues read: 1, or the partitions */
-    sw_http *http;                    /* GET /metrics, /healthz */
+    sluice__http_server *http;        /* GET /metrics, /healthz */
     uv_timer_t tick;                  /* queue query + shutdown check */
     uv_check_t watch;                 /* notices the worker closing */
     int handles; /* our own handles, the HTTP server and the connections, not yet closed */
@@ -233,30 +240,69 @@ static void maybe_free(sluice_metrics *m) {
     }
 }
 
-static void route(sw_http_req *req, const char *path, void *arg) {
+static void respond_text(sluice__http_req *req, int status, const char *msg) {
+    sluice__http_respond(req, status, "text/plain; charset=utf-8", NULL, msg, strlen(msg), 0);
+}
+
+static int path_is(const char *p, size_t len, const char *want) {
+    return len == strlen(want) && memcmp(p, want, len) == 0;
+}
+
+static void route(sluice__http_req *req, void *arg) {
     sluice_metrics *m = arg;
-    const char *text = "text/plain; charset=utf-8";
-    if (strcmp(path, "/healthz") == 0) {
+    int method = sluice__http_method(req);
+    size_t len;
+    const char *path = sluice__http_path(req, &len);
+    if (path == NULL) {
+        respond_text(req, 400, "bad request\n");
+    } else if (method != HTTP_GET && method != HTTP_HEAD) {
+        respond_text(req, 405, "method not allowed\n");
+    } else if (path_is(path, len, "/healthz")) {
         /* live while the worker runs; ready while its figures from Redis are fresh */
         int fresh = m->q_at_ms != 0 && sluice_now_ms() - m->q_at_ms <= STALE_MS;
-        const char *msg = fresh ? "ok\n" : "redis unreachable: figures are stale\n";
-        sw_http_respond(req, fresh ? "200 OK" : "503 Service Unavailable", text, msg, strlen(msg));
-        return;
-    }
-    if (strcmp(path, "/metrics") != 0) {
-        const char *msg = "not found: try /metrics or /healthz\n";
-        sw_http_respond(req, "404 Not Found", text, msg, strlen(msg));
-        return;
-    }
-    sluice_text body = {.max = SW_HTTP_BODY_MAX}; /* a whole page or a 500 */
-    render(&body, m);
-    if (body.failed) {
-        sw_http_respond(req, "500 Internal Server Error", text, "metrics too large\n", 18);
+        respond_text(req, fresh ? 200 : 503,
+                     fresh ? "ok\n" : "redis unreachable: figures are stale\n");
+    } else if (!path_is(path, len, "/metrics")) {
+        respond_text(req, 404, "not found: try /metrics or /healthz\n");
     } else {
-        sw_http_respond(req, "200 OK", "text/plain; version=0.0.4; charset=utf-8", body.p,
-                        body.len);
+        sluice_text body = {.max = HTTP_BODY_MAX}; /* a whole page or a 500 */
+        render(&body, m);
+        if (body.failed) {
+            respond_text(req, 500, "metrics too large\n");
+        } else {
+            sluice__http_respond(req, 200, "text/plain; version=0.0.4; charset=utf-8", NULL, body.p,
+                                 body.len, 0);
+        }
+        sluice_text_free(&body);
     }
-    sluice_text_free(&body);
+}
+
+/* Listens on `addr` ("HOST:PORT") and logs the address it got. Returns 0 or -1 with a message. */
+static int start_http(sluice_metrics *m, const char *addr, char *err, size_t errlen) {
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof(ss));
+    if (sluice_listen_addr_parse("--metrics", addr, &ss, err, errlen) != 0) {
+        return -1;
+    }
+    sluice__http_options o;
+    sluice__http_options_init(&o);
+    o.max_body = HTTP_REQ_MAX;
+    o.max_header_line = o.max_headers_total = o.max_url = HTTP_REQ_MAX;
+    o.max_connections = HTTP_MAX_CLIENTS;
+    o.header_timeout_ms = o.body_timeout_ms = o.idle_timeout_ms = HTTP_TIMEOUT_MS;
+    o.backlog = 128;
+    o.close_each = o.silent_refuse = o.unref = 1;
+    o.server_name = "sluice-worker";
+    int rc = sluice__http_listen(m->loop, (const struct sockaddr *)&ss, &o, route, m, &m->http);
+    if (rc != 0) {
+        snprintf(err, errlen, "--metrics: cannot listen on %s: %s", addr, uv_strerror(rc));
+        return -1;
+    }
+    char ip[64];
+    int port;
+    sluice__http_address(m->http, ip, sizeof(ip), &port);
+    SLUICE_LOG(SLUICE_LOG_INFO, "event=metrics_listening addr=%s port=%d path=/metrics", ip, port);
+    return 0;
 }
 
 /* ---- queue figures ---- */
@@ -396,7 +442,7 @@ static void shut(sluice_metrics *m) {
     uv_close((uv_handle_t *)&m->tick, handle_closed);
     uv_close((uv_handle_t *)&m->watch, handle_closed);
     if (m->http != NULL) {
-        sw_http_close(m->http, http_closed, m);
+        sluice__http_close(m->http, http_closed, m);
         m->http = NULL;
     }
     for (int i = 0; i < m->nq; i++) {
@@ -460,7 +506,7 @@ static int start(uv_loop_t *loop, const char *addr, sluice_worker *w, const sw_m
     escape_label(m->label_consumer, sizeof(m->label_consumer), m->info.consumer);
     escape_label(m->label_group, sizeof(m->label_group), m->info.group);
     init_handles(m);
-    if (sw_http_start(loop, "--metrics", addr, route, m, &m->http, err, errlen) != 0) {
+    if (start_http(m, addr, err, errlen) != 0) {
         m->stop_called = 1;
         shut(m); /* freed once libuv closed the handles */
         return -1;
