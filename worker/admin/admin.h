@@ -20,6 +20,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "sluice/figures.h"
 #include "sluice/queue.h"
 #include "sluice/reply.h"
 #include "sluice/redis.h"
@@ -106,6 +107,9 @@ char *admin_fmt_ms(char *buf, size_t len, long long ms);
 int admin_stats(admin *a);
 int admin_watch(admin *a);
 int admin_capacity(admin *a);
+/* The figures of the queue of keys `k` (a partition), read in one MULTI/EXEC as stats reads
+ * them (sluice/figures.h: depth counts a fair queue's lanes); exit codes, with a message. */
+int admin_part_figures(admin *a, const sluice_keys *k, sluice_figures *f);
 int admin_dead(admin *a);
 int admin_consumers(admin *a);
 int admin_purge(admin *a);

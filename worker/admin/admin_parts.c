@@ -236,12 +236,13 @@ static int copy_config(admin *a, long long from, long long to) {
     return rc;
 }
 
-/* Each partition's depth and capacity, and their sums. A partition that cannot be read (its
- * primary down) is marked and left out of the sums; the others are still shown (exit 3). */
+/* Each partition's depth and capacity, and their sums: the figures stats reads (depth counts a
+ * fair queue's lanes, a list queue's list_depth). A partition that cannot be read (its primary
+ * down) is marked and left out of the sums; the others are still shown (exit 3). */
 static int show(admin *a) {
     long long parts, total, depth_all = 0, cap_all = 0;
     int rc = read_parts(a, &parts, &total), unavailable = 0;
-    if (rc != 0) {
+    if (rc != 0 || (rc = admin_detect_backend(a)) != 0) {
         return rc;
     }
     if (a->json) {
@@ -262,10 +263,8 @@ static int show(admin *a) {
             sluice_keys_init(&k, name, NULL, 0) != 0) {
             return SLUICE_EXIT_USAGE;
         }
-        redisReply *d = NULL, *c = NULL;
-        if (admin_call(a, &d, "XLEN", "XLEN", k.stream, NULL) != 0 ||
-            admin_call(a, &c, "HGET", "HGET", k.meta, "capacity", NULL) != 0) {
-            freeReplyObject(d);
+        sluice_figures f;
+        if (admin_part_figures(a, &k, &f) != 0) {
             unavailable++;
             if (a->json) {
                 printf("%snull", i ? "," : "");
@@ -274,17 +273,15 @@ static int show(admin *a) {
             }
             continue;
         }
-        long long cap = admin_capacity_value(c);
-        depth_all += d->integer;
-        cap_all = cap_all >= 0 && cap >= 0 ? cap_all + cap : -1;
+        depth_all += f.depth;
+        cap_all = cap_all >= 0 && f.capacity >= 0 ? cap_all + f.capacity : -1;
         if (a->json) {
-            printf("%s%lld", i ? "," : "", d->integer);
+            printf("%s%lld", i ? "," : "", f.depth);
+        } else if (f.capacity >= 0) {
+            printf("  %-40s depth %lld / %lld\n", name, f.depth, f.capacity);
         } else {
-            printf("  %-40s depth %lld / %s\n", name, d->integer,
-                   cap >= 0 ? c->str : "(not set: producers' default)");
+            printf("  %-40s depth %lld / (not set: producers' default)\n", name, f.depth);
         }
-        freeReplyObject(d);
-        freeReplyObject(c);
     }
     if (a->json) {
         printf("],\"depth\":%lld,\"capacity\":", depth_all);

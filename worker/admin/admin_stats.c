@@ -127,6 +127,23 @@ static int transaction(admin *a, redisReply **out, sluice_figures_cmd *cmds, siz
     return rc;
 }
 
+int admin_part_figures(admin *a, const sluice_keys *k, sluice_figures *f) {
+    sluice_figures_cmd cmds[SLUICE_FIGURES_MAX_CMDS];
+    size_t n = sluice_figures_commands(k, a->backend, cmds);
+    redisReply *r;
+    int rc = transaction(a, &r, cmds, n);
+    if (rc != 0) {
+        return rc;
+    }
+    sluice_figures_init(f);
+    for (size_t j = 0; j < n; j++) {
+        sluice_figures_parse(f, a->backend, a->group, j, r->element[j]);
+    }
+    freeReplyObject(r);
+    sluice_figures_finish(f, a->backend);
+    return 0;
+}
+
 /* A partitioned queue: the figures of partitions 1..P-1 (one MULTI/EXEC each: a partition's
  * keys share its slot) added to partition 0's into s->all. A partition that cannot be read (its
  * primary down) is said on stderr, counted in s->unavailable and left out of the sums: the
@@ -140,21 +157,12 @@ static int snap_partitions(admin *a, snapshot *s) {
             sluice_keys_init(&k, name, NULL, 0) != 0) {
             continue;
         }
-        sluice_figures_cmd cmds[SLUICE_FIGURES_MAX_CMDS];
-        size_t n = sluice_figures_commands(&k, a->backend, cmds);
-        redisReply *r;
-        if (transaction(a, &r, cmds, n) != 0) {
+        sluice_figures f;
+        if (admin_part_figures(a, &k, &f) != 0) {
             s->unavailable++;
             s->unavail |= (uint64_t)1 << i;
             continue;
         }
-        sluice_figures f;
-        sluice_figures_init(&f);
-        for (size_t j = 0; j < n; j++) {
-            sluice_figures_parse(&f, a->backend, a->group, j, r->element[j]);
-        }
-        freeReplyObject(r);
-        sluice_figures_finish(&f, a->backend);
         s->all.depth += f.depth;
         s->all.waiting += f.waiting;
         s->all.in_flight += f.in_flight;
