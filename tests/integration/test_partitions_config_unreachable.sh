@@ -19,14 +19,23 @@ rcli ACL SETUSER "$user" reset on ">pw" +@all "~sluice:{$q}:*" "~sluice:{$q~2}:*
 uurl=${url/redis:\/\//redis://$user:pw@}
 U() { "$bin/sluice-admin" --redis "$uurl" "$@"; }
 
-run 3 . U limit "$q" set g queue 30/1h
+run 3 "partition $q~1 \\(nothing was written\\)" U limit "$q" set g queue 30/1h
 [ "$(rcli HLEN "sluice:{$q}:limits")" = 0 ] ||
     fail "limit set failed at $q~1 but partition 0 has the limit: $(rcli HGETALL "sluice:{$q}:limits" | tr '\n' ' ')"
-run 3 . U fair "$q" on
+run 3 "partition $q~1 \\(nothing was written\\)" U fair "$q" on
 [ -z "$(rcli HGET "sluice:{$q}:meta" fair)" ] || [ "$(rcli HGET "sluice:{$q}:meta" fair)" = 0 ] ||
     fail "fair on failed at $q~1 but partition 0 is fair"
-run 3 . U capacity "$q" 600
+run 3 "partition $q~1 \\(nothing was written\\)" U capacity "$q" 600
 [ "$(rcli HGET "sluice:{$q}:meta" capacity)" = 100 ] ||
     fail "capacity 600 failed at $q~1 but partition 0 has $(rcli HGET "sluice:{$q}:meta" capacity) (total $(rcli HGET "sluice:{$q}:meta" capacity_total))"
+# a partition that would refuse the write (a list queue: no fair mode, no drain limit) is found
+# before anything is written, and named
+rcli HSET "sluice:{$q~2}:meta" backend list >/dev/null
+run 2 "partition $q~2 is a list queue: a drain limit needs the stream backend" \
+    A limit "$q" set d drain 30/1h
+[ "$(rcli HLEN "sluice:{$q}:limits")" = 0 ] || fail "drain limit refused at $q~2 but set in $q"
+run 2 "partition $q~2 is a list queue: fair mode needs" A fair "$q" on
+[ -z "$(rcli HGET "sluice:{$q}:meta" fair)" ] || fail "fair refused at $q~2 but $q is fair"
+rcli HDEL "sluice:{$q~2}:meta" backend >/dev/null
 echo "test_partitions_config_unreachable: with $q~1 unreachable, limit set, fair on and capacity" \
     "fail and leave partition 0 as it was"

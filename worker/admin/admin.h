@@ -130,6 +130,13 @@ int admin_partitioned_capacity(admin *a, long long total, int *handled);
 int admin_parts_count(admin *a, long long *parts);
 /* The keys of partition i of a->queue; 0, or EXIT_USAGE with a message. */
 int admin_part_keys(admin *a, long long i, sluice_keys *k);
+/* Before a write to every partition: each of the `parts` partitions is read (reachable, and the
+ * user may use its keys) and, when stream_only names the setting, none is a list queue. 0, or the
+ * exit code with a message naming the partition; nothing is written either way. */
+int admin_parts_check(admin *a, long long parts, const char *stream_only);
+/* After a write to every partition stopped at partition i (0-based; a node lost mid-way): says
+ * which partitions were written and which were not. Nothing when parts <= 1. */
+void admin_parts_stopped(admin *a, long long i, long long parts);
 /* 1 when a limit of this scope counts the whole queue (split over partitions). */
 int admin_scope_split(const char *scope);
 /* One partition's share of a limit spec: "ALG:N:..." or "N" with N -> ceil(N / parts) (a gate,

@@ -71,6 +71,8 @@ static int fair_all(admin *a, int nargs, const char **args, long long *holding) 
                 *holding += sluice_reply_ll(r->element[1], 0);
             }
             freeReplyObject(r);
+        } else {
+            admin_parts_stopped(a, i, parts);
         }
     }
     return rc;
@@ -277,7 +279,10 @@ int admin_fair(admin *a) {
     if (strcmp(act, "show") == 0 && a->nweights == 0) {
         return fair_show(a);
     }
-    if ((rc = admin_connect(a)) != 0 || (rc = set_weights(a)) != 0 || strcmp(act, "show") == 0) {
+    long long parts;
+    if ((rc = admin_connect(a)) != 0 || (rc = admin_parts_count(a, &parts)) != 0 ||
+        (parts > 1 && (rc = admin_parts_check(a, parts, "fair mode")) != 0) ||
+        (rc = set_weights(a)) != 0 || strcmp(act, "show") == 0) {
         return rc;
     }
     const char *args[] = {act};

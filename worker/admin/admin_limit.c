@@ -43,7 +43,14 @@ int admin_limits_config(admin *a, const sluice_keys *k, int nargs, const char **
  * whole-queue scope gets each partition's share, and QUEUE's meta keeps the whole. */
 static int config_all(admin *a, const char *act, const char *name, const char *scope,
                       const char *spec, long long *parts) {
+    char what[48];
+    int drain =
+        scope != NULL && (strncmp(scope, "drain", 5) == 0 || strncmp(scope, "inflight", 8) == 0);
+    snprintf(what, sizeof(what), "a %s limit", scope != NULL ? scope : "");
     int rc = admin_parts_count(a, parts);
+    if (rc == 0 && *parts > 1) { /* every partition first: a failed call changes nothing */
+        rc = admin_parts_check(a, *parts, drain ? what : NULL);
+    }
     for (long long i = 0; rc == 0 && i < *parts; i++) {
         sluice_keys k;
         char share[96];
@@ -57,6 +64,9 @@ static int config_all(admin *a, const char *act, const char *name, const char *s
         } else {
             const char *args[] = {act, name};
             rc = admin_limits_config(a, &k, 2, args);
+        }
+        if (rc != 0) {
+            admin_parts_stopped(a, i, *parts);
         }
     }
     if (rc == 0 && *parts > 1) {

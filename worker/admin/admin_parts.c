@@ -55,6 +55,51 @@ int admin_part_keys(admin *a, long long i, sluice_keys *k) {
     return 0;
 }
 
+int admin_parts_check(admin *a, long long parts, const char *stream_only) {
+    for (long long i = 0; i < parts; i++) {
+        sluice_keys k;
+        char name[SLUICE_QUEUE_NAME_MAX + 1], what[SLUICE_QUEUE_NAME_MAX + 64];
+        redisReply *r;
+        int rc = admin_part_keys(a, i, &k);
+        if (rc != 0) {
+            return rc;
+        }
+        sluice_partition_name(a->queue, (int)i, name, sizeof(name));
+        snprintf(what, sizeof(what), "partition %s (nothing was written)", name);
+        if ((rc = admin_call(a, &r, what, "HGET", k.meta, "backend", NULL)) != 0) {
+            return rc;
+        }
+        int list = r->type == REDIS_REPLY_STRING && strcmp(r->str, "list") == 0;
+        freeReplyObject(r);
+        if (list && stream_only != NULL) {
+            admin_err(a,
+                      "partition %s is a list queue: %s needs the stream backend (nothing was "
+                      "written)",
+                      name, stream_only);
+            return SLUICE_EXIT_USAGE;
+        }
+    }
+    return 0;
+}
+
+void admin_parts_stopped(admin *a, long long i, long long parts) {
+    char name[SLUICE_QUEUE_NAME_MAX + 1];
+    if (parts <= 1 || sluice_partition_name(a->queue, (int)i, name, sizeof(name)) != 0) {
+        return;
+    }
+    if (i == 0) {
+        admin_err(a, "stopped at partition %s: no partition was written", name);
+    } else if (i == 1) {
+        admin_err(a, "stopped at partition %s: partition %s was written, %s to %s~%lld were not",
+                  name, a->queue, name, a->queue, parts - 1);
+    } else {
+        admin_err(a,
+                  "stopped at partition %s: partitions %s to %s~%lld were written, %s to "
+                  "%s~%lld were not",
+                  name, a->queue, a->queue, i - 1, name, a->queue, parts - 1);
+    }
+}
+
 int admin_scope_split(const char *scope) {
     return strcmp(scope, "queue") == 0 || strcmp(scope, "client") == 0 ||
            strcmp(scope, "drain") == 0 || strcmp(scope, "inflight") == 0;
@@ -85,22 +130,27 @@ static int write_parts(admin *a, long long parts, long long total) {
             return rc;
         }
     }
+    int rc = admin_parts_check(a, parts, NULL);
+    if (rc != 0) {
+        return rc;
+    }
     snprintf(per, sizeof(per), "%lld", (total + parts - 1) / parts);
     snprintf(p, sizeof(p), "%lld", parts);
     snprintf(t, sizeof(t), "%lld", total);
     for (long long i = 0; i < parts; i++) {
         sluice_keys k;
-        int rc = admin_part_keys(a, i, &k);
         redisReply *r;
-        if (rc != 0 || (rc = admin_call(a, &r, "setting a partition's capacity", "HSET", k.meta,
-                                        "capacity", per, NULL)) != 0) {
+        if ((rc = admin_part_keys(a, i, &k)) != 0 ||
+            (rc = admin_call(a, &r, "setting a partition's capacity", "HSET", k.meta, "capacity",
+                             per, NULL)) != 0) {
+            admin_parts_stopped(a, i, parts);
             return rc;
         }
         freeReplyObject(r);
     }
     redisReply *r;
-    int rc = admin_call(a, &r, "recording the partitions", "HSET", a->keys.meta, "partitions", p,
-                        "capacity_total", t, NULL);
+    rc = admin_call(a, &r, "recording the partitions", "HSET", a->keys.meta, "partitions", p,
+                    "capacity_total", t, NULL);
     if (rc == 0) {
         freeReplyObject(r);
     }
@@ -137,6 +187,7 @@ int admin_partitioned_capacity(admin *a, long long total, int *handled) {
                                                  k.meta, "per_tenant", share, NULL)
                                     : admin_call(a, &r, "switching the per-tenant share off",
                                                  "HDEL", k.meta, "per_tenant", NULL)) != 0) {
+            admin_parts_stopped(a, i, parts);
             return rc;
         }
         freeReplyObject(r);
