@@ -10,7 +10,7 @@ q="pcu-$$"
 user="pcu-$$"
 A() { "$bin/sluice-admin" --redis "$url" "$@"; }
 trap 'for i in "" ~1 ~2; do A purge "$q$i" --yes >/dev/null 2>&1 || true; done
-      rcli ACL DELUSER "$user" >/dev/null 2>&1 || true; lib_cleanup' EXIT
+      rcli ACL DELUSER "$user" "$user-ro" >/dev/null 2>&1 || true; lib_cleanup' EXIT
 
 run 0 "capacity of $q: 300" A capacity "$q" 300
 run 0 'partitions of .*: 3 ' A partitions "$q" 3
@@ -37,5 +37,11 @@ run 2 "partition $q~2 is a list queue: a drain limit needs the stream backend" \
 run 2 "partition $q~2 is a list queue: fair mode needs" A fair "$q" on
 [ -z "$(rcli HGET "sluice:{$q}:meta" fair)" ] || fail "fair refused at $q~2 but $q is fair"
 rcli HDEL "sluice:{$q~2}:meta" backend >/dev/null
+# Q~1 readable but not writable: the check passes and the write stops there, saying what it did
+rcli ACL SETUSER "$user-ro" reset on ">pw" +@all "~sluice:{$q}:*" "%R~sluice:{$q~1}:*" \
+    "~sluice:{$q~2}:*" >/dev/null
+R() { "$bin/sluice-admin" --redis "${url/redis:\/\//redis://$user-ro:pw@}" "$@"; }
+run 3 "stopped at partition $q~1: partition $q was written, $q~1 to $q~2 were not" \
+    R limit "$q" set g queue 30/1h
 echo "test_partitions_config_unreachable: with $q~1 unreachable, limit set, fair on and capacity" \
     "fail and leave partition 0 as it was"
