@@ -47,7 +47,7 @@ plain="" q=""
 for i in $(seq 1 400); do
     n="dp$$-$i"
     [ -z "$plain" ] && [ "$(owner "$n")" != "$victim" ] && plain=$n
-    if [ -z "$q" ] && [ "$(owner "$n~1")" = "$victim" ] && [ "$(owner "$n")" != "$victim" ] &&
+    if [ -z "$q" ] && [ "$n" != "$plain" ] && [ "$(owner "$n~1")" = "$victim" ] && [ "$(owner "$n")" != "$victim" ] &&
         [ "$(owner "$n~2")" != "$victim" ]; then
         q=$n
     fi
