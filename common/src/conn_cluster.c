@@ -287,15 +287,34 @@ static int map_ready(sluice_conn *c, uint64_t deadline) {
     return cl->have_map ? 0 : st; /* a stale map beats none: redirections correct it */
 }
 
-/* The primary of `slot`; for -1 (keyless) a connected primary, else the first. */
+/* Whether the primary host:port may be connected now: it has not failed a connect lately
+ * (no backoff pending, or not in the pool yet). */
+static int may_try(const sluice__cluster *cl, const sluice_cluster_addr *a, uint64_t now) {
+    for (int i = 0; i < cl->npool; i++) {
+        if (cl->pool[i]->port == a->port && strcmp(cl->pool[i]->host, a->host) == 0) {
+            return now >= cl->pool[i]->next_attempt_ms;
+        }
+    }
+    return 1;
+}
+
+/* The primary of `slot`; for -1 (keyless) a connected primary, else the first in the map that
+ * has not failed lately (a dead one is skipped after its failed connect), else the first. */
 static sluice__node *route(sluice_conn *c, int slot) {
     sluice__cluster *cl = c->cl;
     const sluice_cluster_addr *a = sluice__cluster_map_lookup(&cl->map, slot);
     if (slot < 0 && cl->map.nnodes > 0) {
-        a = &cl->map.nodes[0];
         for (int i = 0; i < cl->npool; i++) {
             if (cl->pool[i]->ctx != NULL && in_map(&cl->map, cl->pool[i])) {
                 return cl->pool[i];
+            }
+        }
+        uint64_t now = sluice_now_ms();
+        a = &cl->map.nodes[0];
+        for (int i = 0; i < cl->map.nnodes; i++) {
+            if (may_try(cl, &cl->map.nodes[i], now)) {
+                a = &cl->map.nodes[i];
+                break;
             }
         }
     }
@@ -307,13 +326,32 @@ static sluice__node *route(sluice_conn *c, int slot) {
     return pool_get(c, a->host, a->port);
 }
 
+static int reroute(sluice_conn *c, int *reroutes, int *rounds, uint64_t deadline);
+
+/* A connected primary, any of the map: a failed connect moves on to the next primary (route
+ * skips it while its backoff lasts); once every one has failed, the map is read again and the
+ * primaries tried again, after a pause, until the command deadline (as a call's reroute). */
 int sluice__cluster_ensure(sluice_conn *c) {
-    int st = map_ready(c, sluice_now_ms() + (uint64_t)c->o.command_timeout_ms);
-    if (st != 0) {
-        return st;
+    uint64_t deadline = sluice_now_ms() + (uint64_t)c->o.command_timeout_ms;
+    int reroutes = 0, rounds = 0;
+    int st = map_ready(c, deadline);
+    while (st == 0) {
+        sluice__node *n = route(c, -1);
+        if (n == NULL) {
+            return SLUICE_ECONN;
+        }
+        int all_failed = n->ctx == NULL && sluice_now_ms() < n->next_attempt_ms;
+        st = sluice__node_start(c, n);
+        if (st != SLUICE_ECONN && st != SLUICE_ETIMEDOUT && st != SLUICE_EREADONLY) {
+            return st;
+        }
+        if ((all_failed || remaining_ms(deadline) == 0) &&
+            reroute(c, &reroutes, &rounds, deadline) != 0) {
+            return st;
+        }
+        st = 0;
     }
-    sluice__node *n = route(c, -1);
-    return n == NULL ? SLUICE_ECONN : sluice__node_start(c, n);
+    return st;
 }
 
 /* ---- one call, followed through redirections ---- */

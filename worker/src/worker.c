@@ -456,8 +456,37 @@ static void list_entries(sluice_worker *w, redisReply *r) {
  * again by then. A hold that long costs one call a second per worker. */
 #define PACE_HOLD_MAX_MS 1000
 /* A fair worker held at least this long waits on sluice:{Q}:wake instead of a timer, so a new
- * tenant's lane wakes it at once; shorter holds keep the timer (no call more per hold). */
+ * tenant's lane wakes it at once; shorter holds keep the timer (no call more per hold). Redis
+ * ends a BLPOP's timeout only at its next `hz` tick (serverCron, 10 a second by default), up
+ * to 1/hz late, which a gate never makes up: the BLPOP waits the hold less that slack
+ * (HZ_SLACK_MS until CONFIG GET hz has answered, or for good when the ACL refuses it) and the
+ * pace timer the exact rest. A hold not longer than the slack is all timer. */
 #define FAIR_WAKE_MIN_MS 100
+#define HZ_SLACK_MS      100 /* 1000 / Redis's default hz */
+
+static void on_hz(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
+    (void)c, (void)sent;
+    sluice_worker *w = arg;
+    if (status != 0 || r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[1]->type != REDIS_REPLY_STRING) {
+        return; /* refused (an ACL without +config|get) or cancelled: keep HZ_SLACK_MS */
+    }
+    int hz = atoi(r->element[1]->str);
+    if (hz >= 1 && hz <= 500) { /* Redis accepts 1..500 */
+        w->hz_slack_ms = (1000 + hz - 1) / hz;
+    }
+}
+
+/* How late the server may end a BLPOP; asks its hz the first time. */
+static int hz_slack(sluice_worker *w) {
+    if (!w->hz_asked) {
+        w->hz_asked = 1;
+        w->hz_slack_ms = HZ_SLACK_MS;
+        const char *argv[] = {"CONFIG", "GET", "hz"};
+        sluice_aconn_command(w->cmd, 3, argv, NULL, 0, on_hz, w);
+    }
+    return w->hz_slack_ms;
+}
 
 static void on_pace_check(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
     (void)c, (void)sent;
@@ -584,14 +613,19 @@ static void on_take(sluice_aconn *c, int status, int sent, redisReply *r, void *
  * list of a fair queue. New work, or backlog another worker left, may be there. */
 static void on_wake(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
     sluice_worker *w = arg;
+    uint64_t end = w->fair_hold_end, now = sluice_now_ms();
     w->pace_block = 0;
     w->fair_block = 0;
     w->fair_hold_ms = 0;
+    w->fair_hold_end = 0;
     if (status != 0 && status != SLUICE_ECANCELED) {
         on_read(c, status, sent, r, arg);
         return;
     }
     w->reading = 0;
+    if (status == 0 && r->type == REDIS_REPLY_NIL && end > now) {
+        sluice__worker_hold(w, (long long)(end - now), 0); /* no new lane: the rest of the hold */
+    }
     sluice__worker_kick(w); /* stopping: it checks whether the worker is done */
 }
 
@@ -606,10 +640,12 @@ static void on_fair_take(sluice_aconn *c, int status, int sent, redisReply *r, v
     w->reading = 0;
     long long wait = sluice_reply_ll(r->element[1], 0);
     redisReply *lanes = r->element[0];
-    if (wait > 0 && !lease_held(r) && wait >= FAIR_WAKE_MIN_MS) {
+    long long hold = wait < PACE_HOLD_MAX_MS ? wait : PACE_HOLD_MAX_MS;
+    if (wait > 0 && !lease_held(r) && wait >= FAIR_WAKE_MIN_MS && hold > hz_slack(w)) {
         /* every lane with backlog is held back by its rate: a new lane may go now */
         w->fair_block = 1;
-        w->fair_hold_ms = wait < PACE_HOLD_MAX_MS ? (int)wait : PACE_HOLD_MAX_MS;
+        w->fair_hold_ms = (int)(hold - w->hz_slack_ms);
+        w->fair_hold_end = sluice_now_ms() + (uint64_t)hold;
     } else if (wait > 0) { /* held back briefly, or by a lease that a settle of ours ends */
         sluice__worker_hold(w, wait, lease_held(r));
     } else if (wait < 0) {

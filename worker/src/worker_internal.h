@@ -118,6 +118,10 @@ struct sluice_worker {
     int meta_hget_only;   /* the ACL refuses HMGET: pacing read with HGET, no fairness */
     int lane_pass;        /* the reclaim pass walks the lanes (sluice_lane_reclaim) */
     char lane_cursor[32]; /* its HSCAN cursor */
+    /* a held fair worker's BLPOP ends by the hold less the server's lateness; a timer the rest */
+    uint64_t fair_hold_end; /* when the hold ends (monotonic ms), 0 for none */
+    int hz_slack_ms;        /* 1000 / the server's hz: how late it may end a BLPOP */
+    int hz_asked;           /* CONFIG GET hz sent (once) */
     sluice_worker_stats st;
     int fatal;
     char err[512];
