@@ -20,7 +20,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 fl_init fault_cluster_failover
 cdir=$FL_DIR/cluster
-trap 'rc=$?; "$SRC/scripts/test-redis" cluster-stop "$cdir" >/dev/null 2>&1; (exit $rc); fl_cleanup' EXIT
+FL_CLUSTERS+=("$cdir") # stopped by the harness on exit, whatever the outcome
 curl=$("$SRC/scripts/test-redis" cluster-start "$cdir") || fl_fail "cluster-start: $curl"
 mapfile -t ports <"$cdir/ports"
 KILLS=6

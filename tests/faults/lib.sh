@@ -6,7 +6,8 @@
 # Each fault script calls fl_init NAME first. It gets a private temp dir ($FL_DIR), private
 # redis-servers (scripts/test-redis, each in its own dir under $FL_DIR), background processes
 # started with fl_spawn whose PIDs are remembered, and an EXIT trap that kills every process it
-# started by PID (never by name) and stops every redis-server it started. Logs are kept when
+# started by PID (never by name) and stops every redis-server it started (a cluster too, when its
+# directory is in FL_CLUSTERS; scripts never replace that trap). Logs are kept when
 # the script fails (the path is printed) and removed when it passes.
 #
 # Environment (set by ctest): SLUICE_BIN_DIR (built binaries), SLUICE_SOURCE_DIR, SLUICE_TEST_TMP.
@@ -19,6 +20,7 @@ FL_DIR=
 FL_T0=$(date +%s%N)
 FL_PIDS=()
 FL_REDIS=()
+FL_CLUSTERS=() # directories of scripts/test-redis cluster-start, stopped on exit
 BIN=${SLUICE_BIN_DIR:-}
 SRC=${SLUICE_SOURCE_DIR:-}
 
@@ -107,6 +109,9 @@ fl_cleanup() {
     done
     for pid in "${FL_PIDS[@]}"; do
         wait "$pid" 2>/dev/null || true
+    done
+    for d in "${FL_CLUSTERS[@]}"; do
+        [ ! -f "$d/ports" ] || "$SRC/scripts/test-redis" cluster-stop "$d" >/dev/null 2>&1 || true
     done
     for d in "${FL_REDIS[@]}"; do
         "$SRC/scripts/test-redis" stop "$d" >/dev/null 2>&1 || true
