@@ -46,7 +46,7 @@ local function queue_settings(meta, default, backend)
             string.sub(tostring(raw), 1, 40)) .. ' in ' .. meta ..
             ' (an integer 0..9007199254740992)')
     end
-    if not v[2] then -- HSETNX: what a producer's ACL allows on meta (see README, least privilege)
+    if not v[2] then -- HSETNX: what a producer's ACL allows on meta (docs/guarantees.md, Least privilege)
         redis.call('HSETNX', meta, 'backend', backend)
     elseif v[2] ~= backend then
         return redis.error_reply('SLUICECONFIG ' .. meta .. ' is a ' .. v[2] ..
@@ -806,7 +806,7 @@ local function group(keys, args)
     end
     if other and other ~= args[1] then
         return redis.error_reply('SLUICECONFIG ' .. keys[1] .. ' is drained by group "' ..
-            other .. '"; one group per queue (see sluice_group in the README)')
+            other .. '"; one group per queue (see sluice_group in docs/data-model.md)')
     end
     if redis.call('HGET', keys[2], 'backend') == 'list' then
         return redis.error_reply('SLUICECONFIG ' .. keys[2] .. ' is a list queue')
