@@ -903,6 +903,10 @@ const char *sluice__http_url(const sluice__http_req *c, size_t *len) {
     return c->arena;
 }
 
+int sluice__http_path_is(const char *p, size_t len, const char *want) {
+    return p != NULL && len == strlen(want) && memcmp(p, want, len) == 0;
+}
+
 const char *sluice__http_path(const sluice__http_req *c, size_t *len) {
     struct http_parser_url u;
     http_parser_url_init(&u);

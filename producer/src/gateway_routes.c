@@ -576,10 +576,6 @@ static void metrics(sluice__http_req *c) {
 /* ---------------------------------------------------------------------------------------- */
 /* Routing                                                                                  */
 
-static int path_is(const char *p, size_t len, const char *want) {
-    return len == strlen(want) && memcmp(p, want, len) == 0;
-}
-
 static int is_get(const sluice__http_req *c) {
     return sluice__http_method(c) == HTTP_GET || sluice__http_method(c) == HTTP_HEAD;
 }
@@ -597,7 +593,7 @@ static void route_queue(sluice__http_req *c, const char *rest, size_t len) {
         } else {
             not_allowed(c, "GET, HEAD");
         }
-    } else if (path_is(slash, len - nl, "/messages")) {
+    } else if (sluice__http_path_is(slash, len - nl, "/messages")) {
         if (sluice__http_method(c) == HTTP_POST) {
             post_message(c, q);
         } else {
@@ -616,7 +612,8 @@ void gw_route(sluice__http_req *c, void *arg) {
         return;
     }
     static const char prefix[] = "/v1/queues/";
-    if (path_is(path, plen, "/healthz") || path_is(path, plen, "/metrics")) {
+    if (sluice__http_path_is(path, plen, "/healthz") ||
+        sluice__http_path_is(path, plen, "/metrics")) {
         if (!is_get(c)) {
             not_allowed(c, "GET, HEAD");
         } else if (path[1] == 'h') {

@@ -244,10 +244,6 @@ static void respond_text(sluice__http_req *req, int status, const char *msg) {
     sluice__http_respond(req, status, "text/plain; charset=utf-8", NULL, msg, strlen(msg), 0);
 }
 
-static int path_is(const char *p, size_t len, const char *want) {
-    return len == strlen(want) && memcmp(p, want, len) == 0;
-}
-
 static void route(sluice__http_req *req, void *arg) {
     sluice_metrics *m = arg;
     int method = sluice__http_method(req);
@@ -257,12 +253,12 @@ static void route(sluice__http_req *req, void *arg) {
         respond_text(req, 400, "bad request\n");
     } else if (method != HTTP_GET && method != HTTP_HEAD) {
         respond_text(req, 405, "method not allowed\n");
-    } else if (path_is(path, len, "/healthz")) {
+    } else if (sluice__http_path_is(path, len, "/healthz")) {
         /* live while the worker runs; ready while its figures from Redis are fresh */
         int fresh = m->q_at_ms != 0 && sluice_now_ms() - m->q_at_ms <= STALE_MS;
         respond_text(req, fresh ? 200 : 503,
                      fresh ? "ok\n" : "redis unreachable: figures are stale\n");
-    } else if (!path_is(path, len, "/metrics")) {
+    } else if (!sluice__http_path_is(path, len, "/metrics")) {
         respond_text(req, 404, "not found: try /metrics or /healthz\n");
     } else {
         sluice_text body = {.max = HTTP_BODY_MAX}; /* a whole page or a 500 */

@@ -85,6 +85,8 @@ int sluice__http_method(const sluice__http_req *r); /* HTTP_GET, HTTP_POST ... *
 const char *sluice__http_url(const sluice__http_req *r, size_t *len);
 /* The path of the target, or NULL when the target cannot be parsed; *len is set. */
 const char *sluice__http_path(const sluice__http_req *r, size_t *len);
+/* 1 when the `len` bytes at `p` (a path, or part of one) are exactly `want`. */
+int sluice__http_path_is(const char *p, size_t len, const char *want);
 /* The value of header `name` (lower case), or NULL; *len is set. */
 const char *sluice__http_header(const sluice__http_req *r, const char *name, size_t *len);
 /* The value of the nth line (0 = the last) of header `name` (lower case) counted from the end
