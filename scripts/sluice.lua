@@ -1915,6 +1915,14 @@ local function batch_retry(b, st)
     return st.rt
 end
 
+-- ARGV[3] of admit2: the stride (1, or 3 for tenant, client, envelope) and whether the call is
+-- tentative ('1t', '3t'); nil for anything else.
+local function admit_stride(a)
+    local tentative = a == '1t' or a == '3t'
+    local stride = tonumber(tentative and string.sub(a, 1, 1) or a)
+    return (stride == 1 or stride == 3) and stride or nil, tentative
+end
+
 --[[ The admission loop of admit2 and list_admit2. Messages are ARGV[4..] in the stride of
 ARGV[3] (see admit2); `append(envelope)` queues one and returns its id. Each message is
 checked against the limits first (a limited message never takes room, and never stops the next
@@ -1925,10 +1933,7 @@ outcome_i the id (admitted), 0 (full) or {limit name, retry_after_ms, COUNT, PER
 local EMPTY = {} -- never written
 
 local function admit_each(keys, args, cap, depth, nlimits, append, share)
-    local stride, tentative = tonumber(args[3]), args[3] == '1t' or args[3] == '3t'
-    if tentative then
-        stride = tonumber(string.sub(args[3], 1, 1))
-    end
+    local stride, tentative = admit_stride(args[3])
     local n = stride and (#args - 3) / stride
     if (stride ~= 1 and stride ~= 3) or n < 1 or n ~= math.floor(n) then
         return redis.error_reply('SLUICECONFIG sluice_admit2 takes a capacity, a TTL, a stride ' ..
@@ -2040,7 +2045,7 @@ end
 -- hashes), else TRYAGAIN; nothing is written either way.
 local function admit_keys_here(keys, args, nlimits, share, fair)
     local prefix = string.sub(keys[2], 1, -5)
-    local stride = string.sub(args[3], 1, 1) == '3' and 3 or 1 -- '3' or '3t' (tentative)
+    local stride = admit_stride(args[3]) or 1 -- admit_each refuses a bad one
     local list = {}
     if share > 0 then
         list[#list + 1] = tdepth_key(prefix)
