@@ -898,11 +898,6 @@ int sluice__http_method(const sluice__http_req *c) {
     return c->method;
 }
 
-const char *sluice__http_url(const sluice__http_req *c, size_t *len) {
-    *len = c->url_len;
-    return c->arena;
-}
-
 int sluice__http_path_is(const char *p, size_t len, const char *want) {
     return p != NULL && len == strlen(want) && memcmp(p, want, len) == 0;
 }

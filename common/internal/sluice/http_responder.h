@@ -81,8 +81,6 @@ void sluice__http_close(sluice__http_server *s, void (*closed)(void *arg), void 
 
 void *sluice__http_arg(const sluice__http_req *r);  /* the handler's arg */
 int sluice__http_method(const sluice__http_req *r); /* HTTP_GET, HTTP_POST ... */
-/* The request target (not NUL-terminated); *len is set. */
-const char *sluice__http_url(const sluice__http_req *r, size_t *len);
 /* The path of the target, or NULL when the target cannot be parsed; *len is set. */
 const char *sluice__http_path(const sluice__http_req *r, size_t *len);
 /* 1 when the `len` bytes at `p` (a path, or part of one) are exactly `want`. */
