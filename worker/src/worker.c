@@ -78,6 +78,8 @@ static int check_name(const char *what, const char *name, char *err, size_t errl
     return 0;
 }
 
+static void tally_join(sluice_worker_tally *t, int d);
+
 int sluice_worker_new(const sluice_worker_options *in, sluice_worker **out, char *err,
                       size_t errlen) {
     char ebuf[256];
@@ -154,6 +156,10 @@ int sluice_worker_new(const sluice_worker_options *in, sluice_worker **out, char
     }
     w->in_flight.next = w->in_flight.prev = &w->in_flight;
     snprintf(w->cursor, sizeof(w->cursor), "0-0");
+    if (w->o.tally != NULL) {
+        tally_join(w->o.tally, 1);
+        w->tally_joined = 1;
+    }
     *out = w;
     return 0;
 }
@@ -163,6 +169,9 @@ void sluice_worker_free(sluice_worker *w) {
         return;
     }
     sluice__jobs_free_all(w);
+    if (w->tally_joined) {
+        tally_join(w->o.tally, -1);
+    }
     free(w->queue);
     free(w->group);
     free(w->consumer);
@@ -189,13 +198,26 @@ static int tallied(const sluice_worker *w) {
 struct sluice_worker_tally {
     atomic_llong taken;    /* entries read or claimed by the workers sharing it */
     atomic_llong verdicts; /* verdicts they gave */
+    atomic_int workers;    /* workers created with it and not freed yet */
 };
+
+/* A tally shared with other workers right now: an empty read polls (TALLY_POLL_MS) instead of
+ * blocking with what it reserved. A worker alone with its tally (a plain queue, or a
+ * partitioned one down to one partition) blocks as it would without one. */
+static void tally_join(sluice_worker_tally *t, int d) {
+    atomic_fetch_add(&t->workers, d);
+}
+
+static int tally_shared(const sluice_worker *w) {
+    return tallied(w) && atomic_load(&w->o.tally->workers) > 1;
+}
 
 sluice_worker_tally *sluice_worker_tally_new(void) {
     sluice_worker_tally *t = malloc(sizeof(*t));
     if (t != NULL) {
         atomic_init(&t->taken, 0);
         atomic_init(&t->verdicts, 0);
+        atomic_init(&t->workers, 0);
     }
     return t;
 }
@@ -693,8 +715,8 @@ static int send_paced_read(sluice_worker *w, int n) {
     return sluice_aconn_fcall(w->rd, SLUICE_FN_TAKE, 2, keys, NULL, 3, args, NULL, 0, on_take, w);
 }
 
-/* A worker sharing a tally (options) reserves what a read may bring; it never holds that
- * through a blocking read, which would starve the others: an empty read waits TALLY_POLL_MS
+/* A worker sharing a tally (options) with others reserves what a read may bring; it never holds
+ * that through a blocking read, which would starve the others: an empty read waits TALLY_POLL_MS
  * instead. (The waits of a fair or paced worker read no entries and reserve nothing.) */
 #define TALLY_POLL_MS 50
 
@@ -714,7 +736,7 @@ static int send_read(sluice_worker *w, int free_slots, int blocking) {
     if (w->o.backend == SLUICE_BACKEND_STREAM && w->paced) {
         return send_paced_read(w, n);
     }
-    if (w->o.backend == SLUICE_BACKEND_STREAM && tallied(w)) {
+    if (w->o.backend == SLUICE_BACKEND_STREAM && tally_shared(w)) {
         const char *argv[] = {"XREADGROUP", "GROUP",   w->group,       w->consumer, "COUNT",
                               count,        "STREAMS", w->keys.stream, ">"};
         return sluice_aconn_command(w->rd, 9, argv, NULL, timeout, on_read, w);
@@ -757,7 +779,7 @@ static void on_read(sluice_aconn *c, int status, int sent, redisReply *r, void *
             list_entries(w, r);
         }
         w->list_idle = w->st.read == before;
-        w->tally_idle = tallied(w) && w->st.read == before;
+        w->tally_idle = tally_shared(w) && w->st.read == before;
     }
     sluice__worker_kick(w); /* stopping: it checks whether the worker is done */
 }
@@ -793,7 +815,7 @@ void sluice__worker_kick(sluice_worker *w) {
         return; /* the first answer about pacing, or the next allowance, comes first */
     }
     int polling = uv_is_active((uv_handle_t *)&w->retry_timer);
-    if (tallied(w) && w->tally_idle) {
+    if (tally_shared(w) && w->tally_idle) {
         if (!polling) {
             uv_timer_start(&w->retry_timer, read_retry_cb, TALLY_POLL_MS, 0);
         }
@@ -801,12 +823,12 @@ void sluice__worker_kick(sluice_worker *w) {
         return; /* the last read found nothing: poll, see send_read */
     }
     int free_slots = sluice__worker_free_slots(w);
-    int blocking = w->o.backend == SLUICE_BACKEND_LIST && w->list_idle && !tallied(w);
+    int blocking = w->o.backend == SLUICE_BACKEND_LIST && w->list_idle && !tally_shared(w);
     if (free_slots > 0 && send_read(w, blocking ? 1 : free_slots, blocking) == 0) {
         w->reading = 1;
         w->list_idle = 0;
         w->released_read = w->released;
-    } else if (tallied(w) && w->n_in_flight < w->o.concurrency && !polling) {
+    } else if (tally_shared(w) && w->n_in_flight < w->o.concurrency && !polling) {
         /* what the workers sharing the tally reserved may come back, or their verdicts end it */
         uv_timer_start(&w->retry_timer, read_retry_cb, TALLY_POLL_MS, 0);
     }

@@ -96,6 +96,7 @@ struct sluice_worker {
     long long verdicts;                /* verdicts given */
     long long held;                    /* tally units reserved by the read or reclaim out */
     int tally_idle;                    /* with a tally: the last read found nothing */
+    int tally_joined;                  /* counted in the tally's workers */
     char cursor[SLUICE_STREAM_ID_MAX]; /* XAUTOCLAIM cursor */
     /* pacing (stream backend): a queue with drain limits (meta `drain` > 0) is read through
      * sluice_take, which reserves rate before it reads */
