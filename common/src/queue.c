@@ -184,6 +184,7 @@ int sluice_capacity_parse(const char *s, size_t len, long long *out) {
 #define IDEM_PART "idem:"
 #define LIM_PART  "lim:"
 #define QLIM_PART "qlim:"
+#define HOLD_PART "hold:"
 
 static int key_part(const sluice_keys *k, const char *part, const char *key, size_t keylen,
                     char *buf, size_t len) {
@@ -219,4 +220,9 @@ const char *sluice_key_proc_consumer(const sluice_keys *k, const char *key) {
         return key + n + strlen(PROC_PART);
     }
     return key;
+}
+
+int sluice_key_hold(const sluice_keys *k, const char *target, size_t targetlen, char *buf,
+                    size_t len) {
+    return key_part(k, HOLD_PART, target, targetlen, buf, len);
 }

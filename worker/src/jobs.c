@@ -16,6 +16,7 @@
 #include "sluice/clock.h"
 #include "sluice/log.h"
 
+#include "http_delivery.h"
 #include "worker_internal.h"
 
 const double sluice_worker_latency_bounds[SLUICE_WORKER_LATENCY_BUCKETS - 1] = {
@@ -218,6 +219,9 @@ static void job_retry(job *j) {
     for (long long i = 1; i < j->pub.deliveries && backoff < w->o.visibility_timeout_ms; i++) {
         backoff *= 2;
     }
+    if (j->retry_after_ms > 0) { /* the back end said when (Retry-After) */
+        backoff = j->retry_after_ms;
+    }
     long long idle = w->o.visibility_timeout_ms - backoff;
     if (idle < 0) {
         idle = 0;
@@ -341,7 +345,9 @@ void sluice__job_dispatch(job *j) {
         sluice__job_dead(j, j->reason);
         return;
     }
-    if (w->o.async_handler != NULL) {
+    if (w->o.http != NULL) {
+        sluice__http_ops_of(w->o.http)->dispatch(j);
+    } else if (w->o.async_handler != NULL) {
         w->o.async_handler(w, &j->pub, w->o.handler_arg);
     } else if (w->o.handler_mode == SLUICE_HANDLER_INLINE) {
         job_verdict(j, w->o.handler(&j->pub, w->o.handler_arg), NULL);

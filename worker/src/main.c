@@ -35,8 +35,18 @@ static const char usage[] =
     "  -q, --queue NAME             queue to drain (1-64 of A-Z a-z 0-9 _ . -)\n"
     "  -r, --redis URL              redis://[user:pass@]host:port[/db] or unix:///path\n"
     "                               (default $SLUICE_REDIS_URL, else redis://127.0.0.1:6379)\n"
-    "  -H, --handler SPEC           noop | sleep:MS | exec:CMD | crash-on:TEXT (default noop)\n"
+    "  -H, --handler SPEC           noop | sleep:MS | exec:CMD | crash-on:TEXT |\n"
+    "                               http://HOST[:PORT]/PATH | https://... (default noop)\n"
     "                               exec: payload on stdin; exit 0 done, 75 retry, else failed\n"
+    "                               http(s): one POST per message; 2xx done, 429/503 retry\n"
+    "                               after Retry-After, other 4xx dead (docs/delivery.md)\n"
+    "      --handler-timeout MS     deadline of one delivery: an HTTP request unanswered by\n"
+    "                               then is retried (default 0: none; http: 30000)\n"
+    "      --http-header 'N: V'     extra request header (repeatable)\n"
+    "      --http-header-file FILE  extra headers, one a line (secrets: not on the command line)\n"
+    "      --sign-secret-file FILE  sign requests (Standard Webhooks; whsec_BASE64 in FILE)\n"
+    "      --http-ca FILE           https: trust the CAs in FILE (default: the system store)\n"
+    "      --http-follow            follow redirects (default: a 3xx is dead-lettered)\n"
     "  -c, --concurrency N          max in-flight messages, 1..100000 (default 16)\n"
     "  -b, --backend stream|list    (default stream)\n"
     "      --group NAME             consumer group (default workers)\n"
@@ -70,6 +80,7 @@ static const char usage[] =
     "Exit codes: 0 ok, 2 usage or bad input, 3 redis refused, 130 forced stop.\n";
 
 static sluice_worker *worker;
+static sluice_http *http_target; /* --handler http(s)://: shared by every partition's worker */
 static int signals_seen;
 static uv_timer_t abandon_timer;
 static int grace_ms;
@@ -92,6 +103,20 @@ static void on_signal(uv_signal_t *s, int signum) {
     uv_timer_start(&abandon_timer, abandon_cb, (uint64_t)grace_ms + 50, 0);
 }
 
+/* The summary line's HTTP fields (deliveries by answer), before its newline. */
+static void print_http(void) {
+    if (http_target == NULL) {
+        return;
+    }
+    sluice_http_stats h;
+    sluice_http_get_stats(http_target, &h);
+    printf(" http_ok=%llu http_throttled=%llu http_server_error=%llu http_rejected=%llu "
+           "http_redirect=%llu http_connect_error=%llu http_tls_error=%llu http_timeout=%llu "
+           "http_holds=%llu",
+           h.ok, h.throttled, h.server_error, h.rejected, h.redirect, h.connect_error, h.tls_error,
+           h.timeout, h.holds);
+}
+
 static int bad(const char *msg) {
     fprintf(stderr, "sluice-worker: %s\n", msg);
     fprintf(stderr, "Try 'sluice-worker --help'.\n");
@@ -111,6 +136,12 @@ enum {
     OPT_RECORD,
     OPT_METRICS,
     OPT_LOG,
+    OPT_HTIMEOUT,
+    OPT_HTTP_HEADER,
+    OPT_HTTP_HEADER_FILE,
+    OPT_SIGN_SECRET_FILE,
+    OPT_HTTP_CA,
+    OPT_HTTP_FOLLOW,
 };
 
 static const struct option longopts[] = {
@@ -131,6 +162,12 @@ static const struct option longopts[] = {
     {"record", required_argument, NULL, OPT_RECORD},
     {"metrics", required_argument, NULL, OPT_METRICS},
     {"log-level", required_argument, NULL, OPT_LOG},
+    {"handler-timeout", required_argument, NULL, OPT_HTIMEOUT},
+    {"http-header", required_argument, NULL, OPT_HTTP_HEADER},
+    {"http-header-file", required_argument, NULL, OPT_HTTP_HEADER_FILE},
+    {"sign-secret-file", required_argument, NULL, OPT_SIGN_SECRET_FILE},
+    {"http-ca", required_argument, NULL, OPT_HTTP_CA},
+    {"http-follow", no_argument, NULL, OPT_HTTP_FOLLOW},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -142,6 +179,7 @@ typedef struct args {
     const char *record;
     const char *metrics;
     int log_level;
+    sw_http_args http;
 } args;
 
 static int int_opt(const char *name, const char *v, long long lo, long long hi, int *out, char *err,
@@ -152,6 +190,34 @@ static int int_opt(const char *name, const char *v, long long lo, long long hi, 
     }
     *out = (int)x;
     return 0;
+}
+
+static int parse_http(args *a, int ch, const char *v, char *err, size_t n) {
+    sw_http_args *h = &a->http;
+    switch (ch) {
+    case OPT_HTTP_HEADER:
+        if (h->nheaders == SW_HTTP_HEADERS_MAX) {
+            snprintf(err, n, "--http-header: more than %d", SW_HTTP_HEADERS_MAX);
+            return -1;
+        }
+        h->headers[h->nheaders++] = v;
+        return 0;
+    case OPT_HTTP_HEADER_FILE:
+        h->header_file = v;
+        return 0;
+    case OPT_SIGN_SECRET_FILE:
+        h->secret_file = v;
+        return 0;
+    case OPT_HTTP_CA:
+        h->ca_file = v;
+        return 0;
+    case OPT_HTTP_FOLLOW:
+        h->follow = 1;
+        return 0;
+    default:
+        snprintf(err, n, "unknown option");
+        return -1;
+    }
 }
 
 static int parse_one(args *a, int ch, const char *v, char *err, size_t n) {
@@ -194,6 +260,8 @@ static int parse_one(args *a, int ch, const char *v, char *err, size_t n) {
         return int_opt("--block", v, 1, 600000, &o->block_ms, err, n);
     case OPT_BATCH:
         return int_opt("--read-batch", v, 1, 100000, &o->read_batch, err, n);
+    case OPT_HTIMEOUT:
+        return int_opt("--handler-timeout", v, 0, 86400000, &o->handler_timeout_ms, err, n);
     case OPT_RECORD:
         a->record = v;
         return 0;
@@ -208,8 +276,7 @@ static int parse_one(args *a, int ch, const char *v, char *err, size_t n) {
         }
         return 0;
     default:
-        snprintf(err, n, "unknown option");
-        return -1;
+        return parse_http(a, ch, v, err, n);
     }
 }
 
@@ -245,7 +312,17 @@ static int parse_args(args *a, int argc, char **argv, char *err, size_t n) {
         snprintf(err, n, "--queue is required");
         return -1;
     }
-    return sw_handler_parse(a->handler, a->o.queue, &a->o, err, n);
+    if (sw_handler_parse(a->handler, a->o.queue, &a->o, err, n) != 0) {
+        return -1;
+    }
+    if (a->o.async_handler == NULL) {
+        a->http.url = a->handler; /* http(s)://: main builds the target */
+    } else if (a->http.nheaders > 0 || a->http.header_file || a->http.secret_file ||
+               a->http.ca_file || a->http.follow) {
+        snprintf(err, n, "--http-* and --sign-secret-file need an http:// or https:// --handler");
+        return -1;
+    }
+    return 0;
 }
 
 /* ---- a partitioned queue: a worker per partition, each on its own thread and loop ----
@@ -558,8 +635,10 @@ static int run_partitioned(args *a, sluice_conn *conn, int n) {
     uv_close((uv_handle_t *)&sigint, NULL);
     uv_run(loop, UV_RUN_DEFAULT);
     uv_loop_close(loop);
-    printf("processed=%llu failed=%llu retried=%llu dead=%llu reclaimed=%llu partitions=%d\n",
+    printf("processed=%llu failed=%llu retried=%llu dead=%llu reclaimed=%llu partitions=%d",
            sum.processed, sum.failed, sum.retried, sum.dead, sum.reclaimed, pq.n);
+    print_http();
+    printf("\n");
     return rc;
 }
 
@@ -586,6 +665,8 @@ static int partitions_of_queue(const args *a, sluice_conn **out) {
     return n > 1 ? n : 1; /* unreachable now: the worker retries as ever, the check too */
 }
 
+static int run(args *a_in);
+
 int main(int argc, char **argv) {
     args a;
     char err[512];
@@ -598,6 +679,20 @@ int main(int argc, char **argv) {
         snprintf(err, sizeof(err), "--record: cannot open \"%s\"", a.record);
         return bad(err);
     }
+    if (a.http.url != NULL && sw_http_new(&a.http, &http_target, err, sizeof(err)) != 0) {
+        return bad(err);
+    }
+    a.o.http = http_target;
+    sw_metrics_http(http_target);
+    int rc = run(&a);
+    sluice_http_free(http_target);
+    return rc;
+}
+
+/* Drains the queue as parsed: one worker, or one a partition. */
+static int run(args *a_in) {
+    args a = *a_in;
+    char err[512];
     sluice_conn *pconn;
     int nparts = partitions_of_queue(&a, &pconn);
     /* --max-messages is the process's: every partition's worker counts into one tally */
@@ -657,6 +752,7 @@ int main(int argc, char **argv) {
     if (parts > 1) {
         printf(" partitions=%d", parts);
     }
+    print_http();
     printf("\n");
     if (st != 0) {
         fprintf(stderr, "sluice-worker: %s\n", sluice_worker_errstr(worker));

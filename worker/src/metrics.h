@@ -10,6 +10,7 @@
 #include <uv.h>
 
 #include "sluice/worker.h"
+#include "sluice/worker_http.h"
 
 typedef struct sluice_metrics sluice_metrics;
 
@@ -33,6 +34,10 @@ typedef struct sw_metrics_parts {
  * itself when that worker starts closing. */
 int sw_metrics_start_parts(uv_loop_t *loop, const char *addr, const sw_metrics_parts *src,
                            sluice_metrics **out, char *err, size_t errlen);
+
+/* --handler http(s)://: the target whose deliveries (by answer) and holds are exposed too, as
+ * sluice_worker_http_*; the process's one, set before the module starts. NULL: none. */
+void sw_metrics_http(const sluice_http *h);
 
 /* Stops listening and closes every connection (frees once libuv closed them). NULL: no-op. */
 void sw_metrics_stop(sluice_metrics *m);

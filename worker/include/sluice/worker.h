@@ -50,6 +50,7 @@ typedef enum sluice_verdict {
 } sluice_verdict;
 
 typedef struct sluice_worker sluice_worker;
+typedef struct sluice_http sluice_http; /* sluice/worker_http.h */
 
 /* One message being processed. Borrowed: valid until the verdict is given. */
 typedef struct sluice_job {
@@ -106,6 +107,14 @@ typedef struct sluice_worker_options {
     /* NULL: max_messages counts this worker's verdicts; else the verdicts of every worker given
      * this tally (borrowed) */
     sluice_worker_tally *tally;
+    /* ms, default 0 = none (the HTTP handler then uses SLUICE_HTTP_TIMEOUT_DEFAULT_MS): the
+     * deadline of one delivery; an HTTP request still unanswered is given up and its entry
+     * retried. 0..86400000 */
+    int handler_timeout_ms;
+    /* non-NULL: the built-in HTTP handler posts each message to this target
+     * (sluice/worker_http.h; borrowed, may be shared by workers on other threads);
+     * `handler` and `async_handler` are then not used */
+    sluice_http *http;
 } sluice_worker_options;
 
 /* Counters of one worker since it started. */
