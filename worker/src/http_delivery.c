@@ -41,8 +41,8 @@
 struct sluice_http {
     const sluice__http_ops *ops; /* first: http_delivery.h */
     char *url;
-    char target[TARGET_MAX]; /* HOST:PORT: the hold key's suffix */
-    char origin[TARGET_MAX]; /* SCHEME://HOST:PORT, for logs (the path may hold secrets) */
+    char target[TARGET_MAX];    /* HOST:PORT: the hold key's suffix */
+    char origin[TARGET_MAX];    /* SCHEME://HOST:PORT, for logs (the path may hold secrets) */
     struct curl_slist *headers; /* the extra headers and "Expect:", read by every transfer */
     unsigned char key[SECRET_MAX];
     size_t keylen; /* 0: unsigned */
@@ -125,8 +125,8 @@ static size_t on_body(char *p, size_t size, size_t n, void *arg) {
 
 static void easy_setup(client *c, xfer *x) {
     sluice_http *h = c->h;
-    long timeout =
-        c->w->o.handler_timeout_ms > 0 ? c->w->o.handler_timeout_ms : SLUICE_HTTP_TIMEOUT_DEFAULT_MS;
+    long timeout = c->w->o.handler_timeout_ms > 0 ? c->w->o.handler_timeout_ms
+                                                  : SLUICE_HTTP_TIMEOUT_DEFAULT_MS;
     long connect = h->connect_timeout_ms < timeout ? h->connect_timeout_ms : timeout;
     CURL *e = x->e;
     curl_easy_setopt(e, CURLOPT_URL, h->url);
@@ -432,9 +432,11 @@ static void answered(client *c, xfer *x, CURLcode code) {
     } else if (v == SLUICE_FAIL && code == CURLE_OK) {
         char body[BODY_KEEP + 1];
         sluice__http_value(x->body, x->body_len, body, sizeof(body));
-        snprintf(reason, sizeof(reason), "http %ld: %.*s", status, (int)(sizeof(reason) - 12), body);
+        snprintf(reason, sizeof(reason), "http %ld: %.*s", status, (int)(sizeof(reason) - 12),
+                 body);
     } else if (v == SLUICE_FAIL) {
-        snprintf(reason, sizeof(reason), "http: %.180s", x->err[0] ? x->err : curl_easy_strerror(code));
+        snprintf(reason, sizeof(reason), "http: %.180s",
+                 x->err[0] ? x->err : curl_easy_strerror(code));
     }
     curl_multi_remove_handle(c->multi, x->e);
     xlist_unlink(x);
@@ -664,8 +666,7 @@ static int parse_url(sluice_http *h, const char *url, char *err, size_t errlen) 
         (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0) ||
         curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK || host[0] == '\0' ||
         curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK) {
-        snprintf(err, errlen, "\"%.200s\" is not an http://HOST[:PORT]/PATH or https:// URL",
-                 url);
+        snprintf(err, errlen, "\"%.200s\" is not an http://HOST[:PORT]/PATH or https:// URL", url);
     } else if (curl_url_get(u, CURLUPART_USER, &user, 0) == CURLUE_OK ||
                curl_url_get(u, CURLUPART_PASSWORD, &pass, 0) == CURLUE_OK) {
         snprintf(err, errlen,

@@ -92,11 +92,21 @@ static int token_char(unsigned char c) {
 }
 
 /* Headers the handler writes itself: a second copy would make the request ambiguous. */
-static const char *const own_headers[] = {
-    "content-type",      "content-length",    "host",          "transfer-encoding",
-    "sluice-id",         "sluice-queue",      "sluice-tenant", "sluice-deliveries",
-    "idempotency-key",   "webhook-id",        "webhook-timestamp", "webhook-signature",
-    "x-request-id",      "expect",            "connection"};
+static const char *const own_headers[] = {"content-type",
+                                          "content-length",
+                                          "host",
+                                          "transfer-encoding",
+                                          "sluice-id",
+                                          "sluice-queue",
+                                          "sluice-tenant",
+                                          "sluice-deliveries",
+                                          "idempotency-key",
+                                          "webhook-id",
+                                          "webhook-timestamp",
+                                          "webhook-signature",
+                                          "x-request-id",
+                                          "expect",
+                                          "connection"};
 
 int sluice__http_header_check(const char *line, char *err, size_t errlen) {
     size_t n = 0;
@@ -104,8 +114,10 @@ int sluice__http_header_check(const char *line, char *err, size_t errlen) {
         n++;
     }
     if (n == 0 || line[n] != ':') {
-        snprintf(err, errlen, "header \"%.80s\" is not \"Name: value\" (a name of letters, digits "
-                 "and !#$%%&'*+-.^_`|~, then a colon)", line);
+        snprintf(err, errlen,
+                 "header \"%.80s\" is not \"Name: value\" (a name of letters, digits "
+                 "and !#$%%&'*+-.^_`|~, then a colon)",
+                 line);
         return -1;
     }
     for (const char *v = line + n + 1; *v != '\0'; v++) {

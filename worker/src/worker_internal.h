@@ -39,8 +39,8 @@ struct job {
     unsigned char *raw; /* stream: the envelope; list: the whole element "<seq>:<envelope>" */
     size_t raw_len;
     char *lane; /* fair queue: the tenant whose lane holds the entry; NULL: the queue's stream */
-    size_t lane_len;  /* its length in bytes (a tenant is a byte string) */
-    char reason[200]; /* why it goes to the dead stream */
+    size_t lane_len;          /* its length in bytes (a tenant is a byte string) */
+    char reason[200];         /* why it goes to the dead stream */
     long long retry_after_ms; /* > 0: a RETRY comes back after this, not after the backoff */
     sluice_header hdrs[SLUICE_ENVELOPE_MAX_HEADERS];
 };
