@@ -7,7 +7,8 @@ TLS with --cert/--key. What it answers is chosen by the request's path:
   /ok                  200
   /code/C              always C (body "answer C from the back end")
   /first/C/N           C for the first N deliveries of each Idempotency-Key, then 200
-  /ra/SECS/N           the first N requests to this path: 429 with Retry-After: SECS, then 200
+  /ra/SECS/N[/MS]      the first N requests to this path: 429 with Retry-After: SECS, then 200
+                       (after MS milliseconds)
   /radate/SECS/N       the same with Retry-After as an HTTP date SECS from now
   /redirect            301 to /ok
   /sleep/MS            200 after MS milliseconds
@@ -95,6 +96,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             when = (str(secs) if parts[0] == "ra" else
                     email.utils.formatdate(time.time() + secs, usegmt=True))
             self.answer(429, {"Retry-After": when})
+        elif parts[0] in ("ra", "radate"):
+            time.sleep(int(parts[3]) / 1000.0 if len(parts) > 3 else 0)
+            self.answer(200)
         elif parts[0] == "redirect":
             self.answer(301, {"Location": "/ok"})
         elif parts[0] == "sleep":

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# A 429 with Retry-After: 2 holds the whole pool: two worker processes drain one queue into a
+# back end that answers its first request so; for about two seconds no request reaches it (from
+# either worker), then both deliver again and every message is done. The hold lives in
+# sluice:{Q}:hold:HOST:PORT with the Retry-After as its expiry (docs/data-model.md).
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/http_lib.sh"
+q="hold-$$"
+read -ra qk <<<"$(queue_keys "$q")"
+keys+=("${qk[@]}")
+backend_start be
+keys+=("sluice:{$q}:hold:127.0.0.1:$bport")
+seq 1 40 | xargs "$bin/sluice-enqueue" --redis "$url" --queue "$q" >/dev/null
+# 100 ms a request, one at a time per worker: 40 messages take 2 s without a hold
+for i in 1 2; do
+    "$bin/sluice-worker" --redis "$url" --queue "$q" --handler "http://127.0.0.1:$bport/ra/2/1/100" \
+        --concurrency 1 --visibility-timeout 2000 --retry-backoff 100 --block 200 \
+        >"$tmp/w$i.out" 2>"$tmp/w$i.log" &
+    pids+=("$!")
+    wpid[$i]=$!
+done
+for i in $(seq 1 200); do
+    [ "$(grep -c '"path"' "$tmp/be.log")" -ge 41 ] && [ "$(rcli XLEN "sluice:{$q}:stream")" = 0 ] && break
+    sleep 0.1
+done
+kill -TERM "${wpid[1]}" "${wpid[2]}"
+wait "${wpid[1]}" "${wpid[2]}" || fail "a worker failed: $(cat "$tmp"/w?.log)"
+python3 - "$tmp/be.log" <<'PY' || fail "the hold: see above"
+import json, sys
+rs = [json.loads(l) for l in open(sys.argv[1])]
+assert len(rs) == 41, ("requests", len(rs))
+t0 = rs[0]["t"]  # the request answered 429, Retry-After: 2
+later = [r["t"] - t0 for r in rs[1:]]
+# generous bounds: a request already under way may land just after the 429, and the hold ends
+# with the key's expiry plus a reclaim or read
+inside = [d for d in later if 0.4 <= d <= 1.6]
+assert not inside, ("requests during the hold at +%s s" % inside)
+after = [d for d in later if d > 1.6]
+assert after and min(after) >= 1.8, ("first request after the hold", after[:3])
+print("ok: no request from +%.2f s to +%.2f s after the 429 (Retry-After: 2); 41 requests"
+      % (max([d for d in later if d < 1.6] or [0]), min(after)))
+PY
+for i in 1 2; do
+    grep -q 'processed=[1-9]' "$tmp/w$i.out" || fail "worker $i delivered nothing: $(cat "$tmp/w$i.out")"
+done
+grep -h 'http_holds=1' "$tmp"/w?.out >/dev/null || fail "no worker counted the hold"
+echo "ok: both workers held, then delivered: $(cat "$tmp"/w?.out | tr '\n' ' ')"
