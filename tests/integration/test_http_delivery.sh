@@ -135,6 +135,28 @@ expect http_timeout 1
 expect dead 0
 echo "ok: refused connection and --handler-timeout retried, entry kept"
 
+# /metrics counts deliveries by answer
+use_queue "$q-m"
+enqueue "$q-m" m1 m2
+"$bin/sluice-worker" --redis "$url" --queue "$q-m" --handler "$base/code/404" \
+    --metrics 127.0.0.1:0 2>"$tmp/wm.log" >/dev/null &
+pids+=("$!")
+wm=$!
+got=""
+for i in $(seq 1 100); do
+    mport=$(grep -oE 'event=metrics_listening .*port=[0-9]+' "$tmp/wm.log" | grep -oE '[0-9]+$') || true
+    if [ -n "$mport" ]; then
+        got=$(curl -s "http://127.0.0.1:$mport/metrics" | grep '^sluice_worker_http_deliveries_total' || true)
+        echo "$got" | grep -q 'result="rejected"} 2' && break
+    fi
+    sleep 0.1
+done
+kill -TERM "$wm"
+wait "$wm" || true
+echo "$got" | grep -q 'result="rejected"} 2' || fail "metrics: '$got' $(cat "$tmp/wm.log")"
+echo "$got" | grep -q 'result="ok"} 0' || fail "metrics: '$got'"
+echo "ok: /metrics: $(echo "$got" | grep rejected)"
+
 # a usage error names the bad value
 run 2 'is not an http' "$bin/sluice-worker" --queue "$q" --handler 'http://'
 run 2 'user or password' "$bin/sluice-worker" --queue "$q" --handler 'http://u:p@127.0.0.1/x'
