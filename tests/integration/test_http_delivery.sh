@@ -135,6 +135,23 @@ expect http_timeout 1
 expect dead 0
 echo "ok: refused connection and --handler-timeout retried, entry kept"
 
+# stopped past the grace period with requests under way: abandoned, left pending (F32)
+use_queue "$q-grace"
+enqueue "$q-grace" g1 g2 g3
+"$bin/sluice-worker" --redis "$url" --queue "$q-grace" --handler "$base/sleep/5000" -c 4 \
+    --grace 200 2>"$tmp/wg.log" >"$tmp/out" &
+pids+=("$!")
+wg=$!
+for i in $(seq 1 50); do
+    [ "$(grep -c '"path": "/sleep/5000"' "$tmp/be.log")" -ge 3 ] && break
+    sleep 0.1
+done
+kill -TERM "$wg"
+wait "$wg" || fail "grace: the worker failed: $(cat "$tmp/wg.log")"
+[ "$(grep -c 'event=abandoned' "$tmp/wg.log")" = 3 ] || fail "grace: $(cat "$tmp/wg.log")"
+[ "$(rcli XLEN "sluice:{$q-grace}:stream")" = 3 ] || fail "grace: entries gone"
+echo "ok: stopped past the grace period: 3 requests abandoned, their entries pending"
+
 # /metrics counts deliveries by answer
 use_queue "$q-m"
 enqueue "$q-m" m1 m2

@@ -46,3 +46,28 @@ for i in 1 2; do
 done
 grep -h 'http_holds=1' "$tmp"/w?.out >/dev/null || fail "no worker counted the hold"
 echo "ok: both workers held, then delivered: $(cat "$tmp"/w?.out | tr '\n' ' ')"
+
+# a worker stopped during a hold does not wait for it: what it holds is retried after the hold
+# (F32), and it reads nothing while the hold lasts
+q2="$q-stop"
+read -ra qk <<<"$(queue_keys "$q2")"
+keys+=("${qk[@]}" "sluice:{$q2}:hold:127.0.0.1:$bport")
+"$bin/sluice-enqueue" --redis "$url" --queue "$q2" s1 s2 s3 >/dev/null
+"$bin/sluice-worker" --redis "$url" --queue "$q2" --handler "http://127.0.0.1:$bport/ra/30/1" \
+    --concurrency 1 >"$tmp/ws.out" 2>"$tmp/ws.log" &
+pids+=("$!")
+ws=$!
+for i in $(seq 1 50); do
+    grep -q 'event=http_hold' "$tmp/ws.log" && break
+    sleep 0.1
+done
+sleep 0.3
+start=$(date +%s%N)
+kill -TERM "$ws"
+wait "$ws" || fail "stop during a hold: $(cat "$tmp/ws.log")"
+took=$((($(date +%s%N) - start) / 1000000))
+[ "$took" -lt 5000 ] || fail "the stop waited ${took} ms for a 30 s hold"
+grep -q 'retried=1 ' "$tmp/ws.out" || fail "stop during a hold: $(cat "$tmp/ws.out")"
+[ "$(grep -c '/ra/30/1' "$tmp/be.log")" = 1 ] || fail "requests during the hold: $(grep -c '/ra/30/1' "$tmp/be.log")"
+[ "$(rcli XLEN "sluice:{$q2}:stream")" = 3 ] || fail "entries gone"
+echo "ok: stopped during a 30 s hold in ${took} ms: one request, the entry retried, nothing more read"
