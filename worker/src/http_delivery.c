@@ -633,8 +633,32 @@ static int client_held(sluice_worker *w) {
     return c != NULL && c->hold_until > sluice_now_ms();
 }
 
-static const sluice__http_ops http_ops = {client_start, client_close, client_stopping,
-                                          client_dispatch, client_held};
+static xfer *find(xfer *list, const job *j) {
+    for (xfer *x = list->next; x != list; x = x->next) {
+        if (x->j == j) {
+            return x;
+        }
+    }
+    return NULL;
+}
+
+static void client_abandon(job *j) {
+    client *c = j->w->http_client;
+    xfer *x = NULL;
+    if (c == NULL) {
+        return;
+    }
+    if ((x = find(&c->active, j)) != NULL) {
+        curl_multi_remove_handle(c->multi, x->e);
+    } else if ((x = find(&c->waiting, j)) == NULL) {
+        return;
+    }
+    xlist_unlink(x);
+    finish(c, x, SLUICE_RETRY, NULL);
+}
+
+static const sluice__http_ops http_ops = {client_start,    client_close, client_stopping,
+                                          client_dispatch, client_held,  client_abandon};
 
 /* ---- the target ---- */
 

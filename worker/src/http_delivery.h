@@ -33,6 +33,10 @@ typedef struct sluice__http_ops {
     void (*dispatch)(job *j);
     /* 1 while a hold keeps reads back (its end kicks the worker again), else 0. */
     int (*held)(sluice_worker *w);
+    /* Gives up the job's request (waiting or under way) and finishes it with RETRY: for a
+     * worker that settled the job already (its handler deadline passed), the verdict it must
+     * still get. No-op for a job the handler does not hold. */
+    void (*abandon)(job *j);
 } sluice__http_ops;
 
 /* The ops of a target: the first member of struct sluice_http (defined in http_delivery.c). */
