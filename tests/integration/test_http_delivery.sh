@@ -58,6 +58,14 @@ print("ok: 40 requests, signed and verified by hmac/hashlib, on %d connections" 
 PY
 : >"$tmp/be.log"
 
+# a host name: resolved off the loop (libcurl's resolver thread)
+use_queue "$q-dns"
+enqueue "$q-dns" by-name
+drain "$q-dns" 1 "http://localhost:$bport/ok" >"$tmp/out"
+expect processed 1
+grep -q '"body": "by-name"' "$tmp/be.log" || fail "http://localhost: not delivered"
+: >"$tmp/be.log"
+
 # ---- verdicts ----
 # 2xx done was above. A message answered C once, then 200: retried, then done.
 for c in 500 503 429 408 425 502; do
