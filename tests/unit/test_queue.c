@@ -166,6 +166,19 @@ static void test_keys(void) {
     CHECK_EQ(sluice_keys_init(&k, NULL, NULL, 0), SLUICE_EINVAL);
 }
 
+/* An HTTP target's hold key: under the queue's hash tag, the target as given, bounded. */
+static void test_hold_key(void) {
+    sluice_keys k;
+    char buf[SLUICE_KEY_MAX + 64];
+    CHECK_OK(sluice_keys_init(&k, "notify", err, sizeof(err)), "");
+    CHECK_OK(sluice_key_hold(&k, "hooks.example.com:443", 21, buf, sizeof(buf)), "");
+    CHECK_STREQ(buf, "sluice:{notify}:hold:hooks.example.com:443");
+    CHECK_OK(sluice_key_hold(&k, "[::1]:8080", 10, buf, sizeof(buf)), "");
+    CHECK_STREQ(buf, "sluice:{notify}:hold:[::1]:8080");
+    CHECK_EQ(sluice_key_hold(&k, "a\0b", 3, buf, sizeof(buf)), SLUICE_EINVAL);
+    CHECK_EQ(sluice_key_hold(&k, "hooks.example.com:443", 21, buf, 30), SLUICE_EINVAL);
+}
+
 static void test_backend(void) {
     sluice_backend b = SLUICE_BACKEND_LIST;
     CHECK_OK(sluice_backend_parse("stream", &b), "");
@@ -220,6 +233,7 @@ int main(void) {
     test_partition_growth();
     test_bad_names();
     test_keys();
+    test_hold_key();
     test_backend();
     printf("test_queue: 5 groups passed\n");
     return 0;
