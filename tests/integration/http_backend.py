@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """A scripted HTTP back end for the HTTP delivery tests (Python standard library only).
 
-Listens on 127.0.0.1 (port 0: a free one, written to --port-file), HTTP/1.1 with keep-alive,
+Listens on 127.0.0.1 (--port, default 0: a free one; written to --port-file), HTTP/1.1 with keep-alive,
 TLS with --cert/--key. What it answers is chosen by the request's path:
   /ok                  200
   /code/C              always C (body "answer C from the back end")
@@ -118,13 +118,14 @@ def main():
     global args, log
     p = argparse.ArgumentParser()
     p.add_argument("--port-file", required=True)
+    p.add_argument("--port", type=int, default=0)
     p.add_argument("--log", required=True)
     p.add_argument("--secret-file")
     p.add_argument("--cert")
     p.add_argument("--key")
     args = p.parse_args()
     log = open(args.log, "a")
-    srv = Server(("127.0.0.1", 0), Handler)
+    srv = Server(("127.0.0.1", args.port), Handler)
     if args.cert:
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(args.cert, args.key)

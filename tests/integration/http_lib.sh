@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 # Shared by the HTTP delivery tests (sourced after lib.sh): the scripted back end
 # (http_backend.py) and a worker that drains a queue into it.
-#   backend_start NAME [ARGS...]  starts a back end logging to $tmp/NAME.log; sets $bport
+#   backend_start NAME [ARGS...]  starts a back end logging to $tmp/NAME.log; sets $bport and
+#                                  $bpid
 #   reqs NAME                      the requests it logged, one JSON object a line
 #   drain Q N HANDLER [ARGS...]    sluice-worker until N messages got their verdict
 #                                  (stdout: the summary line; log in $tmp/worker.log)
@@ -12,6 +13,7 @@ backend_start() {
     python3 "$here/http_backend.py" --port-file "$tmp/$name.port" --log "$tmp/$name.log" "$@" \
         2>"$tmp/$name.err" &
     pids+=("$!")
+    bpid=$!
     touch "$tmp/$name.log"
     for i in $(seq 1 100); do
         [ -s "$tmp/$name.port" ] && break
