@@ -37,6 +37,7 @@
 #define SECRET_MAX      512      /* bytes of a decoded signing secret */
 #define TARGET_MAX      300
 #define CONNECT_DEFAULT 5000
+#define PAUSE_MAX_MS    5000 /* an unreachable target pauses a worker at most this long */
 
 struct sluice_http {
     const sluice__http_ops *ops; /* first: http_delivery.h */
@@ -424,6 +425,12 @@ static void answered(client *c, xfer *x, CURLcode code) {
         long long ms = retry_after > HOLD_MAX_MS / 1000 ? HOLD_MAX_MS : retry_after * 1000;
         x->j->retry_after_ms = ms;
         hold_start(c, ms);
+    } else if (r == SLUICE__HTTP_CONNECT_ERROR || r == SLUICE__HTTP_TLS_ERROR) {
+        /* the target is unreachable, not this message: this worker pauses for the first backoff
+         * instead of failing its whole backlog at once (a refused connect takes no time) */
+        long long pause =
+            c->w->o.retry_backoff_ms < PAUSE_MAX_MS ? c->w->o.retry_backoff_ms : PAUSE_MAX_MS;
+        hold_extend(c, sluice_now_ms() + (uint64_t)pause);
     } else if (r == SLUICE__HTTP_REDIRECT && code == CURLE_OK) {
         char *to = NULL;
         curl_easy_getinfo(x->e, CURLINFO_REDIRECT_URL, &to);
