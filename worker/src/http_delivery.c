@@ -86,6 +86,7 @@ struct sluice__http_client {
     xfer *free_xfers;
     uint64_t hold_until; /* monotonic ms; 0 none */
     uint64_t checked_ms; /* when the last hold check answered */
+    long long pause_ms;  /* the last pause for an unreachable target; 0 after a success */
     int checking;        /* a PTTL is outstanding */
     int closing;
     void (*done)(void *);
@@ -408,6 +409,20 @@ static void log_failure(client *c, xfer *x, sluice__http_result r, long status) 
     c->unlogged = 0;
 }
 
+/* The target is unreachable (refused, reset, TLS), not this message: this worker pauses its
+ * reads and requests for the first backoff, doubling while tries keep failing (at most
+ * PAUSE_MAX_MS), instead of failing its whole backlog at once (a refused connect takes no
+ * time). The failures of one try count once. */
+static void unreachable(client *c) {
+    uint64_t now = sluice_now_ms();
+    if (c->hold_until > now) {
+        return;
+    }
+    long long p = c->pause_ms > 0 ? 2 * c->pause_ms : c->w->o.retry_backoff_ms;
+    c->pause_ms = p < PAUSE_MAX_MS ? p : PAUSE_MAX_MS;
+    hold_extend(c, now + (uint64_t)c->pause_ms);
+}
+
 static void answered(client *c, xfer *x, CURLcode code) {
     long status = 0;
     curl_off_t retry_after = 0;
@@ -418,6 +433,8 @@ static void answered(client *c, xfer *x, CURLcode code) {
     char reason[200] = "";
     if (r != SLUICE__HTTP_OK && r != SLUICE__HTTP_THROTTLED) {
         log_failure(c, x, r, status);
+    } else if (r == SLUICE__HTTP_OK) {
+        c->pause_ms = 0; /* reachable again */
     }
     if (r == SLUICE__HTTP_THROTTLED &&
         curl_easy_getinfo(x->e, CURLINFO_RETRY_AFTER, &retry_after) == CURLE_OK &&
@@ -426,11 +443,7 @@ static void answered(client *c, xfer *x, CURLcode code) {
         x->j->retry_after_ms = ms;
         hold_start(c, ms);
     } else if (r == SLUICE__HTTP_CONNECT_ERROR || r == SLUICE__HTTP_TLS_ERROR) {
-        /* the target is unreachable, not this message: this worker pauses for the first backoff
-         * instead of failing its whole backlog at once (a refused connect takes no time) */
-        long long pause =
-            c->w->o.retry_backoff_ms < PAUSE_MAX_MS ? c->w->o.retry_backoff_ms : PAUSE_MAX_MS;
-        hold_extend(c, sluice_now_ms() + (uint64_t)pause);
+        unreachable(c);
     } else if (r == SLUICE__HTTP_REDIRECT && code == CURLE_OK) {
         char *to = NULL;
         curl_easy_getinfo(x->e, CURLINFO_REDIRECT_URL, &to);
