@@ -246,7 +246,8 @@ static void http_metrics(sluice_text *b, const sluice_metrics *m) {
     sluice_text_printf(
         b,
         "# HELP sluice_worker_http_held_seconds_total Time reads and requests waited for a "
-        "hold.\n# TYPE sluice_worker_http_held_seconds_total counter\n"
+        "Retry-After hold or an unreachable target.\n# TYPE sluice_worker_http_held_seconds_total "
+        "counter\n"
         "sluice_worker_http_held_seconds_total{queue=\"%s\",consumer=\"%s\"} %.3f\n",
         m->info.queue, m->label_consumer, (double)h.held_ms / 1000.0);
 }

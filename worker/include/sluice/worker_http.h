@@ -20,7 +20,8 @@
  * given, else the worker's backoff, and every worker of the queue holds its deliveries to the
  * target until then; 408, 425, other 5xx, a refused or reset connection, a TLS failure or the
  * deadline retried with the backoff; any other 4xx, and a 3xx unless redirects are followed,
- * dead-lettered with the reason "http STATUS: <start of the body>".
+ * dead-lettered with the reason "http STATUS: <start of the body>". After a refused connection
+ * or a TLS failure the worker pauses for its backoff (doubling while tries fail, at most 5 s).
  *
  * Linking: libsluice_worker needs libcurl and libcrypto. A fully static program that uses this
  * handler adds `pkg-config --static --libs libcurl libcrypto`; one that does not never pulls it.
@@ -80,7 +81,9 @@ typedef struct sluice_http_stats {
     unsigned long long tls_error;     /* handshake or certificate failure: retried */
     unsigned long long timeout;       /* the request deadline passed: retried */
     unsigned long long holds;         /* answers with Retry-After that held the pool */
-    unsigned long long held_ms;       /* time this process's reads waited for a hold */
+    /* ms the workers' reads and requests waited for a hold or, after a refused connection or a
+     * TLS failure, a pause (summed over the workers) */
+    unsigned long long held_ms;
 } sluice_http_stats;
 
 /* Fills `s`. Thread-safe (the counters are atomic; the figures are not one snapshot). */
