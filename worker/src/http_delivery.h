@@ -12,7 +12,8 @@
  * 429 or 503 with Retry-After sets sluice:{Q}:hold:TARGET (sluice_key_hold) with that expiry;
  * every worker asks its PTTL before it starts the requests of entries it took (an answer is
  * trusted for HOLD_FRESH_MS), holds them until the key expires, and reads nothing new while a
- * hold it knows of lasts.
+ * hold it knows of lasts. A refused connection or a TLS failure holds this worker alone for a
+ * pause (its backoff, doubling while tries fail).
  */
 #ifndef SLUICE_WORKER_HTTP_DELIVERY_H
 #define SLUICE_WORKER_HTTP_DELIVERY_H
