@@ -293,7 +293,13 @@ int sluice_producer_admit_batch(sluice_producer *p, const sluice_message *msgs, 
         sluice__admit_fail(res, n, st, 0, p->fail_open);
         return st;
     }
-    if (p->parts > 1 && n > 0 && msgs[0].idempotency_key == NULL) {
+    size_t plain = 0; /* the messages before the first one with an idempotency key */
+    while (plain < n && msgs[plain].idempotency_key == NULL) {
+        plain++;
+    }
+    /* a batch holding a key goes whole to partition 0, the key's place, where more than one
+     * message is refused as on a queue of one partition */
+    if (p->parts > 1 && n > 0 && plain == n) {
         return admit_parts(p, msgs, n, res, admitted);
     }
     return admit_on(p, &p->cfg, msgs, n, 0, res, admitted);
