@@ -241,6 +241,19 @@ static void test_parse_malformed(void) {
               "duration '1x' needs a unit: ms, s, m, h or d (e.g. 500ms, 10s, 30m)");
 }
 
+/* A limit out of range in each field in turn: no key, an unknown algorithm, count, period and
+ * precision each past a bound. */
+static const sluice_limit bad_limits[] = {
+    {NULL, 0, SLUICE_LIMIT_GCRA, 5, 1000, 0},
+    {"b", 0, (sluice_limit_alg)5, 5, 1000, 0},
+    {"b", 0, SLUICE_LIMIT_GCRA, 0, 1000, 0},
+    {"b", 0, SLUICE_LIMIT_GCRA, SLUICE_LIMIT_COUNT_MAX + 1LL, 1000, 0},
+    {"b", 0, SLUICE_LIMIT_GCRA, 5, 0, 0},
+    {"b", 0, SLUICE_LIMIT_GCRA, 5, PERIOD_MAX + 1, 0},
+    {"b", 0, SLUICE_LIMIT_WINDOW, 5, 1000, -1},
+    {"b", 0, SLUICE_LIMIT_WINDOW, 5, 1000, 1001},
+};
+
 /* sluice_limit_spec refuses a limit out of range and a buffer too small */
 static void test_spec(void) {
     sluice_limit l = {"k", 0, SLUICE_LIMIT_GCRA, 5, 1000, 0};
@@ -252,19 +265,9 @@ static void test_spec(void) {
     sluice_limit w = {"k", 0, SLUICE_LIMIT_WINDOW, SLUICE_LIMIT_COUNT_MAX, PERIOD_MAX, PERIOD_MAX};
     CHECK_OK(sluice_limit_spec(&w, buf, sizeof(buf)), "");
     CHECK_STREQ(buf, "window:1000000000:31622400000:31622400000");
-    static const sluice_limit bad[] = {
-        {NULL, 0, SLUICE_LIMIT_GCRA, 5, 1000, 0},
-        {"k", 0, (sluice_limit_alg)5, 5, 1000, 0},
-        {"k", 0, SLUICE_LIMIT_GCRA, 0, 1000, 0},
-        {"k", 0, SLUICE_LIMIT_GCRA, SLUICE_LIMIT_COUNT_MAX + 1LL, 1000, 0},
-        {"k", 0, SLUICE_LIMIT_GCRA, 5, 0, 0},
-        {"k", 0, SLUICE_LIMIT_GCRA, 5, PERIOD_MAX + 1, 0},
-        {"k", 0, SLUICE_LIMIT_WINDOW, 5, 1000, -1},
-        {"k", 0, SLUICE_LIMIT_WINDOW, 5, 1000, 1001},
-    };
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    for (size_t i = 0; i < sizeof(bad_limits) / sizeof(bad_limits[0]); i++) {
         strcpy(buf, "untouched");
-        CHECK_EQ(sluice_limit_spec(&bad[i], buf, sizeof(buf)), SLUICE_EINVAL);
+        CHECK_EQ(sluice_limit_spec(&bad_limits[i], buf, sizeof(buf)), SLUICE_EINVAL);
         CHECK_STREQ(buf, "untouched");
     }
 }
@@ -319,18 +322,8 @@ static void test_set_each_limit(void) {
     sluice_limit l[2] = {{"a", 0, SLUICE_LIMIT_GCRA, 5, 1000, 0},
                          {"b", 0, SLUICE_LIMIT_GCRA, 5, 1000, 0}};
     const char *fields = "limit 1: bad key, algorithm, count, period or precision";
-    static const sluice_limit bad[] = {
-        {NULL, 0, SLUICE_LIMIT_GCRA, 5, 1000, 0},
-        {"b", 0, (sluice_limit_alg)5, 5, 1000, 0},
-        {"b", 0, SLUICE_LIMIT_GCRA, 0, 1000, 0},
-        {"b", 0, SLUICE_LIMIT_GCRA, SLUICE_LIMIT_COUNT_MAX + 1LL, 1000, 0},
-        {"b", 0, SLUICE_LIMIT_GCRA, 5, 0, 0},
-        {"b", 0, SLUICE_LIMIT_GCRA, 5, PERIOD_MAX + 1, 0},
-        {"b", 0, SLUICE_LIMIT_WINDOW, 5, 1000, -1},
-        {"b", 0, SLUICE_LIMIT_WINDOW, 5, 1000, 1001},
-    };
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        l[1] = bad[i];
+    for (size_t i = 0; i < sizeof(bad_limits) / sizeof(bad_limits[0]); i++) {
+        l[1] = bad_limits[i];
         set_bad(l, 2, 1, fields);
     }
     /* the key: 1..SLUICE_LIMIT_KEY_MAX bytes, keylen or up to the NUL */
