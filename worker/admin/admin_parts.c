@@ -291,7 +291,9 @@ static int copy_config(admin *a, long long from, long long to) {
  * fair queue's lanes, a list queue's list_depth). A partition that cannot be read (its primary
  * down) is marked and left out of the sums; the others are still shown (exit 3). */
 static int show(admin *a) {
-    long long parts, total, depth_all = 0, cap_all = 0;
+    long long parts, total;
+    sluice_figures all;
+    memset(&all, 0, sizeof(all)); /* the sum of none: sluice_figures_add */
     int rc = read_parts(a, &parts, &total), unavailable = 0;
     if (rc != 0 || (rc = admin_detect_backend(a)) != 0) {
         return rc;
@@ -324,8 +326,7 @@ static int show(admin *a) {
             }
             continue;
         }
-        depth_all += f.depth;
-        cap_all = cap_all >= 0 && f.capacity >= 0 ? cap_all + f.capacity : -1;
+        sluice_figures_add(&all, &f);
         if (a->json) {
             printf("%s%lld", i ? "," : "", f.depth);
         } else if (f.capacity >= 0) {
@@ -335,12 +336,12 @@ static int show(admin *a) {
         }
     }
     if (a->json) {
-        printf("],\"depth\":%lld,\"capacity\":", depth_all);
-        cap_all >= 0 ? printf("%lld", cap_all) : printf("null");
+        printf("],\"depth\":%lld,\"capacity\":", all.depth);
+        all.capacity >= 0 ? printf("%lld", all.capacity) : printf("null");
         printf(",\"unavailable\":%d}\n", unavailable);
     } else if (parts > 1) {
-        printf("  %-40s depth %lld / ", "all together", depth_all);
-        cap_all >= 0 ? printf("%lld", cap_all) : printf("(not set in every partition)");
+        printf("  %-40s depth %lld / ", "all together", all.depth);
+        all.capacity >= 0 ? printf("%lld", all.capacity) : printf("(not set in every partition)");
         printf("%s\n", unavailable > 0 ? " (UNAVAILABLE partitions left out)" : "");
     }
     return unavailable > 0 ? SLUICE_EXIT_REDIS : 0;
