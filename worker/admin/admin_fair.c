@@ -146,10 +146,11 @@ static int lanes_hmget(admin *a, const char *key, const redisReply *lanes, redis
 }
 
 static int fair_show(admin *a) {
-    char key[4][SLUICE_KEY_MAX + 16];
-    const char *parts[] = {"lanes", "lwait", "served", "weights"};
+    char key[4][SLUICE_KEY_MAX];
+    const sluice_key_kind kinds[] = {SLUICE_KEY_LANES, SLUICE_KEY_LWAIT, SLUICE_KEY_SERVED,
+                                     SLUICE_KEY_WEIGHTS};
     for (int i = 0; i < 4; i++) {
-        snprintf(key[i], sizeof(key[i]), "%s%s", a->keys.prefix, parts[i]);
+        sluice__key(&a->keys, kinds[i], NULL, 0, key[i], sizeof(key[i]));
     }
     /* h[0]: HGETALL lanes; h[1..3]: lwait, served and weights of "" then of each lane */
     redisReply *h[4] = {NULL}, *meta = NULL;

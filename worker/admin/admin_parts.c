@@ -45,9 +45,7 @@ int admin_parts_count(admin *a, long long *parts) {
 }
 
 int admin_part_keys(admin *a, long long i, sluice_keys *k) {
-    char name[SLUICE_QUEUE_NAME_MAX + 1], err[200];
-    if (sluice_partition_name(a->queue, (int)i, name, sizeof(name)) != 0 ||
-        sluice_keys_init(k, name, err, sizeof(err)) != 0) {
+    if (sluice__partition_keys(a->queue, (int)i, k) != 0) {
         admin_err(a, "partition %lld of %s: the name would be longer than %d characters", i,
                   a->queue, SLUICE_QUEUE_NAME_MAX);
         return SLUICE_EXIT_USAGE;
@@ -217,9 +215,9 @@ static const redisReply *hfield(const redisReply *h, const char *name) {
 static int copy_config(admin *a, long long from, long long to) {
     sluice_keys k0;
     redisReply *lim = NULL, *meta = NULL, *w = NULL;
-    char wkey[SLUICE_KEY_MAX + 16];
+    char wkey[SLUICE_KEY_MAX];
     int rc = admin_part_keys(a, 0, &k0);
-    snprintf(wkey, sizeof(wkey), "%sweights", k0.prefix);
+    sluice__key(&k0, SLUICE_KEY_WEIGHTS, NULL, 0, wkey, sizeof(wkey));
     if (rc == 0) {
         rc = admin_call(a, &lim, "reading the limits", "HGETALL", k0.limits, NULL);
     }

@@ -147,10 +147,8 @@ int admin_part_figures(admin *a, const sluice_keys *k, sluice_figures *f) {
 static int snap_partitions(admin *a, snapshot *s) {
     s->all = s->f;
     for (long long i = 1; i < s->partitions && i < SLUICE_PARTITIONS_MAX; i++) {
-        char name[SLUICE_QUEUE_NAME_MAX + 1];
         sluice_keys k;
-        if (sluice_partition_name(a->queue, (int)i, name, sizeof(name)) != 0 ||
-            sluice_keys_init(&k, name, NULL, 0) != 0) {
+        if (sluice__partition_keys(a->queue, (int)i, &k) != 0) {
             continue;
         }
         sluice_figures f;
@@ -191,10 +189,9 @@ static int snapshot_take(admin *a, snapshot *s) {
     sluice_figures_cmd cmds[SLUICE_FIGURES_MAX_CMDS + 8];
     size_t n = sluice_figures_commands(&a->keys, a->backend, cmds);
     int list = a->backend == SLUICE_BACKEND_LIST;
-    char tdepth[SLUICE_KEY_MAX + 8];
-    snprintf(tdepth, sizeof(tdepth), "%stdepth", a->keys.prefix);
-    char lanes[SLUICE_KEY_MAX + 8];
-    snprintf(lanes, sizeof(lanes), "%slanes", a->keys.prefix);
+    char tdepth[SLUICE_KEY_MAX], lanes[SLUICE_KEY_MAX];
+    sluice__key(&a->keys, SLUICE_KEY_TDEPTH, NULL, 0, tdepth, sizeof(tdepth));
+    sluice__key(&a->keys, SLUICE_KEY_LANES, NULL, 0, lanes, sizeof(lanes));
     cmds[n] = list ? (sluice_figures_cmd){2, {"SMEMBERS", a->keys.procs}}
                    : (sluice_figures_cmd){4, {"XINFO", "CONSUMERS", a->keys.stream, a->group}};
     cmds[n + 1] = (sluice_figures_cmd){2, {"HGETALL", a->keys.limits}};
@@ -474,8 +471,8 @@ static int queue_missing(admin *a, int *rc) {
     int missing = sluice_reply_ll(r, 1) == 0;
     freeReplyObject(r);
     if (missing) {
-        admin_err(a, "queue %s does not exist (no keys sluice:{%s}:*; names are case-sensitive)",
-                  a->queue, a->queue);
+        admin_err(a, "queue %s does not exist (no keys %s*; names are case-sensitive)", a->queue,
+                  a->keys.prefix);
         *rc = SLUICE_EXIT_REJECTED;
     }
     return missing;
