@@ -51,23 +51,46 @@ void sluice__keys_fill(sluice_keys *k, const char *queue) {
     /* a valid name (64 bytes) makes at most 64 + 15: every key fits SLUICE_KEY_MAX */
     snprintf(k->prefix, sizeof(k->prefix), KEY_PREFIX_FMT, queue);
     for (int i = 0; i < SLUICE_KEY_KINDS_; i++) {
-        if (key_table[i].field != NO_FIELD) {
-            sluice__key(k, (sluice_key_kind)i, NULL, 0, (char *)k + key_table[i].field,
-                        SLUICE_KEY_MAX);
+        if (key_table[i].field == NO_FIELD) {
+            continue;
+        }
+        char *field = (char *)k + key_table[i].field;
+        if (sluice__key(k, (sluice_key_kind)i, NULL, 0, field, SLUICE_KEY_MAX) != 0) {
+            field[0] = '\0'; /* a name far too long: never a key of another queue */
         }
     }
 }
 
+/* Writes prefix, suffix and part into buf (binary-safe: a part may hold NUL bytes) and NUL;
+ * returns the key's length, or -1 when it does not fit in len bytes or the kind takes no part. */
+static long key_build(const sluice_keys *k, sluice_key_kind kind, const char *part, size_t partlen,
+                      char *buf, size_t len) {
+    if ((unsigned)kind >= SLUICE_KEY_KINDS_ || (partlen > 0 && !key_table[kind].named)) {
+        return -1;
+    }
+    size_t p = strlen(k->prefix), s = strlen(key_table[kind].suffix);
+    if (part == NULL) {
+        partlen = 0;
+    }
+    if (p + s + partlen >= len) {
+        return -1;
+    }
+    memcpy(buf, k->prefix, p);
+    memcpy(buf + p, key_table[kind].suffix, s);
+    if (partlen > 0) {
+        memcpy(buf + p + s, part, partlen);
+    }
+    buf[p + s + partlen] = '\0';
+    return (long)(p + s + partlen);
+}
+
 int sluice__key(const sluice_keys *k, sluice_key_kind kind, const char *part, size_t partlen,
                 char *buf, size_t len) {
-    if ((unsigned)kind >= SLUICE_KEY_KINDS_ ||
-        (part != NULL && partlen > 0 &&
-         (!key_table[kind].named || memchr(part, '\0', partlen) != NULL))) {
+    /* a C string: a NUL in the part would cut the key short */
+    if (part != NULL && partlen > 0 && memchr(part, '\0', partlen) != NULL) {
         return SLUICE_EINVAL;
     }
-    int n = snprintf(buf, len, "%s%s%.*s", k->prefix, key_table[kind].suffix,
-                     part != NULL ? (int)partlen : 0, part != NULL ? part : "");
-    return n >= 0 && (size_t)n < len ? 0 : SLUICE_EINVAL;
+    return key_build(k, kind, part, partlen, buf, len) >= 0 ? 0 : SLUICE_EINVAL;
 }
 
 char *sluice__key_new(const sluice_keys *k, sluice_key_kind kind, const char *part, size_t partlen,
@@ -77,12 +100,13 @@ char *sluice__key_new(const sluice_keys *k, sluice_key_kind kind, const char *pa
     }
     size_t len = strlen(k->prefix) + strlen(key_table[kind].suffix) + partlen + 1;
     char *key = malloc(len);
-    if (key == NULL || sluice__key(k, kind, part, partlen, key, len) != 0) {
+    long n = key != NULL ? key_build(k, kind, part, partlen, key, len) : -1;
+    if (n < 0) {
         free(key);
         return NULL;
     }
     if (keylen != NULL) {
-        *keylen = len - 1;
+        *keylen = (size_t)n;
     }
     return key;
 }

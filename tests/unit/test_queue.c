@@ -298,6 +298,12 @@ static void test_key_table(void) {
     CHECK_EQ(strncmp(lane, "sluice:{orders}:lane:ttt", 24), 0);
     CHECK_EQ(strlen(sluice__key_part(&k, SLUICE_KEY_LANE, lane)), sizeof(tenant));
     free(lane);
+    /* a tenant may hold any byte, NUL too (valid UTF-8): its lane key is binary-safe */
+    lane = sluice__key_new(&k, SLUICE_KEY_LANE, "a\0b", 3, &len);
+    CHECK(lane != NULL);
+    CHECK_EQ(len, strlen("sluice:{orders}:lane:") + 3);
+    CHECK_EQ(memcmp(lane, "sluice:{orders}:lane:a\0b", len + 1), 0);
+    free(lane);
 }
 
 static void test_backend(void) {

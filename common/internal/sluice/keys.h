@@ -59,7 +59,7 @@ const char *sluice__key_suffix(sluice_key_kind kind);
 int sluice__key_named(sluice_key_kind kind);
 
 /* Fills every field of `k` for `queue`, unchecked (sluice_keys_init checks the name first; a
- * name too long is cut to fit SLUICE_KEY_MAX). */
+ * key that a name far too long would not fit into SLUICE_KEY_MAX is left empty). */
 void sluice__keys_fill(sluice_keys *k, const char *queue);
 
 /*
@@ -71,9 +71,9 @@ void sluice__keys_fill(sluice_keys *k, const char *queue);
 int sluice__key(const sluice_keys *k, sluice_key_kind kind, const char *part, size_t partlen,
                 char *buf, size_t len);
 
-/* The same into a new string of its own length (a part of any length: a tenant's lane);
- * *keylen (may be NULL) is its length. NULL when out of memory or refused as above. Free with
- * free(). */
+/* The same into a new string of its own length (a part of any length, binary-safe: a tenant's
+ * lane, whose name may hold any byte); *keylen (may be NULL) is its length. NULL when out of
+ * memory or `kind` takes no part. Free with free(). */
 char *sluice__key_new(const sluice_keys *k, sluice_key_kind kind, const char *part, size_t partlen,
                       size_t *keylen);
 
