@@ -30,6 +30,7 @@
 #include <uv.h>
 
 #include "sluice/cluster.h"
+#include "sluice/keys.h"
 #include "sluice/log.h"
 #include "sluice/lua.h"
 #include "sluice/redis.h"
@@ -825,9 +826,9 @@ static void handshake_start(sluice_aconn *c) {
         st |= send_step(c, 2, argv, NULL, step_select, -1);
     }
     if (c->url.is_cluster && c->parent == NULL) { /* is this node the owner of the slot? */
-        char key[sizeof(c->queue) + 16];
-        snprintf(key, sizeof(key), "sluice:{%s}:meta", c->o.queue);
-        const char *argv[] = {"EXISTS", key};
+        sluice_keys k;
+        sluice__keys_fill(&k, c->queue);
+        const char *argv[] = {"EXISTS", k.meta};
         st |= send_step(c, 2, argv, NULL, step_route, -1);
         st |= send_map_query(c, 0); /* the nodes to come back through */
     }
@@ -1144,8 +1145,9 @@ static void again_arm(sluice_aconn *c) {
  * when known; the caller hears SLUICE_EMIGRATING (not run). */
 static void again_gave_up(sluice_aconn *at, request *q, int tries, const char *answer) {
     sluice_aconn *c = q->caller;
-    char key[sizeof(c->queue) + 2], node[300] = "";
-    snprintf(key, sizeof(key), "{%s}", c->queue);
+    char node[300] = "";
+    sluice_keys k; /* every key of the queue is in its slot */
+    sluice__keys_fill(&k, c->queue);
     if (at != NULL) {
         snprintf(node, sizeof(node),
                  strchr(at->node_host, ':') != NULL ? " by [%s]:%d" : " by %s:%d", at->node_host,
@@ -1154,7 +1156,7 @@ static void again_gave_up(sluice_aconn *at, request *q, int tries, const char *a
     snprintf(c->err, sizeof(c->err),
              "%s: slot %d (the queue's) is being migrated between nodes; the call did not run "
              "(%d tries in %llu ms, the last answered%s with %s)",
-             c->where, sluice__cluster_key_slot(key, strlen(key)), tries,
+             c->where, sluice__cluster_key_slot(k.prefix, strlen(k.prefix)), tries,
              (unsigned long long)(uv_now(c->loop) - q->born), node, answer);
     request *w = q->trail != NULL && q->trail->follow == FOLLOW_NONE ? q->trail : NULL;
     complete(c, q, SLUICE_EMIGRATING, 0, NULL);

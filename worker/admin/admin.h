@@ -21,6 +21,7 @@
 #include <hiredis/hiredis.h>
 
 #include "sluice/figures.h"
+#include "sluice/keys.h"
 #include "sluice/queue.h"
 #include "sluice/reply.h"
 #include "sluice/redis.h"

@@ -14,6 +14,7 @@
 
 #include "sluice/buf.h"
 #include "sluice/clock.h"
+#include "sluice/keys.h"
 #include "sluice/log.h"
 
 #include "worker_internal.h"
@@ -79,16 +80,8 @@ const char *sluice__job_stream(const job *j, size_t *len, int *owned) {
         *len = strlen(j->w->keys.stream);
         return j->w->keys.stream;
     }
-    size_t plen = strlen(j->w->keys.prefix), tlen = j->lane_len;
-    char *k = malloc(plen + 5 + tlen + 1);
-    if (k == NULL) {
-        return NULL;
-    }
-    memcpy(k, j->w->keys.prefix, plen);
-    memcpy(k + plen, "lane:", 5);
-    memcpy(k + plen + 5, j->lane, tlen + 1);
-    *len = plen + 5 + tlen;
-    *owned = 1;
+    char *k = sluice__key_new(&j->w->keys, SLUICE_KEY_LANE, j->lane, j->lane_len, len);
+    *owned = k != NULL;
     return k;
 }
 

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "sluice/clock.h"
+#include "sluice/keys.h"
 #include "sluice/log.h"
 #include "sluice/options.h"
 #include "sluice/reply.h"
@@ -684,9 +685,9 @@ static void on_fair_take(sluice_aconn *c, int status, int sent, redisReply *r, v
 
 static int send_fair_read(sluice_worker *w, int n) {
     if (w->fair_block) {
-        char key[SLUICE_KEY_MAX + 8], block[24];
+        char key[SLUICE_KEY_MAX], block[24];
         int ms = w->fair_hold_ms > 0 ? w->fair_hold_ms : w->o.block_ms;
-        snprintf(key, sizeof(key), "%swake", w->keys.prefix);
+        sluice__key(&w->keys, SLUICE_KEY_WAKE, NULL, 0, key, sizeof(key));
         snprintf(block, sizeof(block), "%.3f", ms / 1000.0);
         const char *argv[] = {"BLPOP", key, block};
         return sluice_aconn_command(w->rd, 3, argv, NULL, ms + w->o.command_timeout_ms, on_wake, w);

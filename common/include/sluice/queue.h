@@ -73,8 +73,10 @@ SLUICE_API int sluice_partition_name(const char *queue, int i, char *buf, size_t
  * others stay where they were. */
 SLUICE_API int sluice_partition_of(const char *tenant, int parts);
 
-/* The keys built from a queue's prefix, here and nowhere else. Each writes the key into buf
- * and returns 0, or SLUICE_EINVAL when it does not fit in `len` bytes:
+/* The keys of a queue with a name part. Every key name of a queue comes from one table inside
+ * the library (sluice_keys_init's fields too), so these agree with every key sluice itself
+ * sends. Each writes the key into buf and returns 0, or SLUICE_EINVAL when it does not fit in
+ * `len` bytes (or the part holds a NUL byte):
  *   sluice:{Q}:proc:CONSUMER   a list-backend consumer's processing list
  *   sluice:{Q}:idem:KEY        an idempotency key's record
  *   sluice:{Q}:lim:KEY         a standalone rate limit's state (Q is the limiter's namespace)
