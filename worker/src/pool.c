@@ -471,7 +471,6 @@ int sluice_worker_pool_run(sluice_worker_pool *p, uv_loop_t *loop) {
     if (loop == &p->own_loop) {
         uv_loop_close(loop);
     }
-    p->closing = 1;
     return p->status;
 }
 

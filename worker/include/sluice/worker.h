@@ -72,9 +72,10 @@ typedef enum sluice_handler_mode {
     SLUICE_HANDLER_INLINE = 1, /* on the loop thread; must not block */
 } sluice_handler_mode;
 
-/* A count of messages shared by the workers of one process (sluice-worker runs one a partition
- * of a queue), so that their max_messages bounds them together. Thread-safe: the workers may
- * run on threads of their own. Free it after every worker given it is freed. */
+/* A count of messages shared by the workers of one process (a worker pool's workers, one a
+ * partition of a queue, share one), so that their max_messages bounds them together.
+ * Thread-safe: the workers may run on threads of their own. Free it after every worker given it
+ * is freed. */
 typedef struct sluice_worker_tally sluice_worker_tally;
 
 /* A tally at 0, or NULL when out of memory. */
