@@ -60,12 +60,21 @@ static void test_init(void) {
                 offsetof(sluice_worker_options, group));
     CHECK_OLDER(sluice_limiter_options, sluice_limiter_options_init_sized,
                 offsetof(sluice_limiter_options, ns));
+    CHECK_OLDER(sluice_worker_pool_options, sluice_worker_pool_options_init_sized,
+                offsetof(sluice_worker_pool_options, on_grace_expired));
 
     CHECK_NEWER(sluice_conn_options, sluice_conn_options_init_sized);
     CHECK_NEWER(sluice_producer_options, sluice_producer_options_init_sized);
     CHECK_NEWER(sluice_aproducer_options, sluice_aproducer_options_init_sized);
     CHECK_NEWER(sluice_worker_options, sluice_worker_options_init_sized);
     CHECK_NEWER(sluice_limiter_options, sluice_limiter_options_init_sized);
+    CHECK_NEWER(sluice_worker_pool_options, sluice_worker_pool_options_init_sized);
+
+    sluice_worker_pool_options po;
+    sluice_worker_pool_options_init(&po);
+    CHECK_EQ(po.struct_size, sizeof(po));
+    CHECK_EQ(po.check_ms, 1000);
+    CHECK(po.on_grace_expired == NULL);
 }
 
 /* What a connection takes from its caller's options (the one copy every connection makes). */
