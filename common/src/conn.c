@@ -21,6 +21,7 @@
 
 #include "sluice/buf.h"
 #include "sluice/clock.h"
+#include "sluice/handshake.h"
 #include "sluice/log.h"
 #include "sluice/lua.h"
 #include "sluice/options.h"
@@ -29,8 +30,6 @@
 #include "sluice/status.h"
 
 #include "conn_internal.h"
-
-enum { MODE_UNKNOWN = 0, MODE_FUNCTION = 1, MODE_EVAL = 2 };
 
 void sluice_conn_options_init_sized(sluice_conn_options *o, size_t size) {
     sluice_conn_options d;
@@ -153,24 +152,7 @@ static int fail(sluice_conn *c, sluice__node *n, int status, const char *what) {
     return status;
 }
 
-/* A command run while connecting; error replies become statuses with the reply text. */
-static int setup_cmd(sluice_conn *c, sluice__node *n, redisReply **out, int argc,
-                     const char **argv) {
-    redisReply *r = redisCommandArgv(n->ctx, argc, argv, NULL);
-    *out = NULL;
-    if (r == NULL) {
-        return fail(c, n, io_status(n->ctx), n->ctx->errstr);
-    }
-    if (r->type == REDIS_REPLY_ERROR) {
-        int st = sluice_reply_error_status(r->str, r->len);
-        snprintf(c->err, sizeof(c->err), "%s: %s", n->where, r->str);
-        *out = r;
-        return st;
-    }
-    *out = r;
-    return 0;
-}
-
+/* FUNCTION LOAD of the library on `n` (after NOSCRIPT: the server lost it). */
 static int load_library(sluice_conn *c, sluice__node *n) {
     size_t len;
     const char *lib = sluice_lua_library(&len);
@@ -180,101 +162,43 @@ static int load_library(sluice_conn *c, sluice__node *n) {
     if (r == NULL) {
         return fail(c, n, io_status(n->ctx), n->ctx->errstr);
     }
-    int st = 0;
-    if (r->type == REDIS_REPLY_ERROR) {
-        st = sluice_reply_error_status(r->str, r->len);
-        snprintf(c->err, sizeof(c->err), "%s: FUNCTION LOAD: %s", n->where, r->str);
-        if (strstr(r->str, "unknown command") != NULL) {
-            n->mode = MODE_EVAL; /* a server without functions (Redis < 7) */
-            st = 0;
-        }
-    } else {
-        SLUICE_LOG(SLUICE_LOG_INFO, "event=library_loaded server=%s", n->where);
-        n->mode = MODE_FUNCTION;
-    }
+    int st = sluice__hs_load_reply(r, n->where, &n->mode, c->err, sizeof(c->err));
     freeReplyObject(r);
     return st;
 }
 
-/* Makes sure the sluice library is on the server (functions), or selects EVALSHA mode. */
-static int ensure_library(sluice_conn *c, sluice__node *n) {
-    memset(n->sha, 0, sizeof(n->sha));
-    if (c->o.force_eval) {
-        n->mode = MODE_EVAL;
-        return 0;
-    }
-    const char *argv[] = {"FCALL", "sluice_version", "0"};
-    redisReply *r;
-    int st = setup_cmd(c, n, &r, 3, argv);
-    if (r == NULL) {
-        return st;
-    }
-    sluice_lua_action act = sluice_lua_probe(st, r, c->o.no_load);
-    freeReplyObject(r);
-    n->mode = act == SLUICE_LUA_EVAL ? MODE_EVAL : MODE_FUNCTION;
-    if (act == SLUICE_LUA_FAIL) {
-        return st;
-    }
-    if (act != SLUICE_LUA_LOAD) {
-        return 0;
-    }
-    st = load_library(c, n);
-    return st == SLUICE_ENOPERM ? 0 : st; /* a restricted user may only call functions */
-}
-
-int sluice__mode_check(int is_cluster, const redisReply *r, const char *where, char *err,
-                       size_t errlen) {
-    if (r == NULL) {
-        return 0;
-    }
-    if (!is_cluster && r->type == REDIS_REPLY_STRING) {
-        snprintf(err, errlen, "%s: this server is a cluster node; use redis+cluster://", where);
-        return SLUICE_ECLUSTER;
-    }
-    if (is_cluster && r->type == REDIS_REPLY_ERROR && r->str != NULL &&
-        strstr(r->str, "cluster support disabled") != NULL) {
-        snprintf(err, errlen,
-                 "%s: not a cluster node (%s); a redis+cluster:// URL names nodes of a Redis "
-                 "Cluster only, use redis:// for a single server",
-                 where, r->str);
-        return SLUICE_ECLUSTER;
-    }
-    return 0;
-}
-
+/* The handshake plan (handshake.h), one step at a time: AUTH, CLUSTER MYID (not on a node a
+ * cluster's map named), SELECT, the library. */
 static int handshake(sluice_conn *c, sluice__node *n) {
-    redisReply *r = NULL;
-    int st = 0;
-    if (c->url.password[0] != '\0') {
-        const char *argv[] = {"AUTH", c->url.user, c->url.password};
-        st = c->url.user[0] ? setup_cmd(c, n, &r, 3, argv)
-                            : setup_cmd(c, n, &r, 2, (const char *[]){"AUTH", c->url.password});
+    sluice__hs_config cfg = {.url = &c->url,
+                             .kind = c->cl != NULL ? SLUICE_HS_MEMBER : SLUICE_HS_SINGLE,
+                             .force_eval = c->o.force_eval,
+                             .no_load = c->o.no_load,
+                             .where = n->where,
+                             .sha = n->sha,
+                             .err = c->err,
+                             .errlen = sizeof(c->err)};
+    sluice__hs p;
+    sluice__hs_start(&p, &cfg);
+    int st = SLUICE_EPROTO;
+    for (;;) {
+        sluice__hs_cmd cmd;
+        sluice__hs_event ev = sluice__hs_next(&p, &cmd);
+        if (ev != SLUICE_HS_SEND) {
+            st = ev == SLUICE_HS_DONE ? 0 : ev == SLUICE_HS_FAILED ? p.status : SLUICE_EPROTO;
+            n->mode = p.mode;
+            break;
+        }
+        redisReply *r = redisCommandArgv(n->ctx, cmd.argc, cmd.argv, cmd.lens);
+        if (r == NULL) {
+            st = fail(c, n, io_status(n->ctx), n->ctx->errstr);
+            break;
+        }
+        sluice__hs_feed(&p, r);
         freeReplyObject(r);
-        if (st != 0) {
-            return st == SLUICE_EREDIS ? SLUICE_EAUTH : st;
-        }
     }
-    if (c->cl == NULL) { /* a cluster's nodes come from its own map */
-        st = setup_cmd(c, n, &r, 2, (const char *[]){"CLUSTER", "MYID"});
-        if (r != NULL) {
-            c->err[0] = '\0'; /* a refusal (an ACL without CLUSTER) is no failure */
-            st = sluice__mode_check(0, r, n->where, c->err, sizeof(c->err));
-        }
-        freeReplyObject(r);
-        if (st != 0) {
-            return st;
-        }
-    }
-    if (c->url.db != 0) {
-        char db[16];
-        snprintf(db, sizeof(db), "%d", c->url.db);
-        st = setup_cmd(c, n, &r, 2, (const char *[]){"SELECT", db});
-        freeReplyObject(r);
-        if (st != 0) {
-            return st;
-        }
-    }
-    return ensure_library(c, n);
+    sluice__hs_free(&p);
+    return st;
 }
 
 /* Connects `n` now unless connected (see sluice_conn_ensure). */
@@ -457,11 +381,11 @@ int sluice__format_fcall(const char *verb, const char *target, int nkeys, const 
 int sluice__node_append_fcall(sluice_conn *c, sluice__node *n, sluice_fn fn, int nkeys,
                               const char **keys, const size_t *keylens, int nargs,
                               const char **args, const size_t *arglens) {
-    int st = n->mode == MODE_EVAL ? ensure_sha(c, n, fn) : 0;
+    int st = n->mode == SLUICE_HS_MODE_EVAL ? ensure_sha(c, n, fn) : 0;
     if (st != 0) {
         return st;
     }
-    int eval = n->mode == MODE_EVAL;
+    int eval = n->mode == SLUICE_HS_MODE_EVAL;
     sds cmd = NULL;
     st = sluice__format_fcall(eval ? "EVALSHA" : "FCALL", eval ? n->sha[fn] : sluice_fn_name(fn),
                               nkeys, keys, keylens, nargs, args, arglens, &cmd);
@@ -499,7 +423,7 @@ int sluice_conn_append_command(sluice_conn *c, int argc, const char **argv, cons
 int sluice__node_reload(sluice_conn *c, sluice__node *n) {
     SLUICE_LOG(SLUICE_LOG_WARN, "event=library_missing server=%s action=reload", n->where);
     memset(n->sha, 0, sizeof(n->sha));
-    if (n->mode != MODE_FUNCTION) {
+    if (n->mode != SLUICE_HS_MODE_FUNCTION) {
         return 0;
     }
     if (c->o.no_load) {

@@ -39,6 +39,7 @@
 
 #include "sluice/clock.h"
 #include "sluice/cluster.h"
+#include "sluice/handshake.h"
 #include "sluice/log.h"
 #include "sluice/reply.h"
 #include "sluice/status.h"
@@ -210,12 +211,10 @@ static int ask_map_at(sluice_conn *c, const char *host, int port, int timeout_ms
     sluice__fd_cloexec(ctx->fd);
     redisSetTimeout(ctx, tv);
     int st = 0;
-    if (c->url.password[0] != '\0') {
-        const char *argv[] = {"AUTH", c->url.user, c->url.password};
-        redisReply *r =
-            c->url.user[0]
-                ? redisCommandArgv(ctx, 3, argv, NULL)
-                : redisCommandArgv(ctx, 2, (const char *[]){"AUTH", c->url.password}, NULL);
+    const char *argv[3];
+    int argc = sluice__hs_auth_argv(&c->url, argv);
+    if (argc > 0) {
+        redisReply *r = redisCommandArgv(ctx, argc, argv, NULL);
         if (r == NULL || r->type == REDIS_REPLY_ERROR) {
             snprintf(why, len, "%s:%d: AUTH: %s", host, port, r ? r->str : ctx->errstr);
             st = SLUICE_EAUTH;

@@ -38,13 +38,6 @@ int sluice__format_fcall(const char *verb, const char *target, int nkeys, const 
                          const size_t *keylens, int nargs, const char **args, const size_t *arglens,
                          sds *out);
 
-/* The answer `r` to CLUSTER MYID, the question "is this a cluster node?", against the URL's
- * kind: a redis:// (or unix://) URL at a cluster node, or a redis+cluster:// URL at a server
- * without cluster mode, is SLUICE_ECLUSTER with the reason in err (naming `where`, the server).
- * Any other refusal (an ACL without CLUSTER, a server without the command) is 0: unknown. */
-int sluice__mode_check(int is_cluster, const redisReply *r, const char *where, char *err,
-                       size_t errlen);
-
 /* ---- the blocking connection and its nodes ---- */
 
 /* One server: the only one of a redis:// or unix:// URL, or one primary of a cluster. Connected
@@ -53,7 +46,7 @@ typedef struct sluice__node {
     char host[256]; /* cluster node: its address; the single server uses the URL */
     int port;
     redisContext *ctx;
-    int mode; /* how it runs the sluice functions, learnt by the handshake */
+    int mode; /* SLUICE_HS_MODE_*: how it runs the sluice functions, learnt by the handshake */
     char sha[SLUICE_FN_COUNT_][41];
     uint64_t next_attempt_ms; /* no connect before this (monotonic ms) */
     int attempt;              /* failed connects since the last success */

@@ -4,9 +4,9 @@
  *
  * One sluice_aconn owns at most one hiredis redisAsyncContext at a time (a "link", watched by
  * the adapter of uvredis_adapter.c). A link goes: connect (bounded by connect_timeout_ms) ->
- * handshake (AUTH, SELECT, FCALL sluice_version, FUNCTION LOAD or SCRIPT LOADs, pipelined) ->
- * ready. Any failure lets go of the link, fails what was pending on it and arms a reconnect
- * after a capped exponential backoff with jitter.
+ * handshake (the plan of handshake.h: AUTH, CLUSTER MYID, SELECT, FCALL sluice_version,
+ * FUNCTION LOAD or SCRIPT LOADs, pipelined) -> ready. Any failure lets go of the link, fails
+ * what was pending on it and arms a reconnect after a capped exponential backoff with jitter.
  *
  * Every request, internal or the caller's, is a `request` on the pending list (send order) and
  * the privdata of its hiredis callback, so hiredis hands it back exactly once: with the reply,
@@ -30,6 +30,7 @@
 #include <uv.h>
 
 #include "sluice/cluster.h"
+#include "sluice/handshake.h"
 #include "sluice/log.h"
 #include "sluice/lua.h"
 #include "sluice/redis.h"
@@ -42,8 +43,6 @@
 /* Command bytes buffered but not yet written to the socket, at most: a stalled server must
  * not make a busy producer buffer without bound (the call then fails with ETOOBIG). */
 #define ACONN_MAX_UNSENT ((size_t)64 << 20)
-
-enum { MODE_FUNCTION = 0, MODE_EVAL = 1 };
 
 /* Cluster nodes a connection remembers besides its seeds (the primaries of the last map read,
  * the nodes MOVEDs named): more than enough to find one that answers. */
@@ -109,6 +108,9 @@ struct sluice_aconn {
     int ready;
     int mode;
     int hs_left;                          /* handshake replies still awaited */
+    sluice__hs hs;                        /* the handshake plan of the current link */
+    int hs_over;                          /* the plan is done: ready once hs_left is 0 */
+    char hs_where[300];                   /* the node, in the plan's CLUSTER MYID refusal */
     int attempt;                          /* failed connects since the last ready */
     unsigned seed;                        /* backoff jitter generator */
     uint64_t loaded_at[SLUICE_FN_COUNT_]; /* output offset after the last reload of fn */
@@ -165,7 +167,6 @@ struct sluice_aconn {
 static void on_reply(redisAsyncContext *ac, void *r, void *privdata);
 static void on_retry(uv_timer_t *t);
 static void on_again(uv_timer_t *t);
-static void load_scripts(sluice_aconn *c);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Pending list and deadlines                                                               */
@@ -433,6 +434,7 @@ static void maybe_finish(sluice_aconn *c) {
     void (*closed)(void *) = c->closed;
     void *arg = c->closed_arg;
     memset(&c->url, 0, sizeof(c->url)); /* the password */
+    sluice__hs_free(&c->hs);
     free(c);
     if (closed != NULL) {
         closed(arg);
@@ -534,10 +536,11 @@ static void become_ready(sluice_aconn *c) {
     }
     if (c->url.is_cluster) {
         SLUICE_LOG(SLUICE_LOG_INFO, "event=redis_ready server=%s node=%s:%d mode=%s", c->where,
-                   c->node_host, c->node_port, c->mode == MODE_EVAL ? "evalsha" : "function");
+                   c->node_host, c->node_port,
+                   c->mode == SLUICE_HS_MODE_EVAL ? "evalsha" : "function");
     } else {
         SLUICE_LOG(SLUICE_LOG_INFO, "event=redis_ready server=%s mode=%s", c->where,
-                   c->mode == MODE_EVAL ? "evalsha" : "function");
+                   c->mode == SLUICE_HS_MODE_EVAL ? "evalsha" : "function");
     }
     if (c->state_cb != NULL) {
         c->state_cb(c, 1, 0, c->state_arg);
@@ -545,7 +548,7 @@ static void become_ready(sluice_aconn *c) {
 }
 
 static void step_done(sluice_aconn *c) {
-    if (--c->hs_left == 0 && c->link != NULL) {
+    if (--c->hs_left == 0 && c->link != NULL && c->hs_over) {
         become_ready(c);
     }
 }
@@ -563,70 +566,17 @@ static int reply_status(const redisReply *r) {
     return sluice_reply_error_status(r->str, r->len);
 }
 
-static void step_auth(sluice_aconn *c, redisReply *r, int fn) {
-    (void)fn;
-    int st = reply_status(r);
-    if (st != 0) {
-        /* whatever AUTH objects to, the credentials did not work */
-        fail_handshake(c, st == SLUICE_EREDIS ? SLUICE_EAUTH : st, NULL, r);
-        return;
-    }
-    step_done(c);
-}
-
-static void step_select(sluice_aconn *c, redisReply *r, int fn) {
-    (void)fn;
-    int st = reply_status(r);
-    if (st != 0) {
-        fail_handshake(c, st, "SELECT", r);
-        return;
-    }
-    step_done(c);
-}
-
-/* FUNCTION LOAD: at the handshake a failure fails the connect, except that a user who may not
- * load may still call; as a reload only the errstr records it (the re-sent call reports). */
+/* FUNCTION LOAD again after NOSCRIPT (the connection is ready): only the errstr records a
+ * failure (the re-sent call reports). */
 static void step_fload(sluice_aconn *c, redisReply *r, int fn) {
     (void)fn;
-    int st = reply_status(r);
-    if (st == 0) {
-        SLUICE_LOG(SLUICE_LOG_INFO, "event=library_loaded server=%s", c->where);
-    } else if (!c->ready && sluice_reply_unknown_command(r)) {
-        load_scripts(c); /* a server without functions (Redis < 7) */
-    } else if (!c->ready && st != SLUICE_ENOPERM) {
-        fail_handshake(c, st, "FUNCTION LOAD", r);
-        return;
-    } else {
-        snprintf(c->err, sizeof(c->err), "%s: FUNCTION LOAD: %.*s", c->where, (int)r->len, r->str);
-    }
-    if (!c->ready) {
-        step_done(c);
-    }
+    int mode = c->mode;
+    sluice__hs_load_reply(r, c->where, &mode, c->err, sizeof(c->err));
 }
 
-/* SCRIPT LOAD of one function: a failure leaves its sha empty; calls of it then fail. */
+/* SCRIPT LOAD of one function again: a failure leaves its sha empty; calls of it then fail. */
 static void step_sload(sluice_aconn *c, redisReply *r, int fn) {
-    if (r->type == REDIS_REPLY_STRING && r->len == 40) {
-        memcpy(c->sha[fn], r->str, 41);
-    } else {
-        snprintf(c->err, sizeof(c->err), "%s: SCRIPT LOAD %s: %.*s", c->where,
-                 sluice_fn_name((sluice_fn)fn), (int)r->len, r->str ? r->str : "unexpected reply");
-    }
-    if (!c->ready) {
-        step_done(c);
-    }
-}
-
-/* EVALSHA mode: one SCRIPT LOAD per function (the client has no SHA-1 of its own, and the
- * server's reply is the sha to call). A failure is not fatal (see step_sload). */
-static void load_scripts(sluice_aconn *c) {
-    c->mode = MODE_EVAL;
-    memset(c->sha, 0, sizeof(c->sha));
-    for (int fn = 0; fn < SLUICE_FN_COUNT_; fn++) {
-        if (send_script_load(c, (sluice_fn)fn, step_sload) != 0) {
-            snprintf(c->err, sizeof(c->err), "%s: out of memory loading scripts", c->where);
-        }
-    }
+    sluice__hs_script_reply(r, (sluice_fn)fn, c->where, c->sha[fn], c->err, sizeof(c->err));
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -732,25 +682,6 @@ static int follow_moved(sluice_aconn *c, const redisReply *r) {
     return 1;
 }
 
-/* CLUSTER MYID: a server of the other kind than the URL names (a plain Redis as a cluster seed,
- * a cluster node behind redis://) is refused, as the blocking connection refuses it. */
-static void step_mode(sluice_aconn *c, redisReply *r, int fn) {
-    (void)fn;
-    char where[300];
-    if (c->url.is_cluster) {
-        snprintf(where, sizeof(where), strchr(c->node_host, ':') != NULL ? "[%s]:%d" : "%s:%d",
-                 c->node_host, c->node_port);
-    } else {
-        snprintf(where, sizeof(where), "%s", c->where);
-    }
-    int st = sluice__mode_check(c->url.is_cluster, r, where, c->err, sizeof(c->err));
-    if (st != 0) {
-        drop(c, st, NULL);
-        return;
-    }
-    step_done(c);
-}
-
 /* Cluster: EXISTS on the queue's meta, the question "do you own the slot?". A MOVED names the
  * owner: reconnect there. An ASK (the slot is migrating away) still lets this node serve it. */
 static void step_route(sluice_aconn *c, redisReply *r, int fn) {
@@ -773,74 +704,97 @@ static void step_route(sluice_aconn *c, redisReply *r, int fn) {
     step_done(c);
 }
 
-/* The reply to FCALL sluice_version (or PING in forced EVALSHA mode) decides what to load,
- * by the rule the blocking connection follows too (sluice_lua_probe). */
-static void step_probe(sluice_aconn *c, redisReply *r, int fn) {
+static void hs_pump(sluice_aconn *c, int in_connect);
+
+/* A reply to a step of the plan. */
+static void step_plan(sluice_aconn *c, redisReply *r, int fn) {
     (void)fn;
-    int st = reply_status(r);
-    sluice_lua_action act =
-        c->o.force_eval && st == 0 ? SLUICE_LUA_EVAL : sluice_lua_probe(st, r, c->o.no_load);
-    if (act == SLUICE_LUA_FAIL || (c->o.force_eval && act != SLUICE_LUA_EVAL)) {
-        fail_handshake(c, st, NULL, r);
+    int st = sluice__hs_feed(&c->hs, r);
+    if (st != 0) {
+        drop(c, st, NULL); /* the plan wrote c->err */
         return;
     }
-    if (act == SLUICE_LUA_EVAL) {
-        load_scripts(c);
-    } else if (act == SLUICE_LUA_LOAD) {
-        if (send_function_load(c, step_fload) != 0) {
-            snprintf(c->err, sizeof(c->err), "%s: out of memory loading the library", c->where);
-        }
-    } else if (st != 0) {
-        /* a restricted user may not call or load this; the calls themselves will say more */
-        snprintf(c->err, sizeof(c->err), "%s: %.*s", c->where, (int)r->len, r->str);
-    }
-    step_done(c);
+    c->hs_left--;
+    hs_pump(c, 0);
+}
+
+/* The router's steps, in the plan's place for them: is this node the owner of the queue's slot
+ * (EXISTS on its meta), and the nodes to come back through (the map). */
+static int route_steps(sluice_aconn *c) {
+    char key[sizeof(c->queue) + 16];
+    snprintf(key, sizeof(key), "sluice:{%s}:meta", c->o.queue);
+    const char *argv[] = {"EXISTS", key};
+    int st = send_step(c, 2, argv, NULL, step_route, -1);
+    return st | send_map_query(c, 0);
 }
 
 /*
- * AUTH, SELECT and the probe, pipelined. Runs inside hiredis' connect callback, where the
- * context must not be freed (hiredis touches it after the callback returns): if a step cannot
- * even be queued, the connect timer drops the link.
+ * Sends what the handshake plan yields until it waits for a reply or ends; AUTH, CLUSTER MYID,
+ * SELECT, the router's steps and the probe go out pipelined. `in_connect`: inside hiredis'
+ * connect callback, where the context must not be freed (hiredis touches it after the callback
+ * returns): a step that cannot even be queued leaves the link to the connect timer.
  */
-static void handshake_start(sluice_aconn *c) {
-    int st = 0;
-    c->mode = MODE_FUNCTION;
-    if (c->url.password[0] != '\0') {
-        const char *argv[] = {"AUTH", c->url.user, c->url.password};
-        if (c->url.user[0] != '\0') {
-            st |= send_step(c, 3, argv, NULL, step_auth, -1);
-        } else {
-            argv[1] = c->url.password;
-            st |= send_step(c, 2, argv, NULL, step_auth, -1);
+static void hs_pump(sluice_aconn *c, int in_connect) {
+    for (;;) {
+        sluice__hs_cmd cmd;
+        int st = 0;
+        switch (sluice__hs_next(&c->hs, &cmd)) {
+        case SLUICE_HS_SEND:
+            st = send_step(c, cmd.argc, cmd.argv, cmd.lens, step_plan, -1);
+            break;
+        case SLUICE_HS_ROUTE:
+            st = route_steps(c);
+            break;
+        case SLUICE_HS_WAIT:
+            return;
+        case SLUICE_HS_DONE:
+            c->mode = c->hs.mode;
+            c->hs_over = 1;
+            if (c->hs_left == 0 && c->link != NULL) {
+                become_ready(c);
+            }
+            return;
+        case SLUICE_HS_FAILED:
+            if (!in_connect) {
+                drop(c, c->hs.status, NULL);
+            }
+            return;
+        }
+        if (st != 0) {
+            snprintf(c->err, sizeof(c->err), "%s: out of memory starting the handshake", c->where);
+            return;
         }
     }
-    if (c->parent == NULL) { /* a cluster node, or not? (an ask link's node is one) */
-        const char *argv[] = {"CLUSTER", "MYID"};
-        st |= send_step(c, 2, argv, NULL, step_mode, -1);
-    }
-    if (c->url.db != 0) {
-        char db[16];
-        snprintf(db, sizeof(db), "%d", c->url.db);
-        const char *argv[] = {"SELECT", db};
-        st |= send_step(c, 2, argv, NULL, step_select, -1);
-    }
-    if (c->url.is_cluster && c->parent == NULL) { /* is this node the owner of the slot? */
-        char key[sizeof(c->queue) + 16];
-        snprintf(key, sizeof(key), "sluice:{%s}:meta", c->o.queue);
-        const char *argv[] = {"EXISTS", key};
-        st |= send_step(c, 2, argv, NULL, step_route, -1);
-        st |= send_map_query(c, 0); /* the nodes to come back through */
-    }
-    if (c->o.force_eval) {
-        const char *argv[] = {"PING"};
-        st |= send_step(c, 1, argv, NULL, step_probe, -1);
+}
+
+/* The handshake plan (handshake.h) for this link: a cluster node is checked against the URL's
+ * kind (not an ask link's: the cluster named it), and in EVALSHA mode every script is loaded
+ * now. */
+static void handshake_start(sluice_aconn *c) {
+    if (c->url.is_cluster) {
+        snprintf(c->hs_where, sizeof(c->hs_where),
+                 strchr(c->node_host, ':') != NULL ? "[%s]:%d" : "%s:%d", c->node_host,
+                 c->node_port);
     } else {
-        const char *argv[] = {"FCALL", "sluice_version", "0"};
-        st |= send_step(c, 3, argv, NULL, step_probe, -1);
+        snprintf(c->hs_where, sizeof(c->hs_where), "%s", c->where);
     }
-    if (st != 0) {
-        snprintf(c->err, sizeof(c->err), "%s: out of memory starting the handshake", c->where);
-    }
+    sluice__hs_config cfg = {.url = &c->url,
+                             .kind = c->parent != NULL   ? SLUICE_HS_MEMBER
+                                     : c->url.is_cluster ? SLUICE_HS_SEED
+                                                         : SLUICE_HS_SINGLE,
+                             .route = c->url.is_cluster && c->parent == NULL,
+                             .preload_scripts = 1,
+                             .force_eval = c->o.force_eval,
+                             .no_load = c->o.no_load,
+                             .where = c->where,
+                             .mode_where = c->hs_where,
+                             .sha = c->sha,
+                             .err = c->err,
+                             .errlen = sizeof(c->err)};
+    sluice__hs_free(&c->hs);
+    sluice__hs_start(&c->hs, &cfg);
+    c->hs_over = 0;
+    hs_pump(c, 1);
 }
 
 static void on_connect(const redisAsyncContext *ac, int status) {
@@ -1275,11 +1229,11 @@ static void complete(sluice_aconn *c, request *q, int status, int sent, redisRep
  */
 static int resend(sluice_aconn *c, sluice__uvlink *l, request *q) {
     if (q->fn < 0 || q->resent || l->data != c || !c->ready ||
-        (c->mode == MODE_FUNCTION && c->o.no_load)) {
+        (c->mode == SLUICE_HS_MODE_FUNCTION && c->o.no_load)) {
         return -1;
     }
     if (c->loaded_at[q->fn] <= q->start) {
-        if (c->mode == MODE_FUNCTION) {
+        if (c->mode == SLUICE_HS_MODE_FUNCTION) {
             if (send_function_load(c, step_fload) != 0) {
                 return -1;
             }
@@ -1572,7 +1526,7 @@ int sluice_aconn_command(sluice_aconn *c, int argc, const char **argv, const siz
 static int format_fcall(const sluice_aconn *c, sluice_fn fn, int nkeys, const char **keys,
                         const size_t *keylens, int nargs, const char **args, const size_t *arglens,
                         sds *out) {
-    int eval = c->mode == MODE_EVAL;
+    int eval = c->mode == SLUICE_HS_MODE_EVAL;
     return sluice__format_fcall(eval ? "EVALSHA" : "FCALL", eval ? c->sha[fn] : sluice_fn_name(fn),
                                 nkeys, keys, keylens, nargs, args, arglens, out);
 }
@@ -1587,7 +1541,7 @@ int sluice_aconn_fcall(sluice_aconn *c, sluice_fn fn, int nkeys, const char **ke
     if (!sluice_aconn_ready(c) || c->link == NULL) {
         return SLUICE_ECONN;
     }
-    if (c->mode == MODE_EVAL && c->sha[fn][0] == '\0') {
+    if (c->mode == SLUICE_HS_MODE_EVAL && c->sha[fn][0] == '\0') {
         /* c->err says why SCRIPT LOAD failed */
         return SLUICE_ENOSCRIPT;
     }
