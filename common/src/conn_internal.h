@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * conn_internal.h - what the blocking connection (conn.c, conn_node.c, conn_cluster.c) and the
- * async one (uvredis.c) share inside libsluice: option defaults, the reconnect backoff, sockets
- * closed on exec, and the FCALL / EVALSHA command text.
+ * async one (uvredis_link.c) share inside libsluice: option defaults, the reconnect backoff,
+ * sockets closed on exec, and the FCALL / EVALSHA command text.
  */
 #ifndef SLUICE_CONN_INTERNAL_H
 #define SLUICE_CONN_INTERNAL_H

@@ -7,7 +7,7 @@
  *
  * Owns: the order of the steps and every decision on their replies. Does not own: I/O. Like
  * hiredis's reply reader it never touches a socket; the blocking connection (conn_node.c) and
- * the async link (uvredis.c) feed it replies and send what it yields, so both say the same
+ * the async link (uvredis_link.c) feed it replies and send what it yields, so both say the same
  * things in the same order. Internal to sluice; one plan per connection attempt, one thread.
  *
  * Driving it:
