@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * lua.h - the embedded function library (scripts/sluice.lua) and how a connection decides what
- * to load. Internal to sluice: the blocking (conn.c) and async (uvredis.c) connections use it,
- * and the tests check how it cuts the library for EVALSHA mode. Pure: no I/O. Thread-safe
+ * to load. Internal to sluice: the blocking (conn_node.c) and async (uvredis_link.c) connections
+ * use it, and the tests check how it cuts the library for EVALSHA mode. Pure: no I/O. Thread-safe
  * (sluice_lua_version fills a static buffer once; call it before starting threads if in doubt).
  */
 #ifndef SLUICE_LUA_H
