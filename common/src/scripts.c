@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * scripts.c - the embedded Lua library (scripts/sluice.lua) and the names of its functions.
+ * scripts.c - the embedded Lua library (built from scripts/lua/) and the names of its functions.
  *
  * FUNCTION LOAD takes the library as it is. For servers without functions (or when forced),
  * each function is also available as a stand-alone script for EVALSHA: the library text without

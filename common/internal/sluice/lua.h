@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * lua.h - the embedded function library (scripts/sluice.lua) and how a connection decides what
+ * lua.h - the embedded function library (built from scripts/lua/) and how a connection decides what
  * to load. Internal to sluice: the blocking (conn.c) and async (uvredis.c) connections use it,
  * and the tests check how it cuts the library for EVALSHA mode. Pure: no I/O. Thread-safe
  * (sluice_lua_version fills a static buffer once; call it before starting threads if in doubt).

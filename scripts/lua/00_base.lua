@@ -1,0 +1,116 @@
+---------------------------------------------------------------------------------------------------
+-- base: what every function needs - the library version, the runtime API every entry point
+-- sets on its first call (entry), stream entry fields, and the slot-migration check of functions
+-- that derive keys.
+-- keys:  sluice:{Q}:migrating? and sluice:{Q}:migrating?2 (probes that never exist; see below)
+-- state: the runtime API upvalues (r_call, r_pcall, to_number, ...), set by entry() on a fresh
+--        Lua state whichever function runs first
+---------------------------------------------------------------------------------------------------
+
+--[[
+sluice server-side library, data model version 1.
+
+The single source of every atomic operation sluice performs. It is embedded into the binaries
+at build time and loaded with FUNCTION LOAD (Redis 7); on servers without functions each
+function is run as a script with EVALSHA (the loader appends `return entry(fn)(KEYS, ARGV)` to the
+text above the REGISTER marker and drops the shebang line).
+
+Every key a function touches is passed in KEYS; all keys of one queue share the hash tag {Q}.
+Counters live in sluice:{Q}:stats (admitted, rejected, acked, retried, dead, reclaimed).
+Never bound the stream with MAXLEN: it would drop admitted work silently.
+]]
+
+local VERSION = '1:@LIBRARY_HASH@' -- data model 1, then the hash of the library's text
+
+--[[ The limiter's runtime API in upvalues. A function's globals (redis, tonumber, math, ...) are
+looked up through the globals table's metatable on every use, which costs a short hot path more
+than some of its calls; an upvalue is one step. redis.call, tonumber and math are not there
+while the library loads, so every function sets them on its first call: each is called through
+entry() (registered so, and the EVALSHA form of each function calls it so), whichever function
+a fresh Lua state (new server, restart, failover, FUNCTION LOAD) runs first. The string
+functions come from the strings' metatable, there at load. ]]
+local r_call, r_pcall, to_number, l_type, m_floor, m_ceil, m_fmod = nil, nil, nil, nil, nil, nil,
+    nil
+local s_format, s_match = ('').format, ('').match
+local function limit_api()
+    r_call, r_pcall, to_number, l_type = redis.call, redis.pcall, tonumber, type
+    m_floor, m_ceil, m_fmod = math.floor, math.ceil, math.fmod
+end
+
+-- fn as called by Redis: with the runtime API set first.
+local function entry(fn)
+    return function(keys, args)
+        if not r_call then
+            limit_api()
+        end
+        return fn(keys, args)
+    end
+end
+
+--[[ version: KEYS none; reply: the library version string; errors: none ]]
+local function version(keys, args)
+    return VERSION
+end
+
+-- A field of a stream entry's field list (flat name, value, ...), or nil.
+local function field(fields, name)
+    for i = 1, #fields, 2 do
+        if fields[i] == name then
+            return fields[i + 1]
+        end
+    end
+    return nil
+end
+
+-- The `m` field (the envelope).
+local function field_m(fields)
+    return field(fields, 'm')
+end
+
+--[[ Keys a function derives, and slot migrations. KEYS holds the keys a client names (stream,
+meta, stats, ...); the rest a function derives from the queue's prefix and what it reads there
+(the limits hash and limit state, the share counts, fair lanes and their hashes), all under the
+queue's hash tag {Q}. On one node, or while the queue's slot stays on its node, that is the
+same. While the slot migrates it is not: Redis checks the declared keys before a call runs (ASK
+when they have all moved, TRYAGAIN when some have), but a derived key it finds missing fails
+the call where it stands ("non local key", after what it already wrote), and on the importing
+node a derived key still on the source reads as empty. So a function that will derive keys first
+asks whether its slot is migrating - one EXISTS of two keys that never exist: refused inside a
+script on the source (a missing key may have moved) and on the importing node (a multi-key
+command naming a missing key), 0 anywhere else - and while it is, runs only if every key it
+derives is on this node (EXISTS each, as Redis checks declared keys), else answers TRYAGAIN
+before it writes anything: the answer Redis gives a multi-key call it cannot serve, which
+clients retry within their deadline. Admissions and acks check their keys so; the worker's reads,
+lane reclaim and the admin calls, which derive many, answer TRYAGAIN for the whole migration. Plain
+admissions and acks derive nothing and pay nothing; the others pay the one EXISTS (an ACL
+without EXISTS gets HGET, which sees the source side only, and every check fails). Only Redis's
+own refusal of a key in a cluster ("Script attempted to access a non local key...", or the
+cluster is down) says so: any other error - an ACL's, worded "NOPERM ..." or "The user executing
+the script can't run this command" by Redis version - is not a migration. ]]
+local function cluster_refused(r)
+    return type(r) == 'table' and r.err ~= nil and
+        string.find(r.err, 'Script attempted', 1, true) ~= nil
+end
+local function slot_migrating(prefix)
+    local a, b = prefix .. 'migrating?', prefix .. 'migrating?2'
+    local r = redis.pcall('EXISTS', a, b)
+    if type(r) == 'table' and r.err ~= nil and not cluster_refused(r) then
+        r = redis.pcall('HGET', a, 'x') -- this user may not run EXISTS
+    end
+    return cluster_refused(r)
+end
+
+local function slot_tryagain(prefix)
+    return redis.error_reply('TRYAGAIN ' .. prefix .. '* is being migrated to another node ' ..
+        '(this call derives keys Redis cannot route until the migration ends)')
+end
+
+-- While the slot migrates: nil when every key of `list` is on this node, else TRYAGAIN.
+local function slot_keys_here(prefix, list)
+    for _, k in ipairs(list) do
+        if redis.pcall('EXISTS', k) ~= 1 then
+            return slot_tryagain(prefix)
+        end
+    end
+    return nil
+end
