@@ -2,7 +2,8 @@
 -- base: what every function needs - the library version, the runtime API every entry point
 -- sets on its first call (entry), stream entry fields, and the slot-migration check of functions
 -- that derive keys.
--- keys:  sluice:{Q}:migrating? and sluice:{Q}:migrating?2 (probes that never exist; see below)
+-- keys:  every key name of a queue (queue_keys); the slot check's probes sluice:{Q}:migrating?
+--        and sluice:{Q}:migrating?2, which never exist
 -- state: the runtime API upvalues (r_call, r_pcall, to_number, ...), set by entry() on a fresh
 --        Lua state whichever function runs first
 ---------------------------------------------------------------------------------------------------
@@ -31,10 +32,12 @@ a fresh Lua state (new server, restart, failover, FUNCTION LOAD) runs first. The
 functions come from the strings' metatable, there at load. ]]
 local r_call, r_pcall, to_number, l_type, m_floor, m_ceil, m_fmod = nil, nil, nil, nil, nil, nil,
     nil
+local set_mt = nil
 local s_format, s_match = ('').format, ('').match
 local function limit_api()
     r_call, r_pcall, to_number, l_type = redis.call, redis.pcall, tonumber, type
     m_floor, m_ceil, m_fmod = math.floor, math.ceil, math.fmod
+    set_mt = setmetatable
 end
 
 -- fn as called by Redis: with the runtime API set first.
@@ -67,6 +70,74 @@ local function field_m(fields)
     return field(fields, 'm')
 end
 
+--[[ The keys of a queue: every key name the library builds is built here, from the queue's
+prefix "sluice:{Q}:" (the C side's twin is common/src/queue.c; docs/data-model.md lists them).
+queue_keys(prefix) gives the queue's key table K; queue_keys_of(key, name) the same from a key of
+the queue known to be its `name` key (KEYS[2], meta or stats, for most functions). A name is built the
+first time it is used, and a name that is not a key of the queue fails loudly.
+  K.stream K.meta K.stats K.dead    the bucket, its settings, counters, dead letters
+  K.tdepth                          a tenant's share: entries per tenant
+  K.limits, K:qlim(NAME, ALG)       the queue's limits; limit NAME's state keys less the VALUE
+                                    that ends them (sluice:{Q}:qlim:NAME:ALG:VALUE)
+  K:lane(T)                         tenant T's lane (T '' is the stream); K:lane_tenant(key)
+                                    the tenant of a lane key ('' the stream, nil another key)
+  K.lanes K.lwait K.served K.ring K.deficit K.weights K.wake   a fair queue's lanes and ring
+  K.list K.procs K:proc(CONSUMER), K:idem(KEY)   the list backend; idempotency keys (the client
+                                    names these in KEYS: listed so the table is complete)
+  K.migrating K.migrating2          the slot check's probes, keys that never exist
+A partition i of queue Q is a queue of its own, prefix "sluice:{Q~i}:" (named by the client). ]]
+local KEY_SUFFIX = {stream = 'stream', meta = 'meta', stats = 'stats', dead = 'dead',
+    tdepth = 'tdepth', limits = 'limits', lanes = 'lanes', lwait = 'lwait', served = 'served',
+    ring = 'ring', deficit = 'deficit', weights = 'weights', wake = 'wake', list = 'list',
+    procs = 'procs', migrating = 'migrating?', migrating2 = 'migrating?2'}
+local KEY_FNS = {}
+function KEY_FNS.lane(K, t)
+    if t == '' then
+        return K.stream
+    end
+    return K.prefix .. 'lane:' .. t
+end
+function KEY_FNS.lane_tenant(K, key)
+    if key == K.stream then
+        return ''
+    end
+    local lp = K.prefix .. 'lane:'
+    if string.sub(key, 1, #lp) == lp then
+        return string.sub(key, #lp + 1)
+    end
+    return nil
+end
+function KEY_FNS.qlim(K, name, alg)
+    return K.prefix .. 'qlim:' .. name .. ':' .. alg .. ':'
+end
+function KEY_FNS.proc(K, consumer)
+    return K.prefix .. 'proc:' .. consumer
+end
+function KEY_FNS.idem(K, key)
+    return K.prefix .. 'idem:' .. key
+end
+local KEYS_MT = {__index = function(K, name)
+    local f = KEY_FNS[name]
+    if f then
+        return f
+    end
+    local suffix = KEY_SUFFIX[name]
+    if not suffix then
+        error('sluice: ' .. tostring(name) .. ' is not a key of a queue')
+    end
+    local key = K.prefix .. suffix
+    K[name] = key
+    return key
+end}
+
+local function queue_keys(prefix)
+    return set_mt({prefix = prefix}, KEYS_MT)
+end
+
+local function queue_keys_of(key, name)
+    return queue_keys(string.sub(key, 1, -1 - #KEY_SUFFIX[name]))
+end
+
 --[[ Keys a function derives, and slot migrations. KEYS holds the keys a client names (stream,
 meta, stats, ...); the rest a function derives from the queue's prefix and what it reads there
 (the limits hash and limit state, the share counts, fair lanes and their hashes), all under the
@@ -91,8 +162,8 @@ local function cluster_refused(r)
     return type(r) == 'table' and r.err ~= nil and
         string.find(r.err, 'Script attempted', 1, true) ~= nil
 end
-local function slot_migrating(prefix)
-    local a, b = prefix .. 'migrating?', prefix .. 'migrating?2'
+local function slot_migrating(K)
+    local a, b = K.migrating, K.migrating2
     local r = redis.pcall('EXISTS', a, b)
     if type(r) == 'table' and r.err ~= nil and not cluster_refused(r) then
         r = redis.pcall('HGET', a, 'x') -- this user may not run EXISTS
@@ -100,16 +171,16 @@ local function slot_migrating(prefix)
     return cluster_refused(r)
 end
 
-local function slot_tryagain(prefix)
-    return redis.error_reply('TRYAGAIN ' .. prefix .. '* is being migrated to another node ' ..
+local function slot_tryagain(K)
+    return redis.error_reply('TRYAGAIN ' .. K.prefix .. '* is being migrated to another node ' ..
         '(this call derives keys Redis cannot route until the migration ends)')
 end
 
 -- While the slot migrates: nil when every key of `list` is on this node, else TRYAGAIN.
-local function slot_keys_here(prefix, list)
+local function slot_keys_here(K, list)
     for _, k in ipairs(list) do
         if redis.pcall('EXISTS', k) ~= 1 then
-            return slot_tryagain(prefix)
+            return slot_tryagain(K)
         end
     end
     return nil

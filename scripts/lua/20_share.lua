@@ -9,10 +9,6 @@ than M entries, waiting + in flight. sluice:{Q}:tdepth counts per tenant the ent
 while a share was set; those entries carry their tenant in the field `k`, and an entry's count
 goes when the entry goes (ack, dead), in the same function call: exact through crashes, and a
 share switched on or off later never makes a count drift. ]]
-local function tdepth_key(prefix)
-    return prefix .. 'tdepth'
-end
-
 -- Lowers the count of the tenant of entry `e` ({id, fields}) when it carries one. A count at 0
 -- is removed when the caller may (HDEL is not in the worker's ACL of earlier versions).
 local function tdepth_release_entry(tk, e)
@@ -26,11 +22,11 @@ end
 -- The same for the entries `ids` of `stream` (the queue's stream or a lane), before they are
 -- deleted. Only queues that ever counted tenants (meta `tenant_counts`, set by the first counted
 -- admission; the caller read it: `counted`) read the entries.
-local function tdepth_release(prefix, stream, ids, counted)
+local function tdepth_release(K, stream, ids, counted)
     if not counted then
         return
     end
-    local tk = tdepth_key(prefix)
+    local tk = K.tdepth
     for _, id in ipairs(ids) do
         local e = redis.call('XRANGE', stream, id, id)
         if e[1] then

@@ -25,66 +25,49 @@ queue switched to fair keeps what waits in it, as the first lane). All in the qu
                            entry (or a take leaves backlog), popped by an idle worker's BLPOP
 A lane's undelivered count only guides the order: a read that returns less than it asked for
 proves the lane empty, and the lane leaves the ring then, whatever the count said. ]]
-local function lane_key(prefix, t)
-    if t == '' then
-        return prefix .. 'stream'
-    end
-    return prefix .. 'lane:' .. t
-end
-
--- The tenant of a lane key: '' for the queue's stream, nil for a key of another queue.
-local function lane_tenant(prefix, key)
-    if key == prefix .. 'stream' then
-        return ''
-    elseif string.sub(key, 1, #prefix + 5) == prefix .. 'lane:' then
-        return string.sub(key, #prefix + 6)
-    end
-    return nil
-end
-
 -- Counts entries just added to lanes (added: tenant -> n, order: the tenants in first-added
 -- order), puts lanes that had nothing undelivered into the ring and leaves a wake-up token.
-local function lanes_added(prefix, added, order)
+local function lanes_added(K, added, order)
     local depth, wait, woke = 0, 0, false
     for _, t in ipairs(order) do
         local c = added[t]
         if t ~= '' then
-            redis.call('HINCRBY', prefix .. 'lanes', t, c)
+            redis.call('HINCRBY', K.lanes, t, c)
             depth, wait = depth + c, wait + c
         end
-        if redis.call('HINCRBY', prefix .. 'lwait', t, c) == c then
-            redis.call('RPUSH', prefix .. 'ring', t)
+        if redis.call('HINCRBY', K.lwait, t, c) == c then
+            redis.call('RPUSH', K.ring, t)
             woke = true
         end
     end
     if depth > 0 then
-        redis.call('HINCRBY', prefix .. 'meta', 'lane_depth', depth)
-        redis.call('HINCRBY', prefix .. 'meta', 'lane_wait', wait)
+        redis.call('HINCRBY', K.meta, 'lane_depth', depth)
+        redis.call('HINCRBY', K.meta, 'lane_wait', wait)
     end
-    if woke and redis.call('LLEN', prefix .. 'wake') == 0 then
-        redis.call('RPUSH', prefix .. 'wake', 1)
+    if woke and redis.call('LLEN', K.wake) == 0 then
+        redis.call('RPUSH', K.wake, 1)
     end
 end
 
 -- Counts n entries deleted from tenant lane t (ack, dead). An empty lane's stream goes (with
 -- its group, made again when the lane is next read) and its served count: tenants come and go,
 -- their lanes with them, and an idle tenant keeps nothing.
-local function lane_removed(prefix, t, n)
+local function lane_removed(K, t, n)
     if t == '' or n <= 0 then
         return
     end
-    if redis.call('HINCRBY', prefix .. 'lanes', t, -n) <= 0 then
-        redis.call('HDEL', prefix .. 'lanes', t)
-        redis.call('HDEL', prefix .. 'served', t)
-        redis.call('DEL', lane_key(prefix, t))
+    if redis.call('HINCRBY', K.lanes, t, -n) <= 0 then
+        redis.call('HDEL', K.lanes, t)
+        redis.call('HDEL', K.served, t)
+        redis.call('DEL', K:lane(t))
     end
-    redis.call('HINCRBY', prefix .. 'meta', 'lane_depth', -n)
+    redis.call('HINCRBY', K.meta, 'lane_depth', -n)
 end
 
 -- An admission's or replay's way into a fair queue: append(env, tenant, counted) adds to the
 -- tenant's lane and notes it; finish() does the counting once for the whole call. The field `k`
 -- keeps meaning "counted in the tenant's share" (counted): a lane's tenant is in its key.
-local function fair_appender(prefix)
+local function fair_appender(K)
     local added, order = {}, {}
     local function append(env, tenant, counted)
         tenant = tenant or ''
@@ -94,12 +77,12 @@ local function fair_appender(prefix)
         end
         added[tenant] = added[tenant] + 1
         if counted then
-            return redis.call('XADD', lane_key(prefix, tenant), '*', 'm', env, 'k', tenant)
+            return redis.call('XADD', K:lane(tenant), '*', 'm', env, 'k', tenant)
         end
-        return redis.call('XADD', lane_key(prefix, tenant), '*', 'm', env)
+        return redis.call('XADD', K:lane(tenant), '*', 'm', env)
     end
     local function finish()
-        lanes_added(prefix, added, order)
+        lanes_added(K, added, order)
     end
     return append, finish
 end

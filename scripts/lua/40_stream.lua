@@ -18,24 +18,24 @@ checked already.
 errors: ERR (an id that is not a stream id, or no id at all), WRONGTYPE (KEYS[1] is not a
 stream, KEYS[2] not a hash), TRYAGAIN (nothing written) ]]
 local function ack(keys, args, checked)
-    local prefix = string.sub(keys[2], 1, -6) -- "sluice:{Q}:" of "...stats"
-    local lane = lane_tenant(prefix, keys[1]) or ''
+    local K = queue_keys_of(keys[2], 'stats')
+    local lane = K:lane_tenant(keys[1]) or ''
     if not keys[3] and not checked then
-        if slot_migrating(prefix) then
-            return slot_tryagain(prefix)
+        if slot_migrating(K) then
+            return slot_tryagain(K)
         end
         checked = true
     end
-    local counted = redis.call('HGET', keys[3] or prefix .. 'meta', 'tenant_counts')
-    if (counted or lane ~= '') and not checked and slot_migrating(prefix) then
+    local counted = redis.call('HGET', keys[3] or K.meta, 'tenant_counts')
+    if (counted or lane ~= '') and not checked and slot_migrating(K) then
         local list = {} -- derived: they must all be here
         if counted then
-            list[1] = tdepth_key(prefix)
+            list[1] = K.tdepth
         end
         if lane ~= '' then
-            list[#list + 1] = prefix .. 'lanes'
+            list[#list + 1] = K.lanes
         end
-        local err = slot_keys_here(prefix, list)
+        local err = slot_keys_here(K, list)
         if err then
             return err
         end
@@ -45,9 +45,9 @@ local function ack(keys, args, checked)
         ids[#ids + 1] = args[i]
     end
     local n = redis.call('XACK', keys[1], args[1], unpack(ids))
-    tdepth_release(prefix, keys[1], ids, counted)
+    tdepth_release(K, keys[1], ids, counted)
     local d = redis.call('XDEL', keys[1], unpack(ids))
-    lane_removed(prefix, lane, d)
+    lane_removed(K, lane, d)
     if n > 0 then
         redis.call('HINCRBY', keys[2], 'acked', n)
     end
@@ -67,23 +67,23 @@ local function dead(keys, args)
         body = field_m(e[1][2]) or ''
         tenant = field(e[1][2], 'k')
     end
-    local prefix = string.sub(keys[3], 1, -6)
-    local lane = lane_tenant(prefix, keys[1])
-    if (tenant or (lane and lane ~= '')) and slot_migrating(prefix) then
-        return slot_tryagain(prefix) -- tdepth, lanes: derived (see slot_migrating)
+    local K = queue_keys_of(keys[3], 'stats')
+    local lane = K:lane_tenant(keys[1])
+    if (tenant or (lane and lane ~= '')) and slot_migrating(K) then
+        return slot_tryagain(K) -- tdepth, lanes: derived (see slot_migrating)
     end
     local letter = {'XADD', keys[2], '*', 'id', args[2], 'm', body, 'deliveries', args[4],
         'consumer', args[3], 'reason', args[5]}
     if tenant then -- kept with the letter, so a replay counts it in its tenant's share again
         letter[#letter + 1], letter[#letter + 2] = 'k', tenant
-        tdepth_release_entry(tdepth_key(prefix), e[1])
+        tdepth_release_entry(K.tdepth, e[1])
     end
     if lane and lane ~= '' then -- and a replay puts it back into its lane
         letter[#letter + 1], letter[#letter + 2] = 'lane', lane
     end
     redis.call(unpack(letter))
     redis.call('XACK', keys[1], args[1], args[2])
-    lane_removed(prefix, lane_tenant(prefix, keys[1]) or '', redis.call('XDEL', keys[1], args[2]))
+    lane_removed(K, K:lane_tenant(keys[1]) or '', redis.call('XDEL', keys[1], args[2]))
     redis.call('HINCRBY', keys[3], 'dead', 1)
     if e[1] then
         return 1

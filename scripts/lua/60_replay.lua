@@ -54,18 +54,18 @@ errors: SLUICECONFIG (an invalid capacity, or meta records the list backend; not
 ERR (a dead-letter id that is not a stream id), WRONGTYPE (KEYS[1] or KEYS[4] is not a stream,
 KEYS[2] or KEYS[3] not a hash) ]]
 local function replay(keys, args)
-    local prefix = string.sub(keys[2], 1, -5)
-    if slot_migrating(prefix) then -- tdepth, lanes: derived (see slot_migrating)
-        return slot_tryagain(prefix)
+    local K = queue_keys_of(keys[2], 'meta')
+    if slot_migrating(K) then -- tdepth, lanes: derived (see slot_migrating)
+        return slot_tryagain(K)
     end
     local cap, _, _, share, fair, lane_depth = queue_settings(keys[2], args[1], 'stream')
     if type(cap) == 'table' then
         return cap
     end
-    local tk = tdepth_key(prefix)
+    local tk = K.tdepth
     local fair_append, finish
     if fair then
-        fair_append, finish = fair_appender(prefix)
+        fair_append, finish = fair_appender(K)
     end
     local r = replay_letters(keys, args, cap, redis.call('XLEN', keys[1]) + lane_depth,
         function(body, tenant, lane)

@@ -8,7 +8,7 @@
 
 --[[ Limits on a queue: configured in the hash sluice:{Q}:limits (name -> "SCOPE SPEC", SPEC as
 for sluice_limit), counted in sluice:{Q}:meta `limits` (so admission learns with the HMGET it
-already makes whether there are any), state in sluice:{Q}:qlim:NAME:ALG:VALUE (qlim_key) where
+already makes whether there are any), state in sluice:{Q}:qlim:NAME:ALG:VALUE (K:qlim) where
 VALUE is '' for scopes `queue` and `drain`, the envelope's tenant for `tenant` and
 `drain-tenant` (also '' for a message without one), the caller's key for `client`. The
 algorithm is part of the name, so a limit set again with another one starts afresh and never
@@ -24,12 +24,6 @@ local COUNT_SCOPES = {inflight = true, ['inflight-tenant'] = true} -- a count, n
 local INFLIGHT_POLL_MS = 1000
 local LIMIT_NAME_PATTERN = '^[%w_%.%-]+$'
 
--- The state key of queue limit NAME of algorithm ALG, less its VALUE (which follows): built
--- here and nowhere else (the C side's twin is sluice_key_queue_limit). prefix: "sluice:{Q}:".
-local function qlim_key(prefix, name, alg)
-    return prefix .. 'qlim:' .. name .. ':' .. alg .. ':'
-end
-
 --[[ The limits of a queue as they were last read, by the scopes asked for and the limits key:
 {raw = the HGETALL reply, out = the list made of it}. A read that gets the same reply (the
 same strings, compared as Lua compares strings: by content) takes the same list, so the
@@ -40,9 +34,10 @@ local queue_limits_cache, queue_limits_cached = {}, 0
 
 -- The limits of a queue in `scopes`: {{name, scope, spec table, key}, ...} in name order (an
 -- `inflight` or `inflight-tenant` limit's spec is its count: {n = N}, its key ''; a rate's key
--- is the prefix of its state keys (qlim_key), the value follows). Shared between calls: read
+-- is the prefix of its state keys (K:qlim), the value follows). Shared between calls: read
 -- it, never write it.
-local function queue_limits(limits_key, scopes)
+local function queue_limits(K, scopes)
+    local limits_key = K.limits
     local raw = r_call('HGETALL', limits_key)
     local by_scopes = queue_limits_cache[scopes]
     if not by_scopes then
@@ -62,7 +57,6 @@ local function queue_limits(limits_key, scopes)
             return hit.out
         end
     end
-    local prefix = string.sub(limits_key, 1, -7) -- "sluice:{Q}:" of "...limits"
     local out = {}
     for i = 1, #raw, 2 do
         local scope, spec = s_match(raw[i + 1], '^(%S+) (%S+)$')
@@ -75,7 +69,7 @@ local function queue_limits(limits_key, scopes)
                 if l.err then
                     return l
                 end
-                key = qlim_key(prefix, raw[i], l.alg)
+                key = K:qlim(raw[i], l.alg)
             end
             out[#out + 1] = {name = raw[i], scope = scope, spec = l, key = key}
         end

@@ -38,9 +38,9 @@ local function admit_each(keys, args, cap, depth, nlimits, append, share)
                 ' of message ' .. i .. ' has a NUL byte')
         end
     end
-    local lims, now, prefix = EMPTY, 0, string.sub(keys[2], 1, -5) -- "sluice:{Q}:" of "...meta"
+    local lims, now, K = EMPTY, 0, queue_keys_of(keys[2], 'meta')
     if nlimits > 0 then
-        lims = queue_limits(prefix .. 'limits', ADMISSION_SCOPES)
+        lims = queue_limits(K, ADMISSION_SCOPES)
         if lims.err then
             return lims
         end
@@ -61,7 +61,7 @@ local function admit_each(keys, args, cap, depth, nlimits, append, share)
     else
         local tk, held = nil, nil -- the share: entries each tenant holds
         if share > 0 then
-            tk, held = tdepth_key(prefix), {}
+            tk, held = K.tdepth, {}
         end
         local counting = false
         local b = batch_new(lims, now)
@@ -135,22 +135,22 @@ end
 -- (the limits hash, each limit state its messages use, the share counts, the fair lanes and their
 -- hashes), else TRYAGAIN; nothing is written either way.
 local function admit_keys_here(keys, args, nlimits, share, fair)
-    local prefix = string.sub(keys[2], 1, -5)
+    local K = queue_keys_of(keys[2], 'meta')
     local stride = admit_stride(args[3]) or 1 -- admit_each refuses a bad one
     local list = {}
     if share > 0 then
-        list[#list + 1] = tdepth_key(prefix)
+        list[#list + 1] = K.tdepth
     end
     if fair then
         for _, k in ipairs({'lanes', 'lwait', 'ring', 'wake'}) do
-            list[#list + 1] = prefix .. k
+            list[#list + 1] = K[k]
         end
     end
-    local err = slot_keys_here(prefix, nlimits > 0 and {prefix .. 'limits'} or EMPTY)
+    local err = slot_keys_here(K, nlimits > 0 and {K.limits} or EMPTY)
     if err then
         return err
     end
-    local lims = nlimits > 0 and queue_limits(prefix .. 'limits', ADMISSION_SCOPES) or EMPTY
+    local lims = nlimits > 0 and queue_limits(K, ADMISSION_SCOPES) or EMPTY
     if lims.err then
         return lims
     end
@@ -164,10 +164,10 @@ local function admit_keys_here(keys, args, nlimits, share, fair)
             list[#list + 1] = lim.key .. v
         end
         if fair then
-            list[#list + 1] = lane_key(prefix, t)
+            list[#list + 1] = K:lane(t)
         end
     end
-    return slot_keys_here(prefix, list)
+    return slot_keys_here(K, list)
 end
 
 --[[ admit2 (stream backend; data model 2 of admission: limits and per-message outcomes)
@@ -191,7 +191,7 @@ local function admit2(keys, args, v1)
     if v1 and nlimits > 0 then
         return refuse_v1(keys[2])
     end
-    if (nlimits > 0 or share > 0 or fair) and slot_migrating(string.sub(keys[2], 1, -5)) then
+    if (nlimits > 0 or share > 0 or fair) and slot_migrating(queue_keys_of(keys[2], 'meta')) then
         local err = admit_keys_here(keys, args, nlimits, share, fair)
         if err then
             return err
@@ -206,7 +206,7 @@ local function admit2(keys, args, v1)
     end
     local append, finish
     if fair then
-        append, finish = fair_appender(string.sub(keys[2], 1, -5))
+        append, finish = fair_appender(queue_keys_of(keys[2], 'meta'))
     else
         append = function(env, tenant, counted)
             if counted then
@@ -238,7 +238,7 @@ local function list_admit2(keys, args, v1)
     if v1 and nlimits > 0 then
         return refuse_v1(keys[2])
     end
-    if nlimits > 0 and slot_migrating(string.sub(keys[2], 1, -5)) then
+    if nlimits > 0 and slot_migrating(queue_keys_of(keys[2], 'meta')) then
         local err = admit_keys_here(keys, args, nlimits, 0, false)
         if err then
             return err

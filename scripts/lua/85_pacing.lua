@@ -64,17 +64,17 @@ Errors: SLUICECONFIG (a bad limit), NOGROUP, WRONGTYPE. ]]
 -- What a worker's read starts from: the count asked for (ARGV[3]), the queue's key prefix (of
 -- KEYS[2], meta), its limits in `scopes` (or an error reply) and Redis's time.
 local function read_start(keys, args, scopes)
-    local prefix = string.sub(keys[2], 1, -5)
-    if slot_migrating(prefix) then -- limits, their state, lanes: derived
-        return 0, prefix, slot_tryagain(prefix), 0
+    local K = queue_keys_of(keys[2], 'meta')
+    if slot_migrating(K) then -- limits, their state, lanes: derived
+        return 0, K, slot_tryagain(K), 0
     end
-    return tonumber(args[3]) or 0, prefix, queue_limits(prefix .. 'limits', scopes), now_us()
+    return tonumber(args[3]) or 0, K, queue_limits(K, scopes), now_us()
 end
 
 -- The pool's limits before a read: `drain` rates and the `inflight` count (in_flight() gives the
 -- entries in flight now) cap n. Returns n, wait (us), the rates to count what is read in, the
 -- per-tenant limits left for the lanes and whether `inflight` left no room; or nil, the error.
-local function pool_caps(lims, prefix, n, now, in_flight)
+local function pool_caps(lims, n, now, in_flight)
     local wait, rates, per, leased = 0, {}, {}, false
     for _, lim in ipairs(lims) do
         if lim.scope == 'inflight' then
@@ -95,12 +95,12 @@ local function pool_caps(lims, prefix, n, now, in_flight)
 end
 
 local function take(keys, args)
-    local n, prefix, lims, now = read_start(keys, args, POOL_SCOPES)
+    local n, _, lims, now = read_start(keys, args, POOL_SCOPES)
     if lims.err then
         return lims
     end
     local wait, rates, _, leased
-    n, wait, rates, _, leased = pool_caps(lims, prefix, n, now, function()
+    n, wait, rates, _, leased = pool_caps(lims, n, now, function()
         return redis.call('XPENDING', keys[1], args[1])[1]
     end)
     if not n then

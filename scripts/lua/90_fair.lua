@@ -40,7 +40,7 @@ local FAIR_MAX_HELD_VISITS = 1024 -- lanes a read that finds only held ones look
 local FAIR_HELD_POLL_MS = 10 -- past those, it asks again this much later
 
 local function fair_take(keys, args)
-    local n, prefix, lims, now = read_start(keys, args, DRAIN_SCOPES)
+    local n, K, lims, now = read_start(keys, args, DRAIN_SCOPES)
     if lims.err then
         return lims
     end
@@ -54,7 +54,7 @@ local function fair_take(keys, args)
         return stream_pending
     end
     local wait, pool, per, leased
-    n, wait, pool, per, leased = pool_caps(lims, prefix, n, now, function()
+    n, wait, pool, per, leased = pool_caps(lims, n, now, function()
         return pending_of_stream() + (tonumber(meta[2]) or 0) - (tonumber(meta[3]) or 0)
     end)
     if not n then
@@ -63,12 +63,12 @@ local function fair_take(keys, args)
     if n <= 0 then
         return {{}, math.ceil(wait / 1000), leased and 'lease' or ''}
     end
-    local ring, lwait, deficit = prefix .. 'ring', prefix .. 'lwait', prefix .. 'deficit'
+    local ring, lwait, deficit = K.ring, K.lwait, K.deficit
     local len = redis.call('LLEN', ring)
     -- one round over the head of the ring: at most FAIR_MAX_VISITS lanes, and no more than n
     -- can use (plus a few to pass over held lanes); the state of those lanes in one call each
     local v = math.min(len, FAIR_MAX_VISITS, n + FAIR_SPARE_VISITS)
-    local weighted = redis.call('EXISTS', prefix .. 'weights') == 1
+    local weighted = redis.call('EXISTS', K.weights) == 1
     -- a turn gives weight x scale entries: n free slots spread over the lanes this round can
     -- reach (so a few lanes fill a big read at once, and 1,000 lanes give a read of 2,000 32
     -- each from the next 64; with n = 1 it is 1: one entry a lane, in turn)
@@ -89,11 +89,11 @@ local function fair_take(keys, args)
         local credits = redis.call('HMGET', deficit, unpack(lanes))
         local weights, depths = {}, nil
         if weighted then
-            weights = redis.call('HMGET', prefix .. 'weights', unpack(lanes))
+            weights = redis.call('HMGET', K.weights, unpack(lanes))
         end
         for _, lim in ipairs(per) do
             if lim.scope == 'inflight-tenant' then
-                depths = redis.call('HMGET', prefix .. 'lanes', unpack(lanes))
+                depths = redis.call('HMGET', K.lanes, unpack(lanes))
             end
         end
         for i, tn in ipairs(lanes) do
@@ -132,7 +132,7 @@ local function fair_take(keys, args)
                     d = d + (weights[i] and tonumber(weights[i]) or 1) * scale
                 end
                 local k = math.min(allow, d, n)
-                local lk = lane_key(prefix, tn)
+                local lk = K:lane(tn)
                 local r = redis.pcall('XREADGROUP', 'GROUP', group, consumer, 'COUNT', k, 'STREAMS',
                     lk, '>')
                 if type(r) == 'table' and r.err then
@@ -148,7 +148,7 @@ local function fair_take(keys, args)
                     out[#out + 1] = tn
                     out[#out + 1] = r[1][2]
                     total, n, d = total + got, n - got, d - got
-                    redis.call('HINCRBY', prefix .. 'served', tn, got)
+                    redis.call('HINCRBY', K.served, tn, got)
                     rates_count(checked, now, got)
                 end
                 local left = (tonumber(waits[i]) or 0) - got
@@ -218,8 +218,8 @@ local function fair_take(keys, args)
         return {{}, -1}
     end
     rates_count(pool, now, total)
-    if len > 0 and redis.call('LLEN', prefix .. 'wake') == 0 then -- backlog left: wake a peer
-        redis.call('RPUSH', prefix .. 'wake', 1)
+    if len > 0 and redis.call('LLEN', K.wake) == 0 then -- backlog left: wake a peer
+        redis.call('RPUSH', K.wake, 1)
     end
     return {out, 0}
 end
@@ -232,7 +232,7 @@ local function lane_ack(keys, args)
     if #args < 3 or #args % 2 ~= 1 then
         return redis.error_reply('ERR sluice_lane_ack takes a group and pairs of lane, id')
     end
-    local prefix = string.sub(keys[2], 1, -6)
+    local K = queue_keys_of(keys[2], 'stats')
     local by, order = {}, {}
     for i = 2, #args, 2 do
         local tn = args[i]
@@ -242,17 +242,17 @@ local function lane_ack(keys, args)
         end
         by[tn][#by[tn] + 1] = args[i + 1]
     end
-    if slot_migrating(prefix) then -- meta, lanes, counts: derived; they must all be here
-        local list = {prefix .. 'meta', prefix .. 'lanes'}
+    if slot_migrating(K) then -- meta, lanes, counts: derived; they must all be here
+        local list = {K.meta, K.lanes}
         for _, tn in ipairs(order) do
-            list[#list + 1] = lane_key(prefix, tn) -- '': the stream, KEYS[1]
+            list[#list + 1] = K:lane(tn) -- '': the stream, KEYS[1]
         end
         if #order == 1 and order[1] == '' then
-            list[2] = prefix .. 'stream' -- no tenant lane: `lanes` is not touched
+            list[2] = K.stream -- no tenant lane: `lanes` is not touched
         end
-        local err = slot_keys_here(prefix, list)
-        if not err and redis.call('HGET', prefix .. 'meta', 'tenant_counts') then
-            err = slot_keys_here(prefix, {tdepth_key(prefix)})
+        local err = slot_keys_here(K, list)
+        if not err and redis.call('HGET', K.meta, 'tenant_counts') then
+            err = slot_keys_here(K, {K.tdepth})
         end
         if err then
             return err
@@ -260,7 +260,7 @@ local function lane_ack(keys, args)
     end
     local n = 0
     for _, tn in ipairs(order) do
-        n = n + ack({lane_key(prefix, tn), keys[2], keys[3]}, by[tn], true)
+        n = n + ack({K:lane(tn), keys[2], keys[3]}, by[tn], true)
     end
     return n
 end

@@ -37,18 +37,18 @@ end
 -- a fair queue, whose fair_take reads the stream as lane '': nil on a plain one). Meta `drain`
 -- says first whether there are any (an HGET a worker's ACL grants: HGETALL only when there are).
 -- While the queue's slot migrates the pass waits: TRYAGAIN, as for the reads (slot_migrating).
-local function claim_start(prefix)
-    if slot_migrating(prefix) then -- meta, limits, their state and lanes: derived
-        return slot_tryagain(prefix), 0, nil
+local function claim_start(K)
+    if slot_migrating(K) then -- meta, limits, their state and lanes: derived
+        return slot_tryagain(K), 0, nil
     end
-    if (tonumber(redis.call('HGET', prefix .. 'meta', 'drain')) or 0) <= 0 then
+    if (tonumber(redis.call('HGET', K.meta, 'drain')) or 0) <= 0 then
         return {}, 0, nil
     end
-    local lims = queue_limits(prefix .. 'limits', RECLAIM_SCOPES)
+    local lims = queue_limits(K, RECLAIM_SCOPES)
     local fair = nil
     for _, lim in ipairs(lims) do
         if lim.scope == 'drain-tenant' and fair == nil then
-            fair = redis.call('HGET', prefix .. 'meta', 'fair') == '1'
+            fair = redis.call('HGET', K.meta, 'fair') == '1'
         end
     end
     return lims, now_us(), fair and '' or nil
@@ -59,7 +59,7 @@ the drain limits allow. reply: as reclaim's; when they allow nothing now while a
 a fourth element: the ms until they allow the next unit (the worker gives that unit to its next
 pass before its next read, so redeliveries are not starved by new reads). ]]
 local function drain_reclaim(keys, args)
-    local lims, now, tn = claim_start(string.sub(keys[2], 1, -6))
+    local lims, now, tn = claim_start(queue_keys_of(keys[2], 'stats'))
     if lims.err then
         return lims
     elseif #lims == 0 then
@@ -92,8 +92,8 @@ reply: {next_cursor ('0': the walk is complete), {lane, entries (as reclaim's), 
 count runs out inside a batch the cursor does not move (the batch is looked at again). When the
 pool's rates allow nothing now: {ARGV[4], {}, ms until they allow the next unit}. ]]
 local function lane_reclaim(keys, args)
-    local prefix = string.sub(keys[2], 1, -6)
-    local lims, now = claim_start(prefix)
+    local K = queue_keys_of(keys[2], 'stats')
+    local lims, now = claim_start(K)
     if lims.err then
         return lims
     end
@@ -105,7 +105,7 @@ local function lane_reclaim(keys, args)
         return {args[4], {}, math.max(1, math.ceil(wait / 1000))}
     end
     local claimed = 0
-    local scan = redis.call('HSCAN', prefix .. 'lanes', args[4], 'COUNT', 32)
+    local scan = redis.call('HSCAN', K.lanes, args[4], 'COUNT', 32)
     local out, cursor = {}, scan[1]
     for i = 1, #scan[2], 2 do
         local tn = scan[2][i]
@@ -113,8 +113,8 @@ local function lane_reclaim(keys, args)
             cursor = args[4]
             break
         end
-        if tonumber(scan[2][i + 1]) > (tonumber(redis.call('HGET', prefix .. 'lwait', tn)) or 0) then
-            local r = redis.pcall('XPENDING', lane_key(prefix, tn), args[1])
+        if tonumber(scan[2][i + 1]) > (tonumber(redis.call('HGET', K.lwait, tn)) or 0) then
+            local r = redis.pcall('XPENDING', K:lane(tn), args[1])
             local k, err, rates = budget, nil, {}
             if type(r) == 'table' and not r.err and r[1] > 0 then
                 k, err, rates = claim_caps(lims, false, tn, budget, now)
@@ -123,7 +123,7 @@ local function lane_reclaim(keys, args)
                 end
             end
             if type(r) == 'table' and not r.err and r[1] > 0 and k > 0 then
-                local c = reclaim({lane_key(prefix, tn), keys[2]},
+                local c = reclaim({K:lane(tn), keys[2]},
                     {args[1], args[2], args[3], '0-0', tostring(k)})
                 if #c[2] > 0 then
                     out[#out + 1] = tn

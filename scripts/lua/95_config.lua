@@ -16,9 +16,9 @@ Errors: SLUICECONFIG (a list queue, a bad weight or tenant). ]]
 local FAIR_MAX_WEIGHT = 1000
 
 local function fair_config(keys, args)
-    local prefix = string.sub(keys[2], 1, -5)
-    if slot_migrating(prefix) then -- lanes, ring, weights: derived
-        return slot_tryagain(prefix)
+    local K = queue_keys_of(keys[2], 'meta')
+    if slot_migrating(K) then -- lanes, ring, weights: derived
+        return slot_tryagain(K)
     end
     local op = args[1]
     local v = redis.call('HMGET', keys[2], 'backend', 'fair', 'group')
@@ -35,21 +35,21 @@ local function fair_config(keys, args)
                     undelivered = undelivered - p[1]
                 end
             end
-            redis.call('HDEL', prefix .. 'lwait', '')
-            redis.call('LREM', prefix .. 'ring', 0, '')
+            redis.call('HDEL', K.lwait, '')
+            redis.call('LREM', K.ring, 0, '')
             if undelivered > 0 then
-                redis.call('HSET', prefix .. 'lwait', '', undelivered)
-                redis.call('LPUSH', prefix .. 'ring', '')
-                redis.call('RPUSH', prefix .. 'wake', 1)
-                redis.call('LTRIM', prefix .. 'wake', 0, 0)
+                redis.call('HSET', K.lwait, '', undelivered)
+                redis.call('LPUSH', K.ring, '')
+                redis.call('RPUSH', K.wake, 1)
+                redis.call('LTRIM', K.wake, 0, 0)
             end
             redis.call('HSET', keys[2], 'fair', 1)
         end
     elseif op == 'off' then
         redis.call('HDEL', keys[2], 'fair')
-        redis.call('HDEL', prefix .. 'lwait', '')
-        redis.call('HDEL', prefix .. 'deficit', '')
-        redis.call('LREM', prefix .. 'ring', 0, '')
+        redis.call('HDEL', K.lwait, '')
+        redis.call('HDEL', K.deficit, '')
+        redis.call('LREM', K.ring, 0, '')
     elseif op == 'weight' then
         local tn, w = args[2], limit_int(args[3], 1, FAIR_MAX_WEIGHT)
         if type(tn) ~= 'string' or not w then
@@ -58,15 +58,15 @@ local function fair_config(keys, args)
                 ' is not an integer 1..' .. FAIR_MAX_WEIGHT)
         end
         if w == 1 then
-            redis.call('HDEL', prefix .. 'weights', tn)
+            redis.call('HDEL', K.weights, tn)
         else
-            redis.call('HSET', prefix .. 'weights', tn, w)
+            redis.call('HSET', K.weights, tn, w)
         end
     else
         return redis.error_reply('SLUICECONFIG fair_config: on, off or weight')
     end
     return {redis.call('HGET', keys[2], 'fair') == '1' and 1 or 0,
-        redis.call('HLEN', prefix .. 'lanes'), redis.call('LLEN', prefix .. 'ring')}
+        redis.call('HLEN', K.lanes), redis.call('LLEN', K.ring)}
 end
 
 --[[ limits_config: the only writer of a queue's limits, so that meta `limits` always counts
