@@ -39,189 +39,281 @@ local FAIR_SPARE_VISITS = 32 -- lanes a read may look at beyond n, to pass over 
 local FAIR_MAX_HELD_VISITS = 1024 -- lanes a read that finds only held ones looks at, at most
 local FAIR_HELD_POLL_MS = 10 -- past those, it asks again this much later
 
-local function fair_take(keys, args)
+--[[ fair_take in steps. One read is one round over the head of the ring; its state R:
+  K, group, consumer, now      the queue's keys, the reader, Redis's time
+  n                            free slots left; per: the per-lane limits (drain-tenant,
+                               inflight-tenant); pool: the pool's rates to count the read in
+  pending_of_stream()          the stream's entries in flight (one XPENDING, when asked)
+  len, v, scale, weighted      the ring's length, lanes looked at per batch, the turn's scale,
+                               whether any lane has a weight set
+  visited, out, total          lanes visited, {lane, entries, ...} read, entries read
+  held, leased                 the earliest time (us) a held lane may give (-1 none), whether a
+                               count (a lease) held one
+  gone, back, head, set_wait, set_credit, wait_dec   where each visited lane goes after the
+                               round, its undelivered count and credit, what leaves lane_wait ]]
+
+-- The start of a read: the pool's limits (`drain` rates, the `inflight` count) cap n. Returns R;
+-- or nil and the reply to give now (an error, or the wait when the pool allows nothing).
+local function fair_start(keys, args)
     local n, K, lims, now = read_start(keys, args, DRAIN_SCOPES)
     if lims.err then
-        return lims
+        return nil, lims
     end
-    local group, consumer = args[1], args[2]
-    local meta = redis.call('HMGET', keys[2], 'fair', 'lane_depth', 'lane_wait')
+    local R = {K = K, group = args[1], consumer = args[2], now = now, out = {}, total = 0,
+        wait_dec = 0, held = -1, set_wait = {}, set_credit = {}, gone = {}, back = {},
+        head = nil, visited = 0}
+    R.meta = redis.call('HMGET', keys[2], 'fair', 'lane_depth', 'lane_wait')
     local stream_pending = nil
-    local function pending_of_stream()
+    function R.pending_of_stream()
         if not stream_pending then
-            stream_pending = redis.call('XPENDING', keys[1], group)[1]
+            stream_pending = redis.call('XPENDING', keys[1], R.group)[1]
         end
         return stream_pending
     end
-    local wait, pool, per, leased
-    n, wait, pool, per, leased = pool_caps(lims, n, now, function()
-        return pending_of_stream() + (tonumber(meta[2]) or 0) - (tonumber(meta[3]) or 0)
+    local wait
+    n, wait, R.pool, R.per, R.leased = pool_caps(lims, n, now, function()
+        return R.pending_of_stream() + (tonumber(R.meta[2]) or 0) - (tonumber(R.meta[3]) or 0)
     end)
     if not n then
-        return wait
+        return nil, wait
     end
     if n <= 0 then
-        return {{}, math.ceil(wait / 1000), leased and 'lease' or ''}
+        return nil, {{}, math.ceil(wait / 1000), R.leased and 'lease' or ''}
     end
-    local ring, lwait, deficit = K.ring, K.lwait, K.deficit
-    local len = redis.call('LLEN', ring)
-    -- one round over the head of the ring: at most FAIR_MAX_VISITS lanes, and no more than n
-    -- can use (plus a few to pass over held lanes); the state of those lanes in one call each
-    local v = math.min(len, FAIR_MAX_VISITS, n + FAIR_SPARE_VISITS)
-    local weighted = redis.call('EXISTS', K.weights) == 1
-    -- a turn gives weight x scale entries: n free slots spread over the lanes this round can
-    -- reach (so a few lanes fill a big read at once, and 1,000 lanes give a read of 2,000 32
-    -- each from the next 64; with n = 1 it is 1: one entry a lane, in turn)
-    local scale = math.max(1, math.ceil(n / math.max(v, 1)))
-    local out, total, wait_dec, held = {}, 0, 0, -1
-    local set_wait, set_credit, gone, back = {}, {}, {}, {}
-    local head, visited = nil, 0
-    -- the round takes v lanes at a time; while it has read nothing (every lane it saw was held
-    -- or empty) it goes on with the next v, up to FAIR_MAX_HELD_VISITS: the reply then tells
-    -- when the first held lane may go, instead of a worker asking again at once, over and over
-    while n > 0 and total == 0 and visited < len and visited < FAIR_MAX_HELD_VISITS do
-        local lanes = redis.call('LRANGE', ring, visited, visited + v - 1)
+    R.n = n
+    return R
+end
+
+-- The round's size: one round over the head of the ring, at most FAIR_MAX_VISITS lanes and no
+-- more than n can use (plus a few to pass over held lanes); a turn gives weight x scale entries:
+-- n free slots spread over the lanes this round can reach (so a few lanes fill a big read at
+-- once, and 1,000 lanes give a read of 2,000 32 each from the next 64; with n = 1 it is 1: one
+-- entry a lane, in turn).
+local function fair_plan(R)
+    R.len = redis.call('LLEN', R.K.ring)
+    R.v = math.min(R.len, FAIR_MAX_VISITS, R.n + FAIR_SPARE_VISITS)
+    R.weighted = redis.call('EXISTS', R.K.weights) == 1
+    R.scale = math.max(1, math.ceil(R.n / math.max(R.v, 1)))
+end
+
+-- The state of a batch of lanes of the ring, one call each: undelivered counts, credits, weights
+-- (when any is set) and, under an `inflight-tenant` limit, entries held.
+local function fair_batch(R, lanes)
+    local b = {}
+    b.waits = redis.call('HMGET', R.K.lwait, unpack(lanes))
+    b.credits = redis.call('HMGET', R.K.deficit, unpack(lanes))
+    b.weights = {}
+    if R.weighted then
+        b.weights = redis.call('HMGET', R.K.weights, unpack(lanes))
+    end
+    for _, lim in ipairs(R.per) do
+        if lim.scope == 'inflight-tenant' then
+            b.depths = redis.call('HMGET', R.K.lanes, unpack(lanes))
+        end
+    end
+    return b
+end
+
+-- What lane tn (the i-th of batch b) may give now: n capped by its `inflight-tenant` counts and
+-- `drain-tenant` rates. Returns allow, hold (us until it may give one, when allow <= 0) and the
+-- rates to count what it gives in; or nil and the error reply. A count that holds it sets
+-- R.leased.
+local function fair_lane_caps(R, b, i, tn)
+    local allow, hold, checked = R.n, 0, {}
+    for _, lim in ipairs(R.per) do
+        if lim.scope == 'inflight-tenant' then
+            local inflight
+            if tn == '' then
+                inflight = R.pending_of_stream()
+            else
+                inflight = (tonumber(b.depths[i]) or 0) - (tonumber(b.waits[i]) or 0)
+            end
+            allow, hold = lease_cap(lim.spec.n, inflight, allow, hold)
+            R.leased = R.leased or allow <= 0
+        else
+            local key = lim.key .. tn
+            allow, hold = rate_cap(lim, key, allow, hold, R.now)
+            if not allow then
+                return nil, hold
+            end
+            checked[#checked + 1] = {lim, key}
+        end
+    end
+    return allow, hold, checked
+end
+
+-- Up to k entries of lane tn for the reader, as XREADGROUP gives them; a tenant lane's group is
+-- created (at id 0) the first time the lane is read. Returns the reply or the error reply.
+local function fair_read_lane(R, tn, k)
+    local lk = R.K:lane(tn)
+    local r = redis.pcall('XREADGROUP', 'GROUP', R.group, R.consumer, 'COUNT', k, 'STREAMS', lk,
+        '>')
+    if type(r) == 'table' and r.err then
+        if tn == '' or not string.find(r.err, 'NOGROUP', 1, true) then
+            return r
+        end
+        redis.call('XGROUP', 'CREATE', lk, R.group, '0', 'MKSTREAM')
+        r = redis.call('XREADGROUP', 'GROUP', R.group, R.consumer, 'COUNT', k, 'STREAMS', lk, '>')
+    end
+    return r
+end
+
+-- Lane tn's turn (the i-th of batch b, allowed `allow` now, its rates `checked`): a spent credit
+-- gets weight x scale more; it gives up to min(allow, credit, n), counted in its rates and
+-- `served`; then it leaves the ring (nothing undelivered left), keeps its turn (the read is full
+-- and credit is left) or goes to the back. Returns the read's error reply, if any.
+local function fair_turn(R, b, i, tn, allow, checked)
+    local d = tonumber(b.credits[i]) or 0
+    if d < 1 then
+        d = d + (b.weights[i] and tonumber(b.weights[i]) or 1) * R.scale
+    end
+    local k = math.min(allow, d, R.n)
+    local r = fair_read_lane(R, tn, k)
+    if type(r) == 'table' and r.err then
+        return r
+    end
+    local got = r and r[1] and #r[1][2] or 0
+    if got > 0 then
+        R.out[#R.out + 1] = tn
+        R.out[#R.out + 1] = r[1][2]
+        R.total, R.n, d = R.total + got, R.n - got, d - got
+        redis.call('HINCRBY', R.K.served, tn, got)
+        rates_count(checked, R.now, got)
+    end
+    local left = (tonumber(b.waits[i]) or 0) - got
+    if tn ~= '' then
+        R.wait_dec = R.wait_dec + got
+    end
+    if got < k or left <= 0 then -- nothing undelivered left: out of the ring
+        R.gone[#R.gone + 1] = tn
+        if tn ~= '' and left > 0 then
+            R.wait_dec = R.wait_dec + left -- its count was more than its entries
+        end
+    else
+        local set_wait = R.set_wait
+        set_wait[#set_wait + 1], set_wait[#set_wait + 2] = tn, left
+        if d >= 1 and R.n <= 0 then -- the read is full: its turn goes on next time
+            local set_credit = R.set_credit
+            R.head = tn
+            set_credit[#set_credit + 1], set_credit[#set_credit + 2] = tn, d
+        else
+            R.back[#R.back + 1] = tn
+        end
+    end
+    return nil
+end
+
+-- The round: the ring's lanes v at a time; a lane its limits hold is passed over (its turn goes
+-- to the back), the others take their turn. While the round has read nothing (every lane it saw
+-- was held or empty) it goes on with the next v, up to FAIR_MAX_HELD_VISITS: the reply then tells
+-- when the first held lane may go, instead of a worker asking again at once, over and over.
+-- Returns the error reply of a limit or a read, if any.
+local function fair_round(R)
+    while R.n > 0 and R.total == 0 and R.visited < R.len and R.visited < FAIR_MAX_HELD_VISITS do
+        local lanes = redis.call('LRANGE', R.K.ring, R.visited, R.visited + R.v - 1)
         if #lanes == 0 then
             break
         end
-        -- the state of these lanes, in one call each
-        local waits = redis.call('HMGET', lwait, unpack(lanes))
-        local credits = redis.call('HMGET', deficit, unpack(lanes))
-        local weights, depths = {}, nil
-        if weighted then
-            weights = redis.call('HMGET', K.weights, unpack(lanes))
-        end
-        for _, lim in ipairs(per) do
-            if lim.scope == 'inflight-tenant' then
-                depths = redis.call('HMGET', K.lanes, unpack(lanes))
-            end
-        end
+        local b = fair_batch(R, lanes)
         for i, tn in ipairs(lanes) do
-            if n <= 0 then
+            if R.n <= 0 then
                 break
             end
-            visited = visited + 1
-            local allow, lane_hold, checked = n, 0, {}
-            for _, lim in ipairs(per) do
-                if lim.scope == 'inflight-tenant' then
-                    local inflight
-                    if tn == '' then
-                        inflight = pending_of_stream()
-                    else
-                        inflight = (tonumber(depths[i]) or 0) - (tonumber(waits[i]) or 0)
-                    end
-                    allow, lane_hold = lease_cap(lim.spec.n, inflight, allow, lane_hold)
-                    leased = leased or allow <= 0
-                else
-                    local key = lim.key .. tn
-                    allow, lane_hold = rate_cap(lim, key, allow, lane_hold, now)
-                    if not allow then
-                        return lane_hold
-                    end
-                    checked[#checked + 1] = {lim, key}
-                end
+            R.visited = R.visited + 1
+            local allow, hold, checked = fair_lane_caps(R, b, i, tn)
+            if not allow then
+                return hold
             end
             if allow <= 0 then -- passed over: its turn goes to the back
-                back[#back + 1] = tn
-                if held < 0 or lane_hold < held then
-                    held = lane_hold
+                R.back[#R.back + 1] = tn
+                if R.held < 0 or hold < R.held then
+                    R.held = hold
                 end
             else
-                local d = tonumber(credits[i]) or 0
-                if d < 1 then
-                    d = d + (weights[i] and tonumber(weights[i]) or 1) * scale
-                end
-                local k = math.min(allow, d, n)
-                local lk = K:lane(tn)
-                local r = redis.pcall('XREADGROUP', 'GROUP', group, consumer, 'COUNT', k, 'STREAMS',
-                    lk, '>')
-                if type(r) == 'table' and r.err then
-                    if tn == '' or not string.find(r.err, 'NOGROUP', 1, true) then
-                        return r
-                    end
-                    redis.call('XGROUP', 'CREATE', lk, group, '0', 'MKSTREAM')
-                    r = redis.call('XREADGROUP', 'GROUP', group, consumer, 'COUNT', k, 'STREAMS', lk,
-                        '>')
-                end
-                local got = r and r[1] and #r[1][2] or 0
-                if got > 0 then
-                    out[#out + 1] = tn
-                    out[#out + 1] = r[1][2]
-                    total, n, d = total + got, n - got, d - got
-                    redis.call('HINCRBY', K.served, tn, got)
-                    rates_count(checked, now, got)
-                end
-                local left = (tonumber(waits[i]) or 0) - got
-                if tn ~= '' then
-                    wait_dec = wait_dec + got
-                end
-                if got < k or left <= 0 then -- nothing undelivered left: out of the ring
-                    gone[#gone + 1] = tn
-                    if tn ~= '' and left > 0 then
-                        wait_dec = wait_dec + left -- its count was more than its entries
-                    end
-                else
-                    set_wait[#set_wait + 1], set_wait[#set_wait + 2] = tn, left
-                    if d >= 1 and n <= 0 then -- the read is full: its turn goes on next time
-                        head = tn
-                        set_credit[#set_credit + 1], set_credit[#set_credit + 2] = tn, d
-                    else
-                        back[#back + 1] = tn
-                    end
+                local err = fair_turn(R, b, i, tn, allow, checked)
+                if err then
+                    return err
                 end
             end
         end
     end
-    -- the ring after the round: the lane whose turn goes on, the lanes not visited, then the
-    -- lanes visited (in the order they went), each with its count and credit
-    if visited > 0 then
-        redis.call('LPOP', ring, visited)
-        if head then
-            redis.call('LPUSH', ring, head)
-        end
-        local reset = {} -- a lane whose turn ended (or that left the ring) starts the next afresh
-        for _, tn in ipairs(gone) do
+    return nil
+end
+
+-- The ring after the round: the lane whose turn goes on, the lanes not visited, then the lanes
+-- visited (in the order they went), each with its count and credit.
+local function fair_ring_write(R)
+    if R.visited == 0 then
+        return
+    end
+    local ring, lwait, deficit = R.K.ring, R.K.lwait, R.K.deficit
+    redis.call('LPOP', ring, R.visited)
+    if R.head then
+        redis.call('LPUSH', ring, R.head)
+    end
+    local reset = {} -- a lane whose turn ended (or that left the ring) starts the next afresh
+    for _, tn in ipairs(R.gone) do
+        reset[#reset + 1] = tn
+    end
+    for _, tn in ipairs(R.back) do
+        if tn ~= R.head then
             reset[#reset + 1] = tn
         end
-        for _, tn in ipairs(back) do
-            if tn ~= head then
-                reset[#reset + 1] = tn
-            end
-        end
-        call_list('RPUSH', ring, back)
-        call_list('HDEL', lwait, gone)
-        call_list('HSET', lwait, set_wait)
-        call_list('HDEL', deficit, reset)
-        call_list('HSET', deficit, set_credit)
     end
-    len = len - #gone
-    if wait_dec > 0 then
-        redis.call('HINCRBY', keys[2], 'lane_wait', -wait_dec)
+    call_list('RPUSH', ring, R.back)
+    call_list('HDEL', lwait, R.gone)
+    call_list('HSET', lwait, R.set_wait)
+    call_list('HDEL', deficit, reset)
+    call_list('HSET', deficit, R.set_credit)
+end
+
+-- The end of a read: lane_wait less what left it, the stream read as it comes when the queue is
+-- not fair any more, and the reply; the pool's rates count what was read, and backlog left wakes
+-- a peer.
+local function fair_finish(R, keys)
+    local len = R.len - #R.gone
+    if R.wait_dec > 0 then
+        redis.call('HINCRBY', keys[2], 'lane_wait', -R.wait_dec)
     end
-    if n > 0 and meta[1] ~= '1' then -- not fair any more: the stream is read as it comes
-        local r = redis.call('XREADGROUP', 'GROUP', group, consumer, 'COUNT', n, 'STREAMS',
+    if R.n > 0 and R.meta[1] ~= '1' then -- not fair any more: the stream is read as it comes
+        local r = redis.call('XREADGROUP', 'GROUP', R.group, R.consumer, 'COUNT', R.n, 'STREAMS',
             keys[1], '>')
         local got = r and r[1] and #r[1][2] or 0
         if got > 0 then
-            out[#out + 1] = ''
-            out[#out + 1] = r[1][2]
-            total = total + got
+            R.out[#R.out + 1] = ''
+            R.out[#R.out + 1] = r[1][2]
+            R.total = R.total + got
         end
     end
-    if total == 0 then
-        if len > #back then -- lanes past FAIR_MAX_HELD_VISITS: soon, they may go
+    if R.total == 0 then
+        local held = R.held
+        if len > #R.back then -- lanes past FAIR_MAX_HELD_VISITS: soon, they may go
             held = math.min(held < 0 and FAIR_HELD_POLL_MS * 1000 or held, FAIR_HELD_POLL_MS * 1000)
         end
         if held >= 0 then
-            return {{}, math.max(1, math.ceil(held / 1000)), leased and 'lease' or ''}
+            return {{}, math.max(1, math.ceil(held / 1000)), R.leased and 'lease' or ''}
         end
         return {{}, -1}
     end
-    rates_count(pool, now, total)
-    if len > 0 and redis.call('LLEN', K.wake) == 0 then -- backlog left: wake a peer
-        redis.call('RPUSH', K.wake, 1)
+    rates_count(R.pool, R.now, R.total)
+    if len > 0 and redis.call('LLEN', R.K.wake) == 0 then -- backlog left: wake a peer
+        redis.call('RPUSH', R.K.wake, 1)
     end
-    return {out, 0}
+    return {R.out, 0}
+end
+
+local function fair_take(keys, args)
+    local R, reply = fair_start(keys, args)
+    if not R then
+        return reply
+    end
+    fair_plan(R)
+    local err = fair_round(R)
+    if err then
+        return err
+    end
+    fair_ring_write(R)
+    return fair_finish(R, keys)
 end
 
 --[[ lane_ack (fair queues): ack for entries of several lanes in one call (as ack, per lane).
