@@ -4,8 +4,8 @@
 -- that derive keys.
 -- keys:  every key name of a queue (queue_keys); the slot check's probes sluice:{Q}:migrating?
 --        and sluice:{Q}:migrating?2, which never exist
--- state: the runtime API upvalues (r_call, r_pcall, to_number, ...), set by entry() on a fresh
---        Lua state whichever function runs first
+-- state: the initialisers of every module's state (on_fresh_state), run by entry() on a fresh
+--        Lua state whichever function runs first; the runtime API (r_call, r_pcall, ...)
 ---------------------------------------------------------------------------------------------------
 
 --[[
@@ -23,28 +23,38 @@ Never bound the stream with MAXLEN: it would drop admitted work silently.
 
 local VERSION = '1:@LIBRARY_HASH@' -- data model 1, then the hash of the library's text
 
---[[ The limiter's runtime API in upvalues. A function's globals (redis, tonumber, math, ...) are
-looked up through the globals table's metatable on every use, which costs a short hot path more
-than some of its calls; an upvalue is one step. redis.call, tonumber and math are not there
-while the library loads, so every function sets them on its first call: each is called through
-entry() (registered so, and the EVALSHA form of each function calls it so), whichever function
-a fresh Lua state (new server, restart, failover, FUNCTION LOAD) runs first. The string
-functions come from the strings' metatable, there at load. ]]
-local r_call, r_pcall, to_number, l_type, m_floor, m_ceil, m_fmod = nil, nil, nil, nil, nil, nil,
-    nil
-local set_mt = nil
+--[[ Module state. Every module-level variable that changes after the library loads (the
+runtime API below, the limiter's caches and scratch tables) is declared without a value and set
+by its module's initialiser, registered with on_fresh_state. entry() runs every initialiser, in
+module order, before the first call on a fresh Lua state (new server, restart, failover,
+FUNCTION LOAD), whichever function that is: each function is called through entry() (registered
+so, and the EVALSHA form of each function calls it so, where every call is a fresh state). So no
+state depends on which entry point ran first, and each module's state is set in one place. ]]
+local STATE_INITS = {}
+local function on_fresh_state(init)
+    STATE_INITS[#STATE_INITS + 1] = init
+end
+
+--[[ The runtime API in upvalues. A function's globals (redis, tonumber, math, ...) are looked up
+through the globals table's metatable on every use, which costs a short hot path more than some
+of its calls; an upvalue is one step. redis.call, tonumber and math are not there while the
+library loads: the first initialiser sets them. The string functions come from the strings'
+metatable, there at load. ]]
+local r_call, r_pcall, to_number, l_type, m_floor, m_ceil, m_fmod, set_mt
 local s_format, s_match = ('').format, ('').match
-local function limit_api()
+on_fresh_state(function()
     r_call, r_pcall, to_number, l_type = redis.call, redis.pcall, tonumber, type
     m_floor, m_ceil, m_fmod = math.floor, math.ceil, math.fmod
     set_mt = setmetatable
-end
+end)
 
--- fn as called by Redis: with the runtime API set first.
+-- fn as called by Redis: on a fresh Lua state, every module's state is set first.
 local function entry(fn)
     return function(keys, args)
         if not r_call then
-            limit_api()
+            for i = 1, #STATE_INITS do
+                STATE_INITS[i]()
+            end
         end
         return fn(keys, args)
     end

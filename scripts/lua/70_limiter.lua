@@ -72,7 +72,7 @@ What each algorithm promises (T = PERIOD/COUNT):
 -- formatting a number: a log's score and member are that text. (Digits + 0 is the cheapest
 -- conversion: tonumber converts twice, through a C call.)
 local PAD6 = {'00000', '0000', '000', '00', '0', ''}
-local now_n, now_text = nil, ''
+local now_n, now_text -- (set by the limiter's initialiser, as every state below)
 local function now_us()
     local t = r_call('TIME')
     local u = t[2]
@@ -101,9 +101,9 @@ local function limit_int(s, lo, hi)
 end
 
 -- '%d' where it prints integers up to 2^53 exactly (a 64-bit long: cheaper than '%.0f'); set
--- on first use (the string library is not there while the library loads).
-local int_format = nil
-local memo_n, memo_text = nil, ''
+-- by the initialiser (the string library is not there while the library loads).
+local int_format
+local memo_n, memo_text
 
 -- An integer (< 2^53) as decimal text. The clock's last reading and the last number asked for
 -- are kept: the limits of one call often write the same numbers.
@@ -111,10 +111,6 @@ local function limit_fmt(n)
     if n == now_n then
         return now_text
     elseif n ~= memo_n then
-        if not int_format then
-            int_format = s_format('%d', 9007199254740992) == '9007199254740992' and '%d' or
-                '%.0f'
-        end
         memo_n, memo_text = n, s_format(int_format, n)
     end
     return memo_text
@@ -202,7 +198,7 @@ end
 function of the text, so keeping it between calls changes no result (and nothing is kept but
 parses: a spec is only read). At most SPEC_CACHE_MAX texts; past that it starts over. ]]
 local SPEC_CACHE_MAX = 256
-local spec_cache, spec_cached = {}, 0
+local spec_cache, spec_cached
 
 -- Spec text s parsed, shared: read it, never write it (or the error reply naming limit i).
 local function limit_spec_parsed(i, s)
@@ -266,7 +262,7 @@ the same double). At most GCRA_SEEN_MAX keys; past that it starts over. What is 
 in the Lua heap, which Redis's collector steps through on every call of any function: a
 thousand keys kept cost every sluice_limit call 1.4 % more instructions; a few hot ones pay. ]]
 local GCRA_SEEN_MAX = 32
-local gcra_seen, gcra_seen_n = {}, 0
+local gcra_seen, gcra_seen_n
 
 local gcra_record
 
@@ -475,7 +471,7 @@ end
 -- Trims the log at key to the units that count at `now` (a unit made at s counts while
 -- now < s + P, and is removed at the first call after) and returns how many there are. A key
 -- that is not a sorted set counts 0 and sets log_foreign (its record deletes it).
-local log_foreign = false
+local log_foreign
 
 local function log_count(c, key, now)
     local bound = now - c.p
@@ -524,7 +520,7 @@ local function log_refill(c, st, key, now)
     return log_full(c, key, st.count, now)
 end
 
-local member_score, member0 = nil, '' -- the last score's first member name, "<score>:0"
+local member_score, member0 -- the last score's first member name, "<score>:0"
 
 local function log_record(c, st, key, w, now)
     local score = now_text -- limit_fmt(now), inline
@@ -563,7 +559,7 @@ end
 limit, say): the general path's commands and answer, without its state and its two calls per
 limit. ]]
 local LIMIT_SCRATCH_MAX = 16 -- the most limits of a call whose scratch tables are kept
-local log_counts = {} -- scratch, call after call
+local log_counts -- scratch, call after call
 
 local function log_limits(cs, keys, nl, now)
     local counts, ok, left, full = log_counts, true, 2 ^ 53, 0
@@ -689,7 +685,7 @@ LIMIT_ENGINES = {
 
 -- sluice_limit's specs and states, reused call after call (a call sets what it reads); a call
 -- of more limits than LIMIT_SCRATCH_MAX makes its own.
-local limit_specs, limit_states = {}, {}
+local limit_specs, limit_states
 
 -- Whether `key` of limit c was given by an earlier limit of the call, which only window limits
 -- of different PERIOD:PRECISION may share: the check for calls of many limits (a few are
@@ -851,3 +847,16 @@ local function limit(keys, args)
     end
     return {1, 0, rem, 0, m_ceil(full / 1000)}
 end
+
+-- The limiter's state on a fresh Lua state: empty caches and scratch tables, the clock not read.
+on_fresh_state(function()
+    now_n, now_text = nil, ''
+    int_format = s_format('%d', 9007199254740992) == '9007199254740992' and '%d' or '%.0f'
+    memo_n, memo_text = nil, ''
+    member_score, member0 = nil, ''
+    spec_cache, spec_cached = {}, 0
+    gcra_seen, gcra_seen_n = {}, 0
+    log_foreign = false
+    log_counts = {}
+    limit_specs, limit_states = {}, {}
+end)

@@ -30,7 +30,7 @@ same strings, compared as Lua compares strings: by content) takes the same list,
 hash is read on every call but parsed and sorted only when it changed. At most
 QUEUE_LIMITS_MAX keys; past that it starts over. ]]
 local QUEUE_LIMITS_MAX = 64
-local queue_limits_cache, queue_limits_cached = {}, 0
+local queue_limits_cache, queue_limits_cached -- (set by this module's initialiser)
 
 -- The limits of a queue in `scopes`: {{name, scope, spec table, key}, ...} in name order (an
 -- `inflight` or `inflight-tenant` limit's spec is its count: {n = N}, its key ''; a rate's key
@@ -116,8 +116,8 @@ units it allows now), its units are handed out to the messages in order, and it 
 once with their total at the end: the same as checking and counting message by message at one
 `now`, for the cost of one read and one write per key instead of per message. ]]
 local BATCH_POOL_MAX = 16 -- states kept for the next call (a call may need more)
-local batch_pool = {}
-local the_batch = {lims = false, now = 0, states = {}, order = {}, n = 0, sts = {}, nl = 0}
+local batch_pool
+local the_batch
 
 -- The batch of this call: the one table, emptied of the last call's states (the state tables
 -- themselves are used again, up to BATCH_POOL_MAX; after a call of more, its tables are let go).
@@ -213,3 +213,10 @@ local function batch_retry(b, st)
     end
     return st.rt
 end
+
+-- The queue limits' state on a fresh Lua state: no limits read yet, an empty batch.
+on_fresh_state(function()
+    queue_limits_cache, queue_limits_cached = {}, 0
+    batch_pool = {}
+    the_batch = {lims = false, now = 0, states = {}, order = {}, n = 0, sts = {}, nl = 0}
+end)
