@@ -1,10 +1,42 @@
 ---------------------------------------------------------------------------------------------------
--- register: the functions Redis calls, with their flags. Not part of any EVALSHA script.
+-- register: the functions Redis calls, with their flags, and the modules each function's
+-- EVALSHA script carries. Not part of any EVALSHA script.
 -- keys:  none
 -- state: none
 ---------------------------------------------------------------------------------------------------
 
--- REGISTER (the loader cuts the text here for EVALSHA mode)
+--[[ The EVALSHA form of each function (servers without FUNCTION, or when forced): a script of
+the modules the function needs, in library order, then `return entry(<local>)(KEYS, ARGV)`.
+scripts.c builds it from the line "-- @needs <local>: <modules>" below (and the "-- @module"
+lines the build puts before each module), so a call re-creates only what it uses. A module
+needs the modules whose locals it names; test_lua_scripts checks that no script names a local
+it does not define. ]]
+-- @needs admit: base capacity lanes limiter queue_limits admission
+-- @needs admit2: base capacity lanes limiter queue_limits admission
+-- @needs list_admit: base capacity lanes limiter queue_limits admission
+-- @needs list_admit2: base capacity lanes limiter queue_limits admission
+-- @needs ack: base share lanes stream
+-- @needs dead: base share lanes stream
+-- @needs retry: base share lanes stream
+-- @needs touch: base share lanes stream
+-- @needs prune: base share lanes stream
+-- @needs group: base share lanes stream
+-- @needs drain_reclaim: base share lanes stream limiter queue_limits pacing reclaim
+-- @needs lane_reclaim: base share lanes stream limiter queue_limits pacing reclaim
+-- @needs list_take: base list
+-- @needs list_ack: base list
+-- @needs list_dead: base list
+-- @needs list_recover: base list
+-- @needs replay: base capacity lanes replay
+-- @needs list_replay: base capacity lanes replay
+-- @needs version: base
+-- @needs limit: base limiter
+-- @needs limits_config: base limiter queue_limits config
+-- @needs fair_config: base limiter queue_limits config
+-- @needs take: base limiter queue_limits pacing
+-- @needs fair_take: base share lanes stream limiter queue_limits pacing fair
+-- @needs lane_ack: base share lanes stream limiter queue_limits pacing fair
+
 -- Flags. The functions that add work to a bucket (sluice_admit, sluice_list_admit,
 -- sluice_replay, sluice_list_replay) are registered WITHOUT allow-oom on purpose: when Redis
 -- is over maxmemory it refuses them with an OOM error before they run, so admission stops
@@ -16,7 +48,7 @@
 -- create the stream and group), sluice_limit (adds limiter state) and sluice_fair_config only
 -- grow memory and are refused under OOM as well.
 -- A function that drains or moves admitted work: allowed under OOM (see above).
--- Every function is registered through entry() (see limit_api): below, `redis` is the loader's
+-- Every function is registered through entry() (see on_fresh_state): below, `redis` is the loader's
 -- API with a register_function that wraps each callback so.
 local register_function = redis.register_function
 local redis = {register_function = function(spec, fn)

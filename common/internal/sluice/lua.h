@@ -19,9 +19,9 @@ extern "C" {
 #endif
 
 /* The library text as loaded with FUNCTION LOAD, and the stand-alone script text EVALSHA mode
- * uses for one function: the text above the REGISTER marker without the shebang line, then
- * `return <local>(KEYS, ARGV)` (malloc'ed, caller frees; NULL for an unknown fn or when out of
- * memory). */
+ * uses for one function: the modules it needs (its "-- @needs" line), then
+ * `return entry(<local>)(KEYS, ARGV)` (malloc'ed, caller frees; NULL for an unknown fn, a
+ * library without its needs, or when out of memory). */
 const char *sluice_lua_library(size_t *len);
 char *sluice_lua_script(sluice_fn fn, size_t *len);
 
