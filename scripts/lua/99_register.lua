@@ -30,7 +30,7 @@ it does not define. ]]
 -- @needs replay: base capacity lanes replay
 -- @needs list_replay: base capacity lanes replay
 -- @needs version: base
--- @needs limit: base limiter
+-- @needs limit: base limiter standalone
 -- @needs limits_config: base limiter queue_limits config
 -- @needs fair_config: base limiter queue_limits config
 -- @needs take: base limiter queue_limits pacing
