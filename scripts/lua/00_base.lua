@@ -83,8 +83,8 @@ end
 --[[ The keys of a queue: every key name the library builds is built here, from the queue's
 prefix "sluice:{Q}:" (the C side's twin is common/src/queue.c; docs/data-model.md lists them).
 queue_keys(prefix) gives the queue's key table K; queue_keys_of(key, name) the same from a key of
-the queue known to be its `name` key (KEYS[2], meta or stats, for most functions). A name is built the
-first time it is used, and a name that is not a key of the queue fails loudly.
+the queue known to be its `name` key (KEYS[2], meta or stats, for most functions). A name is
+built the first time it is used, and a name that is not a key of the queue fails loudly.
   K.stream K.meta K.stats K.dead    the bucket, its settings, counters, dead letters
   K.tdepth                          a tenant's share: entries per tenant
   K.limits, K:qlim(NAME, ALG)       the queue's limits; limit NAME's state keys less the VALUE

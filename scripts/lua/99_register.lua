@@ -48,8 +48,8 @@ it does not define. ]]
 -- create the stream and group), sluice_limit (adds limiter state) and sluice_fair_config only
 -- grow memory and are refused under OOM as well.
 -- A function that drains or moves admitted work: allowed under OOM (see above).
--- Every function is registered through entry() (see on_fresh_state): below, `redis` is the loader's
--- API with a register_function that wraps each callback so.
+-- Every function is registered through entry() (see on_fresh_state): below, `redis` is the
+-- loader's API with a register_function that wraps each callback so.
 local register_function = redis.register_function
 local redis = {register_function = function(spec, fn)
     if fn == nil then -- the table form: {function_name = ..., callback = ..., flags = ...}
