@@ -396,7 +396,7 @@ static int send_lane_acks(sluice_worker *w, ack_batch *b) {
         a.v[k] = b->jobs[i]->id;
         a.lens[k++] = strlen(b->jobs[i]->id);
     }
-    /* meta declared: the function need not derive it (see slot_migrating in sluice.lua) */
+    /* meta declared: the function need not derive it (slot_migrating, scripts/lua) */
     const char *keys[] = {w->keys.stream, w->keys.stats, w->keys.meta};
     int st = sluice_aconn_fcall(w->cmd, SLUICE_FN_LANE_ACK, 3, keys, NULL, (int)k, a.v, a.lens, 0,
                                 on_acked, b);

@@ -83,7 +83,7 @@ SLUICE_API int sluice_partition_of(const char *tenant, int parts);
  *   sluice:{Q}:qlim:NAME:ALG:VALUE  the state of queue Q's limit NAME of algorithm ALG ("gcra",
  *                              ...) for VALUE ('' for scopes queue and drain, the tenant, the
  *                              client key; valuelen bytes, NULL = ''): the twin of the function
- *                              library's qlim_key, apart from every standalone key */
+ *                              library's queue_keys, apart from every standalone key */
 SLUICE_API int sluice_key_proc(const sluice_keys *k, const char *consumer, char *buf, size_t len);
 SLUICE_API int sluice_key_idem(const sluice_keys *k, const char *key, size_t keylen, char *buf,
                                size_t len);

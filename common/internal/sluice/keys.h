@@ -7,7 +7,7 @@
  * tenant's lane, a consumer's processing list...), a part after it. keys.c holds the table of
  * suffixes; every key sluice's C code sends is built from it: sluice_keys_init (sluice/queue.h)
  * fills the keys every component uses, sluice__key builds the others, and the public
- * sluice_key_* builders go through it. The function library (scripts/sluice.lua) derives the
+ * sluice_key_* builders go through it. The function library (scripts/lua/, queue_keys) derives the
  * same names from the same prefix; docs/data-model.md is the contract for both, and
  * tests/unit/test_queue.c asserts every name. A partition i of Q is the queue "Q~i"
  * (sluice_partition_name) with keys of its own: sluice__partition_keys.
