@@ -56,6 +56,8 @@ static int check_options(const sluice_worker_options *o, char *err, size_t errle
         check_range("max deliveries", o->max_deliveries, 1, 1000000, err, errlen) ||
         check_range("retry backoff ms", o->retry_backoff_ms, 0, 86400000, err, errlen) ||
         check_range("grace ms", o->grace_ms, 0, 86400000, err, errlen) ||
+        check_range("handler timeout ms", o->handler_timeout_ms, 0, 86400000, err, errlen) ||
+        check_range("concurrency min", o->concurrency_min, 0, o->concurrency, err, errlen) ||
         check_range("max messages", o->max_messages, 0, (long long)1e15, err, errlen)) {
         return SLUICE_EINVAL;
     }
@@ -155,6 +157,7 @@ int sluice_worker_new(const sluice_worker_options *in, sluice_worker **out, char
         return SLUICE_EINVAL;
     }
     w->in_flight.next = w->in_flight.prev = &w->in_flight;
+    w->expired.next = w->expired.prev = &w->expired;
     snprintf(w->cursor, sizeof(w->cursor), "0-0");
     if (w->o.tally != NULL) {
         tally_join(w->o.tally, 1);
@@ -189,6 +192,10 @@ const char *sluice_worker_errstr(const sluice_worker *w) {
 void sluice_worker_get_stats(const sluice_worker *w, sluice_worker_stats *s) {
     *s = w->st;
     s->in_flight = w->n_in_flight;
+}
+
+int sluice_worker_concurrency_limit(const sluice_worker *w) {
+    return w->o.concurrency;
 }
 
 static int tallied(const sluice_worker *w) {
@@ -885,7 +892,7 @@ static void close_all(sluice_worker *w) {
     uv_handle_t *hs[] = {(uv_handle_t *)&w->stop_async,    (uv_handle_t *)&w->flush_check,
                          (uv_handle_t *)&w->reclaim_timer, (uv_handle_t *)&w->touch_timer,
                          (uv_handle_t *)&w->grace_timer,   (uv_handle_t *)&w->retry_timer,
-                         (uv_handle_t *)&w->pace_timer};
+                         (uv_handle_t *)&w->pace_timer,    (uv_handle_t *)&w->timeout_timer};
     for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++) {
         uv_close(hs[i], handle_closed);
     }
@@ -933,7 +940,8 @@ static int leave_group(sluice_worker *w) {
  * has left the group. */
 static void check_done(sluice_worker *w) {
     /* after a fatal error nothing in flight can be settled: do not wait for the grace */
-    if (w->stopping && !w->closing && (w->fatal || (w->n_in_flight == 0 && !w->reading))) {
+    if (w->stopping && !w->closing &&
+        (w->fatal || (w->n_in_flight == 0 && !w->reading && w->expired.next == &w->expired))) {
         if (w->leaving || leave_group(w)) {
             return;
         }
@@ -988,9 +996,11 @@ static int start_handles(sluice_worker *w) {
     uv_timer_init(w->loop, &w->grace_timer);
     uv_timer_init(w->loop, &w->retry_timer);
     uv_timer_init(w->loop, &w->pace_timer);
+    uv_timer_init(w->loop, &w->timeout_timer);
+    w->timeout_timer.data = w;
     w->stop_async.data = w->flush_check.data = w->reclaim_timer.data = w;
     w->touch_timer.data = w->grace_timer.data = w->retry_timer.data = w->pace_timer.data = w;
-    w->handles = 7;
+    w->handles = 8;
     atomic_store(&w->async_live, 1);
     if (atomic_load(&w->stop_requests) > 0) {
         uv_async_send(&w->stop_async); /* asked before the loop ran */

@@ -34,6 +34,12 @@ struct job {
     sluice_verdict verdict;
     int decoded; /* the envelope was valid */
     int cleanup; /* an entry with no body: only acknowledge it */
+    /* handler_timeout_ms passed: the entry is retried while the handler still holds the job
+     * (handler_out) until it gives its ignored verdict; settled, it waits in w->expired */
+    atomic_int abandoned;
+    int handler_out;
+    int parked;                  /* in w->expired */
+    sluice_verdict pool_verdict; /* a blocking handler's, written on its thread */
     uint64_t start_ns;
     char id[SLUICE_STREAM_ID_MAX];
     unsigned char *raw; /* stream: the envelope; list: the whole element "<seq>:<envelope>" */
@@ -64,12 +70,14 @@ struct sluice_worker {
     uv_timer_t reclaim_timer;
     uv_timer_t touch_timer;
     uv_timer_t grace_timer;
-    uv_timer_t retry_timer; /* re-arms reading after an error */
-    uv_timer_t pace_timer;  /* a paced queue: waits for the next allowance */
-    int handles;            /* uv handles not yet closed */
+    uv_timer_t retry_timer;   /* re-arms reading after an error */
+    uv_timer_t pace_timer;    /* a paced queue: waits for the next allowance */
+    uv_timer_t timeout_timer; /* handler_timeout_ms: the earliest deadline of a job */
+    int handles;              /* uv handles not yet closed */
     int running;
 
     job in_flight; /* sentinel of the in-flight list */
+    job expired;   /* sentinel: settled jobs whose timed-out handler still holds them */
     int n_in_flight;
     job **ackq; /* settled DONE jobs waiting for the next ack call */
     size_t ackq_n, ackq_cap;
@@ -141,6 +149,8 @@ void sluice__job_dead(job *j, const char *reason);
 void sluice__jobs_flush(sluice_worker *w);
 void sluice__job_release(job *j); /* after its settle call: free, release the slot */
 void sluice__jobs_free_all(sluice_worker *w);
+/* timeout_timer's callback: gives up the jobs past handler_timeout_ms */
+void sluice__jobs_timeout_cb(uv_timer_t *t);
 
 /* worker.c */
 void sluice__worker_kick(sluice_worker *w); /* read more if there are free slots */
