@@ -147,6 +147,19 @@ static void count_latency(sluice_worker *w, job *j) {
     w->st.latency_sum_s += s;
 }
 
+/* The verdict's latency feeds the adaptive limit; its changes are logged at most every 5 s. */
+static void adapt(sluice_worker *w, job *j) {
+    uint64_t now = sluice_now_ns();
+    sluice__adaptive_sample(&w->adaptive, j->start_ns, now, w->n_in_flight);
+    int limit = sluice__adaptive_limit(&w->adaptive);
+    if (limit != w->adaptive_logged && now / 1000000 - w->adaptive_log_ms >= 5000) {
+        SLUICE_LOG(SLUICE_LOG_INFO, "event=concurrency limit=%d noload_ms=%.1f in_flight=%d", limit,
+                   w->adaptive.noload_ns / 1e6, w->n_in_flight);
+        w->adaptive_logged = limit;
+        w->adaptive_log_ms = now / 1000000;
+    }
+}
+
 /* Queues a DONE job for the next ack call. Out of memory: the entry stays pending in Redis and
  * is reclaimed after the visibility timeout; never lost. */
 static void ackq_push(sluice_worker *w, job *j) {
@@ -273,6 +286,9 @@ static void job_verdict(job *j, sluice_verdict v, const char *reason) {
         return;
     }
     count_latency(w, j);
+    if (w->o.concurrency_min > 0) {
+        adapt(w, j);
+    }
     j->verdict = v;
     j->state = JOB_SETTLING;
     int last = sluice__worker_count_verdict(w);

@@ -694,6 +694,8 @@ int main(int argc, char **argv) {
            s.failed, s.retried, s.dead, s.reclaimed);
     if (parts > 1) {
         printf(" partitions=%d", parts);
+    } else if (a.o.concurrency_min > 0) {
+        printf(" concurrency_limit=%d", sluice_worker_concurrency_limit(worker));
     }
     printf("\n");
     if (st != 0) {

@@ -6,6 +6,7 @@
  * Reading asks for at most the free slots; a read is re-issued as soon as a reply was handled
  * and slots are free, and whenever a settled job frees a slot while no read is outstanding.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -194,8 +195,12 @@ void sluice_worker_get_stats(const sluice_worker *w, sluice_worker_stats *s) {
     s->in_flight = w->n_in_flight;
 }
 
+int sluice__worker_limit(const sluice_worker *w) {
+    return w->o.concurrency_min > 0 ? sluice__adaptive_limit(&w->adaptive) : w->o.concurrency;
+}
+
 int sluice_worker_concurrency_limit(const sluice_worker *w) {
-    return w->o.concurrency;
+    return sluice__worker_limit(w);
 }
 
 static int tallied(const sluice_worker *w) {
@@ -275,7 +280,7 @@ int sluice__worker_count_verdict(sluice_worker *w) {
 }
 
 int sluice__worker_free_slots(const sluice_worker *w) {
-    long long free_slots = w->o.concurrency - w->n_in_flight;
+    long long free_slots = sluice__worker_limit(w) - w->n_in_flight;
     long long taken = w->o.tally != NULL ? atomic_load(&w->o.tally->taken) : w->taken;
     if (w->o.max_messages > 0 && w->o.max_messages - taken < free_slots) {
         free_slots = w->o.max_messages - taken;
@@ -597,6 +602,10 @@ void sluice__worker_hold(sluice_worker *w, long long wait, int lease) {
     if (wait > PACE_HOLD_MAX_MS) {
         wait = PACE_HOLD_MAX_MS;
     }
+    if (lease && w->o.concurrency_min > 0) {
+        /* the queue's inflight limit holds this worker at what it has: no higher limit */
+        sluice__adaptive_cap(&w->adaptive, w->n_in_flight);
+    }
     w->pace_waiting = 1;
     w->pace_lease = lease;
     w->st.paced_wait_ms += (unsigned long long)wait;
@@ -835,7 +844,7 @@ void sluice__worker_kick(sluice_worker *w) {
         w->reading = 1;
         w->list_idle = 0;
         w->released_read = w->released;
-    } else if (tally_shared(w) && w->n_in_flight < w->o.concurrency && !polling) {
+    } else if (tally_shared(w) && w->n_in_flight < sluice__worker_limit(w) && !polling) {
         /* what the workers sharing the tally reserved may come back, or their verdicts end it */
         uv_timer_start(&w->retry_timer, read_retry_cb, TALLY_POLL_MS, 0);
     }
@@ -1035,6 +1044,10 @@ int sluice_worker_run(sluice_worker *w, uv_loop_t *loop) {
         loop = &w->own_loop;
     }
     w->loop = loop;
+    if (w->o.concurrency_min > 0) {
+        sluice__adaptive_init(&w->adaptive, w->o.concurrency_min, w->o.concurrency, sluice_now_ns(),
+                              (unsigned)getpid() ^ (unsigned)(uintptr_t)w);
+    }
     char where[300];
     sluice_url_redact(&w->url, where, sizeof(where));
     SLUICE_LOG(SLUICE_LOG_INFO,

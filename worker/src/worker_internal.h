@@ -18,6 +18,8 @@
 #include "sluice/url.h"
 #include "sluice/worker.h"
 
+#include "adaptive.h"
+
 typedef struct job job;
 
 enum job_state {
@@ -132,6 +134,10 @@ struct sluice_worker {
     int hz_slack_ms;        /* 1000 / the server's hz: how late it may end a BLPOP */
     int hz_asked;           /* CONFIG GET hz sent (once) */
     sluice_worker_stats st;
+    /* concurrency_min > 0: the adaptive limit, fed by every verdict's latency (jobs.c) */
+    sluice__adaptive adaptive;
+    uint64_t adaptive_log_ms; /* when its limit was last logged */
+    int adaptive_logged;      /* ... and what it was */
     int fatal;
     char err[512];
 };
@@ -161,6 +167,8 @@ void sluice__worker_hold(sluice_worker *w, long long wait, int lease);
 void sluice__worker_released(sluice_worker *w);
 void sluice__worker_error(sluice_worker *w, const char *what, int status, const char *detail);
 int sluice__worker_free_slots(const sluice_worker *w);
+/* How many jobs may be in flight now: concurrency, or the adaptive limit. */
+int sluice__worker_limit(const sluice_worker *w);
 /* One entry taken (read or claimed), one verdict given: counted here and in the tally; the
  * second returns 1 when max_messages is reached. */
 void sluice__worker_count_taken(sluice_worker *w);
