@@ -89,23 +89,6 @@ static void backend_handler(sluice_worker *w, const sluice_job *job, void *arg) 
     fifo_n++;
 }
 
-static void fill(const char *q, int n) {
-    sluice_producer_options o;
-    sluice_producer *p;
-    sluice_admit_result res;
-    char err[256];
-    sluice_producer_options_init(&o);
-    o.redis_url = th_redis_url();
-    o.queue = q;
-    o.capacity = 100000;
-    CHECK_OK(sluice_producer_new(&o, &p, err, sizeof(err)), err);
-    for (int i = 0; i < n; i++) {
-        CHECK_OK(sluice_producer_admit(p, "work", 4, &res), sluice_producer_errstr(p));
-        CHECK_EQ(res.outcome, SLUICE_ADMITTED);
-    }
-    sluice_producer_free(p);
-}
-
 typedef struct run {
     sluice_worker *w;
     int rc;
@@ -128,7 +111,7 @@ static void drive(int min, int max, int n, int warm_ms, int measure_ms, double *
     char q[64];
     th_queue(q, sizeof(q), "adaptive");
     redisContext *c = th_redis();
-    fill(q, n);
+    th_fill(q, SLUICE_BACKEND_STREAM, n, "work");
     fifo_head = fifo_n = 0;
     busy = 0;
     atomic_store(&ninside, 0);
