@@ -19,6 +19,11 @@
  * live workers (XAUTOCLAIM); the owner of a long job re-claims its own entries before that so
  * no other worker steals them while it lives.
  *
+ * Deadlines (handler_timeout_ms): a job without a verdict by then is retried and its slot freed;
+ * the handler is told (abandon_handler, sluice_job_abandoned) and its late verdict ignored.
+ * Adaptive concurrency (concurrency_min > 0): the in-flight number follows the handler's
+ * latency between concurrency_min and concurrency.
+ *
  * Shutdown: sluice_worker_stop() stops reading, lets in-flight work finish within
  * `grace_ms`, acknowledges it, and makes sluice_worker_run() return. Anything still unfinished
  * stays pending in Redis and is reclaimed by another worker.
