@@ -5,6 +5,8 @@
  * rest in a FIFO of its own. With concurrency_min (auto, 1..256) the worker reaches at least
  * 85 % of that rate while the median number of messages inside the back end stays at most 16;
  * a fixed concurrency of 64 gets the rate too, but keeps about 64 inside (56 of them waiting).
+ * When the back end's capacity changes 8 -> 16 -> 4 the limit follows (reaches 16, then drops
+ * to 8 or less; the time each took is printed, the bound is a generous 10 s).
  * The bounds are generous: the rate is measured against what the fixed run got when the
  * machine is too loaded to give 320/s.
  */
@@ -36,6 +38,7 @@ typedef struct call {
 static const sluice_job *fifo[FIFO_MAX];
 static size_t fifo_head, fifo_n;
 static int busy;
+static atomic_int slots = SLOTS; /* the back end's capacity; the test changes it */
 static atomic_int completions, measuring, last_limit;
 static int inside[SAMPLES];
 static atomic_int ninside;
@@ -60,7 +63,7 @@ static void served(uv_timer_t *t) {
     atomic_fetch_add(&completions, 1);
     uv_close((uv_handle_t *)t, call_closed);
     busy--;
-    if (fifo_n > 0) {
+    while (busy < atomic_load(&slots) && fifo_n > 0) {
         const sluice_job *next = fifo[fifo_head];
         fifo_head = (fifo_head + 1) % FIFO_MAX;
         fifo_n--;
@@ -80,7 +83,7 @@ static void serve(sluice_worker *w, const sluice_job *job) {
 
 static void backend_handler(sluice_worker *w, const sluice_job *job, void *arg) {
     sluice_worker_loop(w)->data = w;
-    if (busy < SLOTS) {
+    if (busy < atomic_load(&slots)) {
         serve(w, job);
         return;
     }
@@ -104,16 +107,42 @@ static int cmp_int(const void *a, const void *b) {
     return *(const int *)a - *(const int *)b;
 }
 
+/* Polls the limit (every 50 ms, at most `ms`) until cond(limit); returns the ms it took or -1. */
+static int wait_limit(int ms, int above, int bound) {
+    uint64_t t0 = sluice_now_ms();
+    while (sluice_now_ms() - t0 < (uint64_t)ms) {
+        int l = atomic_load(&last_limit);
+        if (above ? l >= bound : l <= bound) {
+            return (int)(sluice_now_ms() - t0);
+        }
+        usleep(50000);
+    }
+    return -1;
+}
+
+/* The back end's capacity changes 8 -> 16 -> 4: the limit follows (generous: 10 s each). */
+static void follow(void) {
+    atomic_store(&slots, 16);
+    int up = wait_limit(10000, 1, 16);
+    printf("slots 8 -> 16: limit >= 16 after %d ms\n", up);
+    CHECK(up >= 0);
+    atomic_store(&slots, 4);
+    int down = wait_limit(10000, 0, 8);
+    printf("slots 16 -> 4: limit <= 8 after %d ms\n", down);
+    CHECK(down >= 0);
+}
+
 /* Drains `n` messages with the given concurrency (min > 0: adaptive); after `warm_ms` measures
- * the rate and the median inside the back end for `measure_ms`. */
+ * the rate and the median inside the back end for `measure_ms`, then runs `then` (or nothing). */
 static void drive(int min, int max, int n, int warm_ms, int measure_ms, double *rate, int *median,
-                  int *limit) {
+                  int *limit, void (*then)(void)) {
     char q[64];
     th_queue(q, sizeof(q), "adaptive");
     redisContext *c = th_redis();
     th_fill(q, SLUICE_BACKEND_STREAM, n, "work");
     fifo_head = fifo_n = 0;
     busy = 0;
+    atomic_store(&slots, SLOTS);
     atomic_store(&ninside, 0);
     atomic_store(&completions, 0);
     sluice_worker_options o;
@@ -138,10 +167,13 @@ static void drive(int min, int max, int n, int warm_ms, int measure_ms, double *
     uint64_t t1 = sluice_now_ms();
     int c1 = atomic_load(&completions);
     *limit = atomic_load(&last_limit);
+    if (then != NULL) {
+        then();
+    }
     sluice_worker_stop(r.w);
     CHECK(pthread_join(t, NULL) == 0);
     CHECK_EQ(r.rc, 0);
-    CHECK(c1 < n); /* the backlog lasted the whole measurement */
+    CHECK(atomic_load(&completions) < n); /* the backlog lasted the whole run */
     *rate = (double)(c1 - c0) * 1000.0 / (double)(t1 - t0);
     int k = atomic_load(&ninside) < SAMPLES ? atomic_load(&ninside) : SAMPLES;
     CHECK(k > 0);
@@ -155,10 +187,10 @@ static void drive(int min, int max, int n, int warm_ms, int measure_ms, double *
 int main(void) {
     double best = SLOTS * 1000.0 / SERVICE_MS, fixed_rate, auto_rate;
     int fixed_median, auto_median, fixed_limit, auto_limit;
-    drive(0, 64, 2000, 1000, 3000, &fixed_rate, &fixed_median, &fixed_limit);
+    drive(0, 64, 1600, 1000, 3000, &fixed_rate, &fixed_median, &fixed_limit, NULL);
     printf("fixed 64: %.0f/s of %.0f/s, median inside the back end %d\n", fixed_rate, best,
            fixed_median);
-    drive(1, 256, 4000, 3000, 6000, &auto_rate, &auto_median, &auto_limit);
+    drive(1, 256, 12000, 3000, 5000, &auto_rate, &auto_median, &auto_limit, follow);
     printf("auto 1-256: %.0f/s, median inside %d, limit %d\n", auto_rate, auto_median, auto_limit);
     CHECK_EQ(fixed_limit, 64);
     CHECK(fixed_median >= 48); /* a fixed 64 queues inside the back end */
