@@ -107,9 +107,22 @@ static void test_take(void) {
     CHECK_EQ(got.struct_size, sizeof(got));
 }
 
+/* Options added later: an older caller's worker gets the defaults (no handler timeout, fixed
+ * concurrency). */
+static void test_worker_new_fields(void) {
+    sluice_worker_options o;
+    sluice_worker_options_init(&o);
+    CHECK_EQ(o.handler_timeout_ms, 0);
+    CHECK(o.abandon_handler == NULL);
+    CHECK_EQ(o.concurrency_min, 0);
+    CHECK_OLDER(sluice_worker_options, sluice_worker_options_init_sized,
+                offsetof(sluice_worker_options, handler_timeout_ms));
+}
+
 int main(void) {
     test_init();
     test_take();
-    printf("test_options: 2 groups passed\n");
+    test_worker_new_fields();
+    printf("test_options: 3 groups passed\n");
     return 0;
 }

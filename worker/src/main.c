@@ -33,6 +33,10 @@ static const char usage[] =
     "  -H, --handler SPEC           noop | sleep:MS | exec:CMD | crash-on:TEXT (default noop)\n"
     "                               exec: payload on stdin; exit 0 done, 75 retry, else failed\n"
     "  -c, --concurrency N          max in-flight messages, 1..100000 (default 16)\n"
+    "  -c, --concurrency auto[:MIN-MAX]  adaptive: follows the handler's latency, between\n"
+    "                               MIN and MAX (default 1-256)\n"
+    "      --handler-timeout MS     give up a message after MS in the handler: retried\n"
+    "                               (exec: SIGTERM, SIGKILL 2 s later); 0 none (default 600000)\n"
     "  -b, --backend stream|list    (default stream)\n"
     "      --group NAME             consumer group (default workers)\n"
     "      --consumer NAME          consumer name (default HOSTNAME-PID)\n"
@@ -63,6 +67,10 @@ static const char usage[] =
     "  SLUICE_REDIS_URL=unix:///run/redis.sock sluice-worker -q jobs -H 'exec:cat'\n"
     "\n"
     "Exit codes: 0 ok, 2 usage or bad input, 3 redis refused, 130 forced stop.\n";
+
+/* Every handler gets a deadline unless told otherwise (docs/delivery.md#handler-timeouts):
+ * far above what a message's work should take, short enough that a hang is noticed. */
+#define SW_HANDLER_TIMEOUT_MS 600000
 
 static sluice_worker_pool *pool;
 static int signals_seen;
@@ -98,6 +106,7 @@ enum {
     OPT_RECORD,
     OPT_METRICS,
     OPT_LOG,
+    OPT_HTIMEOUT,
 };
 
 static const struct option longopts[] = {
@@ -118,6 +127,7 @@ static const struct option longopts[] = {
     {"record", required_argument, NULL, OPT_RECORD},
     {"metrics", required_argument, NULL, OPT_METRICS},
     {"log-level", required_argument, NULL, OPT_LOG},
+    {"handler-timeout", required_argument, NULL, OPT_HTIMEOUT},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -141,6 +151,31 @@ static int int_opt(const char *name, const char *v, long long lo, long long hi, 
     return 0;
 }
 
+/* N, or auto[:MIN-MAX] (adaptive, default 1-256). */
+static int concurrency_opt(sluice_worker_options *o, const char *v, char *err, size_t n) {
+    if (strncmp(v, "auto", 4) != 0) {
+        o->concurrency_min = 0;
+        return int_opt("--concurrency", v, 1, 100000, &o->concurrency, err, n);
+    }
+    long long lo = 1, hi = 256;
+    if (v[4] == ':') {
+        char *end;
+        lo = strtoll(v + 5, &end, 10);
+        hi = *end == '-' ? strtoll(end + 1, &end, 10) : 0;
+        if (v[5] < '0' || v[5] > '9' || *end != '\0' || lo < 1 || hi < lo || hi > 100000) {
+            snprintf(err, n,
+                     "--concurrency: \"%s\" is not auto:MIN-MAX with 1 <= MIN <= MAX <= 100000", v);
+            return -1;
+        }
+    } else if (v[4] != '\0') {
+        snprintf(err, n, "--concurrency: \"%s\" is not a number, auto or auto:MIN-MAX", v);
+        return -1;
+    }
+    o->concurrency_min = (int)lo;
+    o->concurrency = (int)hi;
+    return 0;
+}
+
 static int parse_one(args *a, int ch, const char *v, char *err, size_t n) {
     sluice_worker_options *o = &a->o;
     switch (ch) {
@@ -154,7 +189,7 @@ static int parse_one(args *a, int ch, const char *v, char *err, size_t n) {
         a->handler = v;
         return 0;
     case 'c':
-        return int_opt("--concurrency", v, 1, 100000, &o->concurrency, err, n);
+        return concurrency_opt(o, v, err, n);
     case 'b':
         if (sluice_backend_parse(v, &o->backend) != 0) {
             snprintf(err, n, "--backend: \"%s\" is not stream or list", v);
@@ -181,6 +216,8 @@ static int parse_one(args *a, int ch, const char *v, char *err, size_t n) {
         return int_opt("--block", v, 1, 600000, &o->block_ms, err, n);
     case OPT_BATCH:
         return int_opt("--read-batch", v, 1, 100000, &o->read_batch, err, n);
+    case OPT_HTIMEOUT:
+        return int_opt("--handler-timeout", v, 0, 86400000, &o->handler_timeout_ms, err, n);
     case OPT_RECORD:
         a->record = v;
         return 0;
@@ -203,6 +240,7 @@ static int parse_one(args *a, int ch, const char *v, char *err, size_t n) {
 static int parse_args(args *a, int argc, char **argv, char *err, size_t n) {
     memset(a, 0, sizeof(*a));
     sluice_worker_options_init(&a->o);
+    a->o.handler_timeout_ms = SW_HANDLER_TIMEOUT_MS;
     a->handler = "noop";
     a->log_level = SLUICE_LOG_INFO;
     int ch;
@@ -287,6 +325,9 @@ int main(int argc, char **argv) {
            s.failed, s.retried, s.dead, s.reclaimed);
     if (parts > 1) {
         printf(" partitions=%d", parts);
+    }
+    if (a.o.concurrency_min > 0) {
+        printf(" concurrency_limit=%d", sluice_worker_pool_concurrency_limit(pool));
     }
     printf("\n");
     if (st != 0) {

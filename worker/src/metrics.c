@@ -202,6 +202,18 @@ static void queue_metrics(sluice_text *b, const sluice_metrics *m) {
                        (double)(sluice_now_ms() - m->q_at_ms) / 1000.0);
 }
 
+/* The limit of in-flight messages (fixed or adaptive): the sum over the pool's workers (one, or
+ * one per partition, each adapting on its own). */
+static void concurrency_limit(sluice_text *b, const sluice_metrics *m) {
+    sluice_text_printf(b,
+                       "# HELP sluice_worker_concurrency_limit Messages let into the handler at "
+                       "once (--concurrency, or its adaptive limit).\n"
+                       "# TYPE sluice_worker_concurrency_limit gauge\n"
+                       "sluice_worker_concurrency_limit{queue=\"%s\",consumer=\"%s\"} %d\n",
+                       m->info.queue, m->label_consumer,
+                       sluice_worker_pool_concurrency_limit(m->pool));
+}
+
 static void render(sluice_text *b, const sluice_metrics *m) {
     sluice_worker_stats s;
     worker_stats(m, &s);
@@ -223,6 +235,7 @@ static void render(sluice_text *b, const sluice_metrics *m) {
     sluice_text_printf(b, "# TYPE sluice_worker_in_flight gauge\n");
     sluice_text_printf(b, "sluice_worker_in_flight{queue=\"%s\",consumer=\"%s\"} %d\n",
                        m->info.queue, m->label_consumer, s.in_flight);
+    concurrency_limit(b, m);
     histogram(b, m, &s);
     queue_metrics(b, m);
 }

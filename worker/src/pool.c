@@ -48,6 +48,7 @@ typedef struct part {
     int threaded;             /* runs on a thread of its own (joined by the pool) */
     int status;               /* what its sluice_worker_run returned */
     sluice_worker_stats snap; /* its counters, copied on its thread (under mu) */
+    int limit;                /* its concurrency limit, copied with snap */
     uv_async_t *stop;         /* on its loop: a stop came, start the grace period (under mu;
                                  NULL while the thread has none) */
     char name[SLUICE_QUEUE_NAME_MAX + 1];
@@ -109,8 +110,10 @@ static void stats_add(sluice_worker_stats *sum, const sluice_worker_stats *s) {
 static void snapshot(part *t) {
     sluice_worker_stats s;
     sluice_worker_get_stats(t->w, &s);
+    int limit = sluice_worker_concurrency_limit(t->w);
     pthread_mutex_lock(&t->pool->mu);
     t->snap = s;
+    t->limit = limit;
     pthread_mutex_unlock(&t->pool->mu);
 }
 
@@ -129,6 +132,21 @@ void sluice_worker_pool_get_stats(const sluice_worker_pool *cp, sluice_worker_st
         }
     }
     pthread_mutex_unlock(&p->mu);
+}
+
+int sluice_worker_pool_concurrency_limit(const sluice_worker_pool *cp) {
+    sluice_worker_pool *p = (sluice_worker_pool *)cp; /* the mutex only */
+    int n = atomic_load(&p->n), sum = 0;
+    pthread_mutex_lock(&p->mu);
+    for (int i = 0; i < n; i++) {
+        if (p->parts[i].threaded) {
+            sum += p->parts[i].limit;
+        } else if (p->parts[i].w != NULL) {
+            sum += sluice_worker_concurrency_limit(p->parts[i].w);
+        }
+    }
+    pthread_mutex_unlock(&p->mu);
+    return sum;
 }
 
 int sluice_worker_pool_partitions(const sluice_worker_pool *p) {

@@ -19,6 +19,11 @@
  * live workers (XAUTOCLAIM); the owner of a long job re-claims its own entries before that so
  * no other worker steals them while it lives.
  *
+ * Deadlines (handler_timeout_ms): a job without a verdict by then is retried and its slot freed;
+ * the handler is told (abandon_handler, sluice_job_abandoned) and its late verdict ignored.
+ * Adaptive concurrency (concurrency_min > 0): the in-flight number follows the handler's
+ * latency between concurrency_min and concurrency.
+ *
  * Shutdown: sluice_worker_stop() stops reading, lets in-flight work finish within
  * `grace_ms`, acknowledges it, and makes sluice_worker_run() return. Anything still unfinished
  * stays pending in Redis and is reclaimed by another worker.
@@ -107,6 +112,19 @@ typedef struct sluice_worker_options {
     /* NULL: max_messages counts this worker's verdicts; else the verdicts of every worker given
      * this tally (borrowed) */
     sluice_worker_tally *tally;
+    /* ms, default 0 = none: a job whose verdict has not come this long after it went to the
+     * handler is given up: its entry is retried (as a RETRY verdict, with the backoff), its slot
+     * is free again, and the handler is told (abandon_handler, sluice_job_abandoned); whatever
+     * verdict the handler gives later is ignored. 0..86400000 */
+    int handler_timeout_ms;
+    /* NULL = none: called on the loop thread when a job passes handler_timeout_ms, so the
+     * handler can stop its work (kill a child, cancel a request). The job stays valid until the
+     * handler gives its (ignored) verdict, which it must still do, now or later. */
+    sluice_async_handler_fn abandon_handler;
+    /* 0 = fixed concurrency (default); 1..concurrency: adaptive concurrency, a limit between
+     * concurrency_min and concurrency that follows the handler's latency (see
+     * sluice_worker_concurrency_limit) */
+    int concurrency_min;
 } sluice_worker_options;
 
 /* Counters of one worker since it started. */
@@ -160,10 +178,18 @@ SLUICE_API void sluice_job_finish(const sluice_job *job, sluice_verdict v);
 SLUICE_API void sluice_job_finish_reason(const sluice_job *job, sluice_verdict v,
                                          const char *reason);
 
+/* 1 once the job passed handler_timeout_ms (its entry is being retried): a blocking handler
+ * may poll it and give up early. Thread-safe; valid until the job's verdict is given. */
+SLUICE_API int sluice_job_abandoned(const sluice_job *job);
+
 /* The loop the worker runs on (valid inside handlers and callbacks). */
 SLUICE_API uv_loop_t *sluice_worker_loop(sluice_worker *w);
 
 SLUICE_API void sluice_worker_get_stats(const sluice_worker *w, sluice_worker_stats *s);
+
+/* The number of entries the worker lets into the handler at once right now: `concurrency`, or
+ * with concurrency_min > 0 the adaptive limit. Call on the loop thread. */
+SLUICE_API int sluice_worker_concurrency_limit(const sluice_worker *w);
 
 /* What a worker drains, from where, and how far it is in stopping: for code that watches it
  * on the same loop (the metrics endpoint). Strings are borrowed until sluice_worker_free. */
@@ -246,6 +272,11 @@ SLUICE_API void sluice_worker_pool_stop(sluice_worker_pool *p);
  * most 250 ms old; exact once run returned). Call on the thread of the pool's loop, or while
  * sluice_worker_pool_run is not running. */
 SLUICE_API void sluice_worker_pool_get_stats(const sluice_worker_pool *p, sluice_worker_stats *s);
+
+/* The sum of its workers' concurrency limits (sluice_worker_concurrency_limit: fixed, or each
+ * worker's adaptive limit), those on threads as of their last copy, as get_stats. Call on the
+ * thread of the pool's loop, or while sluice_worker_pool_run is not running. */
+SLUICE_API int sluice_worker_pool_concurrency_limit(const sluice_worker_pool *p);
 
 /* The partitions the pool drains (has started a worker for): 1 until run found more. Any
  * thread. */
