@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * conn_cluster.c - the blocking connection on a Redis Cluster (redis+cluster:// URLs).
+ * conn_cluster.c - the blocking connection on a Redis Cluster (redis+cluster:// URLs): the
+ * cluster router (conn_router.h). It uses the node layer (conn_node.h) and learns of a node's
+ * failure from what the node returns (`watch`), never from a call up.
  *
  * Keeps the slot map (cluster.h) and one node connection per server it talks to, each made
  * lazily and with its own handshake, so the sluice library is loaded on every primary that
@@ -39,11 +41,12 @@
 
 #include "sluice/clock.h"
 #include "sluice/cluster.h"
+#include "sluice/handshake.h"
 #include "sluice/log.h"
 #include "sluice/reply.h"
 #include "sluice/status.h"
 
-#include "conn_internal.h"
+#include "conn_router.h"
 
 #define PAUSE_MAX_MS   200 /* the longest pause between two rounds of one call */
 #define TRY_MIN_MS     20  /* a try after a pause gets at least this long, or is not made */
@@ -105,11 +108,17 @@ static void pipe_reset(sluice__cluster *cl) {
     cl->txn = TXN_NONE;
 }
 
-void sluice__cluster_node_failed(sluice_conn *c, sluice__node *n) {
-    if (c->cl->pipe == n) {
-        pipe_reset(c->cl);
+/* What the router does about a node's failure, seen in what the node returned (the node layer
+ * never calls up): a pipeline or transaction on it is over, and its slots may have moved
+ * (failover), so the cluster is asked next time. Returns `st`. */
+static int watch(sluice__cluster *cl, sluice__node *n, int st) {
+    if (sluice__node_lost(n)) {
+        if (cl->pipe == n) {
+            pipe_reset(cl);
+        }
+        cl->stale = 1;
     }
-    c->cl->stale = 1; /* its slots may have moved (failover): ask the cluster next time */
+    return st;
 }
 
 /* ---- nodes and the map ---- */
@@ -147,10 +156,10 @@ static sluice__node *pool_get(sluice_conn *c, const char *host, int port) {
         snprintf(c->err, sizeof(c->err), "%s: out of memory", c->where);
         return NULL;
     }
-    snprintf(n->host, sizeof(n->host), "%s", host);
-    n->port = port;
-    snprintf(n->where, sizeof(n->where),
+    char where[300];
+    snprintf(where, sizeof(where),
              strchr(host, ':') != NULL ? "cluster node [%s]:%d" : "cluster node %s:%d", host, port);
+    sluice__node_init(n, &c->env, host, port, where);
     if (at < cl->npool) {
         sluice__node_drop(cl->pool[at]);
         free(cl->pool[at]);
@@ -210,12 +219,10 @@ static int ask_map_at(sluice_conn *c, const char *host, int port, int timeout_ms
     sluice__fd_cloexec(ctx->fd);
     redisSetTimeout(ctx, tv);
     int st = 0;
-    if (c->url.password[0] != '\0') {
-        const char *argv[] = {"AUTH", c->url.user, c->url.password};
-        redisReply *r =
-            c->url.user[0]
-                ? redisCommandArgv(ctx, 3, argv, NULL)
-                : redisCommandArgv(ctx, 2, (const char *[]){"AUTH", c->url.password}, NULL);
+    const char *argv[3];
+    int argc = sluice__hs_auth_argv(&c->url, argv);
+    if (argc > 0) {
+        redisReply *r = redisCommandArgv(ctx, argc, argv, NULL);
         if (r == NULL || r->type == REDIS_REPLY_ERROR) {
             snprintf(why, len, "%s:%d: AUTH: %s", host, port, r ? r->str : ctx->errstr);
             st = SLUICE_EAUTH;
@@ -341,7 +348,7 @@ int sluice__cluster_ensure(sluice_conn *c) {
             return SLUICE_ECONN;
         }
         int all_failed = n->ctx == NULL && sluice_now_ms() < n->next_attempt_ms;
-        st = sluice__node_start(c, n);
+        st = watch(c->cl, n, sluice__node_start(n));
         if (st != SLUICE_ECONN && st != SLUICE_ETIMEDOUT && st != SLUICE_EREADONLY) {
             return st;
         }
@@ -368,22 +375,13 @@ typedef struct creq {
     int multi;
 } creq;
 
-static int node_fail(sluice_conn *c, sluice__node *n, int st, const char *what) {
-    snprintf(c->err, sizeof(c->err), "%s: %s", n->where, what);
-    sluice__node_drop(n);
-    sluice__cluster_node_failed(c, n);
-    return st;
-}
-
 static int append_req(sluice_conn *c, sluice__node *n, const creq *q) {
     if (q->argv == NULL) {
-        return sluice__node_append_fcall(c, n, q->fn, q->nkeys, q->keys, q->keylens, q->nargs,
-                                         q->args, q->arglens);
+        return watch(c->cl, n,
+                     sluice__node_append_fcall(n, q->fn, q->nkeys, q->keys, q->keylens, q->nargs,
+                                               q->args, q->arglens));
     }
-    if (redisAppendCommandArgv(n->ctx, q->argc, q->argv, q->lens) != REDIS_OK) {
-        return node_fail(c, n, SLUICE_ENOMEM, "out of memory formatting a command");
-    }
-    return 0;
+    return watch(c->cl, n, sluice__node_append_command(n, q->argc, q->argv, q->lens));
 }
 
 /* Reads the `k` replies that only prepare the request (ASKING, MULTI), then the request's into
@@ -393,7 +391,7 @@ static int read_replies(sluice_conn *c, sluice__node *n, int k, redisReply **out
     redisReply *refused = NULL;
     int refused_st = 0, st = 0;
     for (int i = 0; i <= k; i++) {
-        st = sluice__node_read(c, n, out);
+        st = watch(c->cl, n, sluice__node_read(n, out));
         if (*out == NULL) { /* I/O: the outcome is unknown */
             freeReplyObject(refused);
             return st;
@@ -417,22 +415,25 @@ static int read_replies(sluice_conn *c, sluice__node *n, int k, redisReply **out
 /* [ASKING] [MULTI] request on n, then their replies; *out is the request's. */
 static int send_req(sluice_conn *c, sluice__node *n, const creq *q, int asking, redisReply **out,
                     int *sent) {
-    int pre = 0;
-    if (asking && redisAppendCommand(n->ctx, "ASKING") == REDIS_OK) {
-        pre++;
+    const char *pre[2];
+    int npre = 0, st = 0;
+    if (asking) {
+        pre[npre++] = "ASKING";
     }
-    if (q->multi && redisAppendCommand(n->ctx, "MULTI") == REDIS_OK) {
-        pre++;
+    if (q->multi) {
+        pre[npre++] = "MULTI";
     }
-    if (pre != asking + q->multi) {
-        return node_fail(c, n, SLUICE_ENOMEM, "out of memory formatting a command");
+    for (int i = 0; i < npre && st == 0; i++) {
+        st = watch(c->cl, n, sluice__node_append_command(n, 1, &pre[i], NULL));
     }
-    int st = append_req(c, n, q);
+    if (st == 0) {
+        st = append_req(c, n, q);
+    }
     if (st != 0) {
         return st;
     }
     set_sent(sent, 1);
-    return read_replies(c, n, pre, out);
+    return read_replies(c, n, npre, out);
 }
 
 static const char *redirect_name(sluice_cluster_redirect_kind k) {
@@ -488,20 +489,14 @@ static sluice__node *follow(sluice_conn *c, sluice__node *n, sluice_cluster_redi
 /* After a redirected MULTI request: the transaction on n is spoilt, DISCARD it. */
 static int discard(sluice_conn *c, sluice__node *n) {
     redisReply *r = NULL;
-    int st = 0;
-    if (redisAppendCommand(n->ctx, "DISCARD") != REDIS_OK) {
-        return node_fail(c, n, SLUICE_ENOMEM, "out of memory formatting a command");
+    const char *argv[] = {"DISCARD"};
+    int st = watch(c->cl, n, sluice__node_append_command(n, 1, argv, NULL));
+    if (st != 0) {
+        return st;
     }
-    st = sluice__node_read(c, n, &r);
+    st = watch(c->cl, n, sluice__node_read(n, &r));
     freeReplyObject(r);
     return r == NULL ? st : 0;
-}
-
-static void set_timeout(sluice__node *n, int ms) {
-    if (n->ctx != NULL) {
-        struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
-        redisSetTimeout(n->ctx, tv);
-    }
 }
 
 /* The node of a call is gone (failover, restart), a replica now, or no primary serves the slot:
@@ -583,7 +578,7 @@ static int call(sluice_conn *c, const creq *q, int slot, sluice__node *pin, redi
             }
             continue;
         }
-        st = sluice__node_start(c, n);
+        st = watch(c->cl, n, sluice__node_start(n));
         if (st == SLUICE_ECONN || st == SLUICE_ETIMEDOUT || st == SLUICE_EREADONLY) {
             if (ask != NULL || pin != NULL || reroute(c, &reroutes, &rounds, deadline) != 0) {
                 return st;
@@ -600,11 +595,11 @@ static int call(sluice_conn *c, const creq *q, int slot, sluice__node *pin, redi
                            past_deadline(c, n, last, attempt));
         }
         if (attempt > 0) {
-            set_timeout(n, left); /* a retry gets what is left of the deadline */
+            sluice__node_set_timeout(n, left); /* a retry gets what is left of the deadline */
         }
         st = send_req(c, n, q, ask != NULL, out, sent);
         if (attempt > 0) {
-            set_timeout(n, c->o.command_timeout_ms);
+            sluice__node_set_timeout(n, c->o.command_timeout_ms);
         }
         *used = n;
         if (st == 0 || *out == NULL) {
@@ -642,7 +637,7 @@ static int call(sluice_conn *c, const creq *q, int slot, sluice__node *pin, redi
         *out = NULL;
         set_sent(sent, 0); /* a redirection means the node did not run it */
         if (kind == SLUICE_REDIRECT_NONE) {
-            st = sluice__node_reload(c, n);
+            st = watch(c->cl, n, sluice__node_reload(n));
             continue;
         }
         /* an ASK after the importing node's TRYAGAIN is followed again (the keys are moving) */
@@ -720,11 +715,9 @@ static int txn_next(sluice_conn *c, int argc, const char **argv, const size_t *l
     int st = SLUICE_ECONN;
     if (n->ctx == NULL) {
         snprintf(c->err, sizeof(c->err), "%s: the transaction's connection was lost", n->where);
-    } else if (redisAppendCommandArgv(n->ctx, argc, argv, lens) != REDIS_OK) {
-        st = node_fail(c, n, SLUICE_ENOMEM, "out of memory formatting a command");
-    } else {
+    } else if ((st = watch(cl, n, sluice__node_append_command(n, argc, argv, lens))) == 0) {
         set_sent(sent, 1);
-        st = sluice__node_read(c, n, out);
+        st = watch(cl, n, sluice__node_read(n, out));
     }
     sluice_cluster_redirect rd;
     if (*out != NULL && (*out)->type == REDIS_REPLY_ERROR &&
@@ -782,14 +775,15 @@ static int pipe_open(sluice_conn *c, int slot) {
     }
     int st = map_ready(c, sluice_now_ms() + (uint64_t)c->o.command_timeout_ms);
     sluice__node *n = st == 0 ? route(c, slot) : NULL;
-    if (n == NULL || (st = sluice__node_start(c, n)) != 0) {
+    if (n == NULL || (st = watch(cl, n, sluice__node_start(n))) != 0) {
         pipe_reset(cl);
         return st != 0 ? st : SLUICE_ECONN;
     }
     if (cl->npending > 0 &&
-        redisAppendFormattedCommand(n->ctx, cl->pending, sdslen(cl->pending)) != REDIS_OK) {
+        (st = watch(cl, n, sluice__node_append_formatted(n, cl->pending, sdslen(cl->pending)))) !=
+            0) {
         pipe_reset(cl);
-        return node_fail(c, n, SLUICE_ENOMEM, "out of memory queueing a command");
+        return st;
     }
     cl->owed += cl->npending;
     sdsfree(cl->pending);
@@ -826,8 +820,8 @@ int sluice__cluster_append_command(sluice_conn *c, int argc, const char **argv,
         return 0;
     }
     int st = pipe_open(c, slot);
-    if (st == 0 && redisAppendCommandArgv(cl->pipe->ctx, argc, argv, lens) != REDIS_OK) {
-        st = node_fail(c, cl->pipe, SLUICE_ENOMEM, "out of memory queueing a command");
+    if (st == 0) {
+        st = watch(cl, cl->pipe, sluice__node_append_command(cl->pipe, argc, argv, lens));
     }
     cl->owed += st == 0;
     return st;
@@ -845,7 +839,9 @@ int sluice__cluster_append_fcall(sluice_conn *c, sluice_fn fn, int nkeys, const 
         nkeys > 0 ? sluice__cluster_key_slot(keys[0], keylens ? keylens[0] : strlen(keys[0])) : -1;
     int st = pipe_open(c, slot);
     if (st == 0) {
-        st = sluice__node_append_fcall(c, cl->pipe, fn, nkeys, keys, keylens, nargs, args, arglens);
+        sluice__node *n = cl->pipe;
+        st = watch(cl, n,
+                   sluice__node_append_fcall(n, fn, nkeys, keys, keylens, nargs, args, arglens));
     }
     cl->owed += st == 0;
     return st;
@@ -863,7 +859,7 @@ int sluice__cluster_read_reply(sluice_conn *c, redisReply **out) {
         return st;
     }
     sluice__node *n = cl->pipe;
-    st = sluice__node_read(c, n, out);
+    st = watch(cl, n, sluice__node_read(n, out));
     sluice_cluster_redirect rd;
     if (*out != NULL && (*out)->type == REDIS_REPLY_ERROR &&
         sluice__cluster_redirect_parse((*out)->str, (*out)->len, &rd) == SLUICE_REDIRECT_MOVED) {

@@ -156,3 +156,42 @@ void sluice_figures_finish(sluice_figures *f, sluice_backend b) {
         f->waiting = f->depth > f->in_flight ? f->depth - f->in_flight : 0;
     }
 }
+
+int sluice_figures_read(sluice_figures *f, sluice_backend b, const char *group,
+                        redisReply *const *replies, size_t n, size_t *bad) {
+    int rc = 0;
+    sluice_figures_init(f);
+    for (size_t i = 0; i < n; i++) {
+        int st = sluice_figures_parse(f, b, group, i, replies[i]);
+        if (st != 0 && rc == 0) {
+            rc = st;
+            if (bad != NULL) {
+                *bad = i;
+            }
+        }
+    }
+    sluice_figures_finish(f, b);
+    return rc;
+}
+
+void sluice_figures_add(sluice_figures *sum, const sluice_figures *f) {
+    sum->depth += f->depth;
+    sum->in_flight += f->in_flight;
+    sum->waiting += f->waiting;
+    sum->consumers += f->consumers;
+    sum->dead += f->dead;
+    sum->capacity =
+        sum->capacity >= 0 && f->capacity >= 0 ? sum->capacity + f->capacity : SLUICE_FIGURE_UNSET;
+    sum->group_exists |= f->group_exists;
+    sum->lanes_depth += f->lanes_depth;
+    sum->lanes_in_flight += f->lanes_in_flight;
+    for (int c = 0; c < SLUICE_COUNTER_COUNT_; c++) {
+        sum->counters[c] += f->counters[c];
+    }
+}
+
+void sluice_figures_stream_lane(const sluice_figures *f, long long *depth, long long *waiting) {
+    long long in_flight = f->in_flight - f->lanes_in_flight;
+    *depth = f->depth - f->lanes_depth;
+    *waiting = *depth > in_flight ? *depth - in_flight : 0;
+}

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * queue.c - queue name checks and the Redis keys of a queue (data model version 1).
+ * queue.c - queue name checks and the Redis keys of a queue (data model version 1): the public
+ * builders, which take every name from the one table of keys (keys.c).
  *
  * A name is checked before it reaches any key or command, so a name can never inject a second
  * hash tag, a glob character or a key separator. The check looks at no more than
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "sluice/keys.h"
 #include "sluice/queue.h"
 #include "sluice/status.h"
 
@@ -98,15 +100,7 @@ int sluice_keys_init(sluice_keys *k, const char *queue, char *err, size_t errlen
     if (rc != 0) {
         return rc;
     }
-    /* 64 + 15 bytes at most: every key fits SLUICE_KEY_MAX */
-    snprintf(k->stream, sizeof(k->stream), "sluice:{%s}:stream", queue);
-    snprintf(k->dead, sizeof(k->dead), "sluice:{%s}:dead", queue);
-    snprintf(k->meta, sizeof(k->meta), "sluice:{%s}:meta", queue);
-    snprintf(k->stats, sizeof(k->stats), "sluice:{%s}:stats", queue);
-    snprintf(k->list, sizeof(k->list), "sluice:{%s}:list", queue);
-    snprintf(k->procs, sizeof(k->procs), "sluice:{%s}:procs", queue);
-    snprintf(k->limits, sizeof(k->limits), "sluice:{%s}:limits", queue);
-    snprintf(k->prefix, sizeof(k->prefix), "sluice:{%s}:", queue);
+    sluice__keys_fill(k, queue); /* the names come from the one table of keys (keys.c) */
     return 0;
 }
 
@@ -180,49 +174,41 @@ int sluice_capacity_parse(const char *s, size_t len, long long *out) {
     return 0;
 }
 
-#define PROC_PART "proc:"
-#define IDEM_PART "idem:"
-#define LIM_PART  "lim:"
-#define QLIM_PART "qlim:"
-#define HOLD_PART "hold:"
-
-static int key_part(const sluice_keys *k, const char *part, const char *key, size_t keylen,
-                    char *buf, size_t len) {
-    int n = snprintf(buf, len, "%s%s%.*s", k->prefix, part, (int)keylen, key);
-    return n >= 0 && (size_t)n < len && memchr(key, '\0', keylen) == NULL ? 0 : SLUICE_EINVAL;
-}
+/* The keys with a name part: built by the table of keys (keys.c), like every other. */
 
 int sluice_key_proc(const sluice_keys *k, const char *consumer, char *buf, size_t len) {
-    int n = snprintf(buf, len, "%s" PROC_PART "%s", k->prefix, consumer);
-    return n >= 0 && (size_t)n < len ? 0 : SLUICE_EINVAL;
+    return sluice__key(k, SLUICE_KEY_PROC, consumer, strlen(consumer), buf, len);
 }
 
 int sluice_key_idem(const sluice_keys *k, const char *key, size_t keylen, char *buf, size_t len) {
-    return key_part(k, IDEM_PART, key, keylen, buf, len);
+    return sluice__key(k, SLUICE_KEY_IDEM, key, keylen, buf, len);
 }
 
 int sluice_key_limit(const sluice_keys *k, const char *key, size_t keylen, char *buf, size_t len) {
-    return key_part(k, LIM_PART, key, keylen, buf, len);
+    return sluice__key(k, SLUICE_KEY_LIM, key, keylen, buf, len);
 }
 
+/* qlim:NAME:ALG:VALUE, the twin of the function library's qlim_key */
 int sluice_key_queue_limit(const sluice_keys *k, const char *name, const char *alg,
                            const char *value, size_t valuelen, char *buf, size_t len) {
-    int n = snprintf(buf, len, "%s" QLIM_PART "%s:%s:%.*s", k->prefix, name, alg, (int)valuelen,
+    if (sluice__key(k, SLUICE_KEY_QLIM, NULL, 0, buf, len) != 0) {
+        return SLUICE_EINVAL;
+    }
+    size_t at = strlen(buf);
+    int n = snprintf(buf + at, len - at, "%s:%s:%.*s", name, alg, (int)valuelen,
                      value != NULL ? value : "");
-    return n >= 0 && (size_t)n < len && (value == NULL || memchr(value, '\0', valuelen) == NULL)
+    return n >= 0 && (size_t)n < len - at &&
+                   (value == NULL || memchr(value, '\0', valuelen) == NULL)
                ? 0
                : SLUICE_EINVAL;
 }
 
 const char *sluice_key_proc_consumer(const sluice_keys *k, const char *key) {
-    size_t n = strlen(k->prefix);
-    if (strncmp(key, k->prefix, n) == 0 && strncmp(key + n, PROC_PART, strlen(PROC_PART)) == 0) {
-        return key + n + strlen(PROC_PART);
-    }
-    return key;
+    const char *consumer = sluice__key_part(k, SLUICE_KEY_PROC, key);
+    return consumer != NULL ? consumer : key;
 }
 
 int sluice_key_hold(const sluice_keys *k, const char *target, size_t targetlen, char *buf,
                     size_t len) {
-    return key_part(k, HOLD_PART, target, targetlen, buf, len);
+    return sluice__key(k, SLUICE_KEY_HOLD, target, targetlen, buf, len);
 }

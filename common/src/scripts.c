@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * scripts.c - the embedded Lua library (scripts/sluice.lua) and the names of its functions.
+ * scripts.c - the embedded Lua library (built from scripts/lua/) and the names of its functions.
  *
  * FUNCTION LOAD takes the library as it is. For servers without functions (or when forced),
- * each function is also available as a stand-alone script for EVALSHA: the library text without
- * its shebang line, cut at the "-- REGISTER" marker, plus `return entry(<local>)(KEYS, ARGV)`.
+ * each function is also available as a stand-alone script for EVALSHA: the modules it needs (the
+ * "-- @needs <local>:" line of the register module; each module starts at its "-- @module NAME"
+ * line, written by the build), in that order, plus `return entry(<local>)(KEYS, ARGV)`.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,26 +76,79 @@ const char *sluice_lua_version(void) {
     return version;
 }
 
+/* The text of module `name` (length n) in the library: from its "-- @module NAME" line to the
+ * next module's, or NULL. */
+static const char *lua_module(const char *name, size_t n, size_t *mlen) {
+    static const char mark[] = "\n-- @module ";
+    const char *lib = sluice__lua_library;
+    for (const char *m = strstr(lib, mark); m != NULL; m = strstr(m + 1, mark)) {
+        const char *at = m + strlen(mark);
+        if (strncmp(at, name, n) == 0 && at[n] == '\n') {
+            const char *end = strstr(at, mark);
+            *mlen = end != NULL ? (size_t)(end - m) : strlen(m);
+            return m + 1;
+        }
+    }
+    return NULL;
+}
+
+/* Calls each(text, len, ud) for every module fn needs, in the order of its "-- @needs" line;
+ * returns -1 when the line or a module is missing, else 0. */
+static int lua_needs(sluice_fn fn, void (*each)(const char *, size_t, void *), void *ud) {
+    char line[64];
+    snprintf(line, sizeof(line), "\n-- @needs %s:", fns[fn].local);
+    const char *p = strstr(sluice__lua_library, line);
+    if (p == NULL) {
+        return -1;
+    }
+    p += strlen(line);
+    const char *eol = strchr(p, '\n');
+    while (eol != NULL && p < eol) {
+        p += strspn(p, " ");
+        size_t n = strcspn(p, " \n");
+        size_t mlen = 0;
+        const char *m = n > 0 ? lua_module(p, n, &mlen) : NULL;
+        if (n > 0 && m == NULL) {
+            return -1;
+        }
+        if (m != NULL) {
+            each(m, mlen, ud);
+        }
+        p += n;
+    }
+    return eol != NULL ? 0 : -1;
+}
+
+struct lua_out {
+    char *buf; /* NULL: only count */
+    size_t n;
+};
+
+static void lua_append(const char *text, size_t len, void *ud) {
+    struct lua_out *o = ud;
+    if (o->buf != NULL) {
+        memcpy(o->buf + o->n, text, len);
+    }
+    o->n += len;
+}
+
 char *sluice_lua_script(sluice_fn fn, size_t *len) {
-    static const char marker[] = "\n-- REGISTER";
-    const char *text = sluice__lua_library;
-    const char *body = strchr(text, '\n'); /* skip "#!lua name=sluice" */
-    const char *end = strstr(text, marker);
-    if ((unsigned)fn >= SLUICE_FN_COUNT_ || body == NULL || end == NULL || end < body) {
+    struct lua_out o = {NULL, 0};
+    if ((unsigned)fn >= SLUICE_FN_COUNT_ || lua_needs(fn, lua_append, &o) != 0) {
         return NULL;
     }
-    size_t n = (size_t)(end - body);
-    size_t cap = n + 64 + strlen(fns[fn].local);
-    char *out = malloc(cap);
-    if (out == NULL) {
+    size_t cap = o.n + 64 + strlen(fns[fn].local);
+    o.buf = malloc(cap);
+    if (o.buf == NULL) {
         return NULL;
     }
-    memcpy(out, body, n);
-    int tail = snprintf(out + n, cap - n, "\nreturn entry(%s)(KEYS, ARGV)\n", fns[fn].local);
+    o.n = 0;
+    lua_needs(fn, lua_append, &o);
+    int tail = snprintf(o.buf + o.n, cap - o.n, "\nreturn entry(%s)(KEYS, ARGV)\n", fns[fn].local);
     if (len != NULL) {
-        *len = n + (size_t)tail;
+        *len = o.n + (size_t)tail;
     }
-    return out;
+    return o.buf;
 }
 
 sluice_lua_action sluice_lua_probe(int status, const redisReply *r, int no_load) {

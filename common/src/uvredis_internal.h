@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * uvredis_internal.h - the libuv event adapter for one hiredis 0.14 redisAsyncContext, shared by
- * uvredis.c (the async connection) and uvredis_adapter.c (the adapter itself).
+ * uvredis_link.c (the async connection's link) and uvredis_adapter.c (the adapter itself).
  *
  * Owns: the uv_poll_t watching the context's socket and the ac->ev hooks hiredis calls. Unlike
  * the stock adapters/libuv.h it hands a poll error (a failed non-blocking connect shows up as

@@ -40,6 +40,7 @@
 #include "sluice/url.h"
 
 #include "admit.h"
+#include "route.h"
 
 #define DEFAULT_MAX_QUEUED   65536
 #define DEFAULT_MAX_INFLIGHT 64
@@ -84,7 +85,6 @@ struct apart {
     sluice_drain drain;
     areq *head, *tail; /* routed here, waiting, in deadline order */
     size_t inflight;   /* calls written, not yet answered */
-    long long depth;   /* in its last admission reply (0 until one came) */
     int down;          /* the connection failed and waits to retry: fail fast */
     int sampling;      /* a read of the acked counter is in flight */
     char name[SLUICE_QUEUE_NAME_MAX + 1];
@@ -115,6 +115,7 @@ struct sluice_aproducer {
     int closing;
     int open; /* handles and connections not yet closed */
     unsigned rnd;
+    long long depth[SLUICE_PARTITIONS_MAX]; /* each partition's in its last admission reply */
     void (*closed_cb)(void *arg);
     void *closed_arg;
     sluice_aproducer_counters counters;
@@ -367,20 +368,11 @@ static void on_parts_timer(uv_timer_t *t) {
     parts_read(t->data);
 }
 
-/* Sets q->part and q->alt (see the top of the file). */
+/* Sets q->part and q->alt: the blocking producer's rule (route.h; see the top of the file). */
 static void route(sluice_aproducer *ap, areq *q) {
-    int n = ap->nparts;
-    if (n <= 1 || q->m.idempotency_key != NULL) {
-        q->part = q->alt = 0;
-    } else if (q->m.tenant != NULL) {
-        q->part = q->alt = sluice_partition_of(q->m.tenant, n);
-    } else {
-        int a = (int)(rand_r(&ap->rnd) % (unsigned)n), b = (int)(rand_r(&ap->rnd) % (unsigned)n);
-        long long da = ap->part[a] ? ap->part[a]->depth : 0;
-        long long db = ap->part[b] ? ap->part[b]->depth : 0;
-        q->part = da <= db ? a : b;
-        q->alt = q->part == a ? b : a;
-    }
+    sluice__route r = sluice__route_message(&q->m, ap->nparts, ap->depth, &ap->rnd);
+    q->part = r.part;
+    q->alt = r.alt;
 }
 
 /* Moves every unrouted request to its partition's list. */
@@ -469,7 +461,7 @@ static void on_call_reply(sluice_aconn *c, int status, int sent, redisReply *r, 
             k->filled = 1;
             for (size_t i = 0; i < k->n; i++) {
                 if (k->res[i].depth >= 0) {
-                    pt->depth = k->res[i].depth;
+                    ap->depth[pt->index] = k->res[i].depth;
                 }
             }
         }

@@ -17,6 +17,7 @@
 #include "sluice/url.h"
 
 #include "admit.h"
+#include "route.h"
 
 /* A partitioned queue (sluice-admin partitions Q P): how often the producer asks Q's meta
  * how many partitions there are. */
@@ -209,12 +210,12 @@ static const sluice__admit_cfg *part_cfg(sluice_producer *p, int i) {
     return c;
 }
 
-/* A partitioned queue: each message goes to its tenant's partition, or else to the emptier of
- * two partitions picked at random (depths from earlier replies); a message without a tenant
- * that finds its partition full tries the other one before it is answered full. Three rounds,
- * one call per partition used in each: the messages with one partition to try, the first try of
- * those with two (tentative: a full one is counted rejected only where its second try ends),
- * and the second tries. */
+/* A partitioned queue: each message goes where sluice__route_message says (its tenant's
+ * partition, or else the emptier of two picked at random, by the depths of earlier replies); a
+ * message without a tenant that finds its partition full tries the other one before it is
+ * answered full. Three rounds, one call per partition used in each: the messages with one
+ * partition to try, the first try of those with two (tentative: a full one is counted rejected
+ * only where its second try ends), and the second tries. */
 static int admit_parts(sluice_producer *p, const sluice_message *msgs, size_t n,
                        sluice_admit_result *res, size_t *admitted) {
     int *first = malloc(n * sizeof(int)), *second = malloc(n * sizeof(int));
@@ -227,14 +228,9 @@ static int admit_parts(sluice_producer *p, const sluice_message *msgs, size_t n,
         sluice__admit_fail(res, n, st, 0, 0);
     }
     for (size_t i = 0; st == 0 && i < n; i++) {
-        if (msgs[i].tenant != NULL) {
-            first[i] = second[i] = sluice_partition_of(msgs[i].tenant, p->parts);
-            continue;
-        }
-        int a = (int)(rand_r(&p->rnd) % (unsigned)p->parts);
-        int b = (int)(rand_r(&p->rnd) % (unsigned)p->parts);
-        first[i] = p->pdepth[a] <= p->pdepth[b] ? a : b;
-        second[i] = first[i] == a ? b : a;
+        sluice__route r = sluice__route_message(&msgs[i], p->parts, p->pdepth, &p->rnd);
+        first[i] = r.part;
+        second[i] = r.alt;
     }
     /* every message gets its first try (rounds 0 and 1) even after a call failed; the second
      * tries only while nothing failed (else one full on its tentative try is answered full
@@ -293,7 +289,13 @@ int sluice_producer_admit_batch(sluice_producer *p, const sluice_message *msgs, 
         sluice__admit_fail(res, n, st, 0, p->fail_open);
         return st;
     }
-    if (p->parts > 1 && n > 0 && msgs[0].idempotency_key == NULL) {
+    size_t plain = 0; /* the messages before the first one with an idempotency key */
+    while (plain < n && msgs[plain].idempotency_key == NULL) {
+        plain++;
+    }
+    /* a batch holding a key goes whole to partition 0, the key's place, where more than one
+     * message is refused as on a queue of one partition */
+    if (p->parts > 1 && n > 0 && plain == n) {
         return admit_parts(p, msgs, n, res, admitted);
     }
     return admit_on(p, &p->cfg, msgs, n, 0, res, admitted);

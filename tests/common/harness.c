@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* harness.c - see harness.h. */
 #include "harness.h"
+#include "sluice/producer.h"
 
 #include <stdarg.h>
 #include <unistd.h>
@@ -98,4 +99,22 @@ void th_cleanup_queue(redisContext *c, const char *q) {
 const char *th_bin_dir(void) {
     const char *d = getenv("SLUICE_BIN_DIR");
     return d ? d : ".";
+}
+
+void th_fill(const char *q, sluice_backend b, int n, const char *body) {
+    sluice_producer_options o;
+    sluice_producer *p;
+    sluice_admit_result res;
+    char err[256];
+    sluice_producer_options_init(&o);
+    o.redis_url = th_redis_url();
+    o.queue = q;
+    o.backend = b;
+    o.capacity = 100000;
+    CHECK_OK(sluice_producer_new(&o, &p, err, sizeof(err)), err);
+    for (int i = 0; i < n; i++) {
+        CHECK_OK(sluice_producer_admit(p, body, strlen(body), &res), sluice_producer_errstr(p));
+        CHECK_EQ(res.outcome, SLUICE_ADMITTED);
+    }
+    sluice_producer_free(p);
 }

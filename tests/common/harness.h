@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sluice/queue.h"
+
 #define CHECK(cond)                                                                                \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
@@ -79,6 +81,10 @@ long long th_int(redisContext *c, const char *fmt, ...);
 
 /* Deletes every key of queue `q` (both backends). */
 void th_cleanup_queue(redisContext *c, const char *q);
+
+/* Admits `n` messages with body `body` into queue `q` of backend `b` (capacity 100000) on the
+ * fixture server; every admission must succeed. */
+void th_fill(const char *q, sluice_backend b, int n, const char *body);
 
 /* Directory binaries live in ($SLUICE_BIN_DIR). */
 const char *th_bin_dir(void);

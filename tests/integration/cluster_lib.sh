@@ -87,7 +87,7 @@ stat() {
 load_library() {
     local p
     for p in $(primaries); do
-        rc "$p" FUNCTION LOAD REPLACE "$(cat "$src/scripts/sluice.lua")" | grep -qx sluice ||
+        rc "$p" -x FUNCTION LOAD REPLACE <"$bin/../common/sluice_lua.c.lua" | grep -qx sluice ||
             fail "FUNCTION LOAD on $p"
     done
 }

@@ -215,6 +215,22 @@ rcli LRANGE "sluice:{$ql}:list" 0 0 | grep -qE '^[0-9]+:replayed-body$' ||
     fail "list replay: element is not SEQ:BODY"
 [ "$(rcli XLEN "sluice:{$ql}:dead")" = 1 ] || fail "list replay: dead stream not 1"
 
+# ---- a fair queue: capacity and stats give the depth admission compares with the capacity,
+# the tenant lanes' entries with the stream's (sluice/figures.h) ----
+qf="$q-fair"
+admin fair "$qf" on >/dev/null
+"$bin/sluice-enqueue" --redis "$url" --queue "$qf" --tenant A a1 a2 a3 >/dev/null
+"$bin/sluice-enqueue" --redis "$url" --queue "$qf" s1 >/dev/null # no tenant: the stream
+[ "$(rcli HGET "sluice:{$qf}:meta" lane_depth)" = 3 ] || fail "fair: 3 entries not in a lane"
+expect 0 "capacity of $qf: 5 \(was not set; depth 4\)" -- admin capacity "$qf" 5
+admin capacity "$qf" 5 --json >"$tmp/j" && json "$tmp/j" 'j["depth"] == 4'
+expect 0 "depth +4 / 5" -- admin stats "$qf" --sample 0
+admin stats "$qf" --sample 0 --json >"$tmp/j" && json "$tmp/j" 'j["depth"] == 4'
+expect 1 "admitted=1 rejected=1 depth=5 capacity=5" -- \
+    "$bin/sluice-enqueue" --redis "$url" --queue "$qf" --tenant B b1 b2
+expect 0 "note: depth is above the new capacity" -- admin capacity "$qf" 4
+admin purge "$qf" --yes >/dev/null
+
 # ---- purge: only with --yes; every key of the queue, none of another ----
 # an idempotency key record for purge to find (a stream producer on the list queue is refused
 # by the server: SLUICECONFIG, exit 3)

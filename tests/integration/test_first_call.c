@@ -7,7 +7,9 @@
  * after FUNCTION LOAD REPLACE of the library (which gives every function new upvalues), and
  * again as its EVALSHA form run with EVAL (which runs the whole text at every call), with
  * arguments it accepts: each call must succeed. A table of calls covers every function of
- * SLUICE_FN; the test fails when one is missing.
+ * SLUICE_FN; the test fails when one is missing. And whichever function a fresh state runs
+ * first, the state it leaves (the limiter's caches, the runtime API) gives the same results: one
+ * probe sequence after each of several first calls gets the same replies.
  */
 #include <stdarg.h>
 
@@ -172,6 +174,125 @@ static void list_queue(redisContext *c) {
     th_int(c, "DEL %s", k[5]);
 }
 
+/* Appends reply r to buf as text, a stream id as "<id>" (ids differ from run to run). */
+static void render(const redisReply *r, char *buf, size_t len) {
+    size_t n = strlen(buf);
+    if (r->type == REDIS_REPLY_ARRAY) {
+        snprintf(buf + n, len - n, "[");
+        for (size_t i = 0; i < r->elements; i++) {
+            render(r->element[i], buf, len);
+        }
+        n = strlen(buf);
+        snprintf(buf + n, len - n, "]");
+    } else if (r->type == REDIS_REPLY_INTEGER) {
+        snprintf(buf + n, len - n, "%lld ", r->integer);
+    } else if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_ERROR) {
+        int id = r->len > 0 && strspn(r->str, "0123456789-") == r->len && strchr(r->str, '-');
+        snprintf(buf + n, len - n, "%s ", id ? "<id>" : r->str);
+    } else {
+        snprintf(buf + n, len - n, "nil ");
+    }
+}
+
+/* One call's reply appended to buf; `keep`: how many leading elements of it (0: all). */
+static void probe(redisContext *c, char *buf, size_t len, size_t keep, sluice_fn fn, int nkeys,
+                  ...) {
+    const char *argv[MAX_ARGS + 3];
+    char nk[16];
+    int argc = 0;
+    snprintf(nk, sizeof(nk), "%d", nkeys);
+    argv[argc++] = "FCALL";
+    argv[argc++] = sluice_fn_name(fn);
+    argv[argc++] = nk;
+    va_list ap;
+    va_start(ap, nkeys);
+    for (const char *a = va_arg(ap, const char *); a != NULL; a = va_arg(ap, const char *)) {
+        CHECK(argc < MAX_ARGS + 3);
+        argv[argc++] = a;
+    }
+    va_end(ap);
+    redisReply *r = redisCommandArgv(c, argc, argv, NULL);
+    CHECK(r != NULL);
+    if (keep > 0 && r->type == REDIS_REPLY_ARRAY) {
+        for (size_t i = 0; i < keep && i < r->elements; i++) {
+            render(r->element[i], buf, len);
+        }
+    } else {
+        render(r, buf, len);
+    }
+    freeReplyObject(r);
+}
+
+#define PROBE(keep, fn, nkeys, ...) probe(c, out, len, keep, fn, nkeys, __VA_ARGS__, NULL)
+
+/* The probe sequence on fresh keys of round `round`: standalone limits of each algorithm (their
+ * allowed, limited_by, remaining: reset times follow the clock), a queue limit set and an
+ * admission it limits. */
+static void probes(redisContext *c, int round, char *out, size_t len) {
+    char q[64], k[8][96];
+    th_queue(q, sizeof(q), "first-same");
+    const char *names[] = {"stream", "meta", "stats", "limits", "la", "lb", "lc", "ld"};
+    for (int i = 0; i < 8; i++) {
+        snprintf(k[i], sizeof(k[i]), "sluice:{%s}:%s", q, names[i]);
+        if (i >= 4) { /* standalone limit keys: fresh ones each round */
+            snprintf(k[i] + strlen(k[i]), sizeof(k[i]) - strlen(k[i]), "%d", round);
+        }
+    }
+    out[0] = '\0';
+    PROBE(3, SLUICE_FN_LIMIT, 2, k[4], k[5], "3", "gcra:10:1000", "window:10:1000:100");
+    PROBE(3, SLUICE_FN_LIMIT, 2, k[6], k[7], "2", "log:5:1000", "fixed:4:60000");
+    PROBE(3, SLUICE_FN_LIMIT, 1, k[4], "9", "gcra:10:1000");
+    PROBE(0, SLUICE_FN_LIMITS_CONFIG, 2, k[3], k[1], "set", "t", "tenant", "gcra:1:60000");
+    PROBE(0, SLUICE_FN_ADMIT2, 3, k[0], k[1], k[2], "1000", "0", "3", "gold", "", "a", "gold", "",
+          "b", "blue", "", "c");
+    th_cleanup_queue(c, q);
+    for (int i = 3; i < 8; i++) {
+        th_int(c, "DEL %s", k[i]);
+    }
+    th_int(c, "DEL sluice:{%s}:qlim:t:gcra:gold sluice:{%s}:qlim:t:gcra:blue", q, q);
+}
+
+/* After each of these as the first call of a fresh library, the probes give the same replies. */
+static void same_whichever_first(redisContext *c) {
+    char first[2048], again[2048], q[64], k[3][96];
+    th_queue(q, sizeof(q), "first-any");
+    const char *names[] = {"stream", "meta", "limits"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(k[i], sizeof(k[i]), "sluice:{%s}:%s", q, names[i]);
+    }
+    for (int round = 0; round < 6; round++) {
+        switch (round) {
+        case 0:
+            FIRST(c, SLUICE_FN_VERSION, 0, "x");
+            break;
+        case 1:
+            FIRST(c, SLUICE_FN_LIMIT, 1, k[2], "1", "window:10:1000:100");
+            break;
+        case 2:
+            FIRST(c, SLUICE_FN_LIMITS_CONFIG, 2, k[2], k[1], "set", "d", "drain", "log:9:1000");
+            break;
+        case 3:
+            FIRST(c, SLUICE_FN_GROUP, 2, k[0], k[1], "workers", "c1");
+            break;
+        case 4:
+            FIRST(c, SLUICE_FN_TAKE, 2, k[0], k[1], "workers", "c1", "1");
+            break;
+        default:
+            FIRST(c, SLUICE_FN_FAIR_CONFIG, 2, k[0], k[1], "weight", "gold", "2");
+            break;
+        }
+        probes(c, round, round == 0 ? first : again, sizeof(first));
+        if (round > 0 && strcmp(first, again) != 0) {
+            fprintf(stderr, "after first call %d:\n  %s\nafter sluice_version:\n  %s\n", round,
+                    again, first);
+            exit(1);
+        }
+    }
+    th_cleanup_queue(c, q);
+    th_int(c, "DEL %s sluice:{%s}:weights", k[2], q);
+    th_int(c, "DEL sluice:{%s}:qlim:d:log:", q);
+}
+
 int main(void) {
     redisContext *c = th_redis();
     for (eval_mode = 0; eval_mode < 2; eval_mode++) {
@@ -187,6 +308,8 @@ int main(void) {
             }
         }
     }
+    eval_mode = 0;
+    same_whichever_first(c);
     redisFree(c);
     printf("ok: each of %d functions works as the first call after FUNCTION LOAD and as EVAL\n",
            SLUICE_FN_COUNT_);

@@ -13,13 +13,8 @@ own="$tmp/redis"
 url=$("$src/scripts/test-redis" start "$own" --no-aof)
 pids+=("$(cat "$own/pid")")
 
-# The library this build embeds (same version as the C clients), else the source.
-built="$bin/../common/sluice_lua.c.lua"
-if [ -f "$built" ]; then
-    rcli -x FUNCTION LOAD REPLACE <"$built" >/dev/null
-else
-    sed 's/@LIBRARY_HASH@/test/' "$src/scripts/sluice.lua" | rcli -x FUNCTION LOAD REPLACE >/dev/null
-fi
+# The library this build embeds (same version as the C clients).
+rcli -x FUNCTION LOAD REPLACE <"$bin/../common/sluice_lua.c.lua" >/dev/null
 
 q="hot$$"
 stream="sluice:{$q}:stream" stats="sluice:{$q}:stats" meta="sluice:{$q}:meta"

@@ -71,3 +71,23 @@ grep -q 'retried=1 ' "$tmp/ws.out" || fail "stop during a hold: $(cat "$tmp/ws.o
 [ "$(grep -c '/ra/30/1' "$tmp/be.log")" = 1 ] || fail "requests during the hold: $(grep -c '/ra/30/1' "$tmp/be.log")"
 [ "$(rcli XLEN "sluice:{$q2}:stream")" = 3 ] || fail "entries gone"
 echo "ok: stopped during a 30 s hold in ${took} ms: one request, the entry retried, nothing more read"
+
+# a job waiting for a hold past --handler-timeout is given up (its entry retried; nothing sent)
+q3="$q-timeout"
+read -ra qk <<<"$(queue_keys "$q3")"
+keys+=("${qk[@]}" "sluice:{$q3}:hold:127.0.0.1:$bport")
+"$bin/sluice-enqueue" --redis "$url" --queue "$q3" t1 >/dev/null
+"$bin/sluice-worker" --redis "$url" --queue "$q3" --handler "http://127.0.0.1:$bport/ra/30/1/0" \
+    --concurrency 1 --visibility-timeout 1000 --handler-timeout 500 >"$tmp/wt.out" \
+    2>"$tmp/wt.log" &
+pids+=("$!")
+wt=$!
+for i in $(seq 1 100); do
+    grep -q 'event=handler_timeout' "$tmp/wt.log" && break
+    sleep 0.1
+done
+kill -TERM "$wt"
+wait "$wt" || fail "timeout during a hold: $(cat "$tmp/wt.log")"
+grep -q 'event=handler_timeout' "$tmp/wt.log" || fail "no handler timeout: $(cat "$tmp/wt.log")"
+[ "$(grep -c '/ra/30/1/0' "$tmp/be.log")" = 1 ] || fail "a request during the hold"
+echo "ok: a delivery held past --handler-timeout was given up, nothing sent: $(cat "$tmp/wt.out")"

@@ -7,15 +7,8 @@
 . "$(dirname "$0")/lib.sh"
 ns="sluice:{limtest}:lim:$$"
 
-# The library this build embeds (same version as the C clients, so nobody reloads it), else
-# the source with any hash.
-built="$bin/../common/sluice_lua.c.lua"
-if [ -f "$built" ]; then
-    rcli -x FUNCTION LOAD REPLACE <"$built" >/dev/null
-else
-    sed 's/@LIBRARY_HASH@/test/' "${SLUICE_SOURCE_DIR:?}/scripts/sluice.lua" |
-        rcli -x FUNCTION LOAD REPLACE >/dev/null
-fi
+# The library this build embeds (same version as the C clients, so nobody reloads it).
+rcli -x FUNCTION LOAD REPLACE <"$bin/../common/sluice_lua.c.lua" >/dev/null
 
 # lim NKEYS KEY... WEIGHT SPEC...: one call, its reply on one line "a b c d e"
 lim() { rcli FCALL sluice_limit "$@" | paste -sd' '; }

@@ -82,6 +82,8 @@ curl -s -i --max-time 5 "http://127.0.0.1:$port/metrics" >"$tmp/h"
 grep -qi '^content-type: text/plain; version=0.0.4' "$tmp/h" || fail "content type: $(head -5 "$tmp/h")"
 grep -q "^sluice_worker_in_flight{queue=\"$q\",consumer=\"[^\"]*\"} 1" "$tmp/m" ||
     fail "in_flight is not 1: $(grep in_flight "$tmp/m")"
+grep -q "^sluice_worker_concurrency_limit{queue=\"$q\",consumer=\"[^\"]*\"} 1$" "$tmp/m" ||
+    fail "concurrency_limit is not 1: $(grep concurrency_limit "$tmp/m")"
 
 # after the work: counters and histogram match, the gauges fall to 0
 poll 10 '[ "$(metric sluice_worker_processed_total)" = 10 ]' ||

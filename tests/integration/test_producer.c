@@ -3,7 +3,8 @@
  * test_producer.c - the blocking producer against a real redis-server: the capacity boundary,
  * batches at the boundary, capacity changed at run time, both backends, the payload limits
  * (B1, B3), idempotency keys, EVALSHA mode and a server that lost the library (F14), many
- * concurrent producer processes never exceeding the capacity by even one.
+ * concurrent producer processes never exceeding the capacity by even one; a batch holding an
+ * idempotency key refused whole on a partitioned queue too.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -184,6 +185,39 @@ static void test_idempotency(void) {
     redisFree(c);
 }
 
+/* A batch holding an idempotency key is refused whole, on a partitioned queue as on a plain one:
+ * never split so that the keyed message goes alone to its tenant's partition and is admitted
+ * there, where its key is never looked up (partition 0 is). */
+static void test_partitioned_batch_key(void) {
+    char q[64], t[2][16] = {"", ""};
+    th_queue(q, sizeof(q), "pkey");
+    for (int i = 0; i < 64 && (t[0][0] == '\0' || t[1][0] == '\0'); i++) {
+        char name[16];
+        snprintf(name, sizeof(name), "t%d", i);
+        snprintf(t[sluice_partition_of(name, 2)], sizeof(t[0]), "%s", name);
+    }
+    CHECK(t[0][0] != '\0' && t[1][0] != '\0');
+    redisContext *c = th_redis();
+    th_int(c, "HSET sluice:{%s}:meta partitions 2", q);
+    sluice_producer *p = make(q, 100, SLUICE_BACKEND_STREAM, 0);
+    sluice_message m[2] = {{"a", 1, NULL, 0, t[0], NULL, NULL},
+                           {"b", 1, NULL, 0, t[1], "key-1", NULL}};
+    sluice_admit_result res[2];
+    size_t admitted = 9;
+    CHECK_EQ(sluice_producer_admit_batch(p, m, 2, res, &admitted), SLUICE_EINVAL);
+    CHECK(strstr(sluice_producer_errstr(p), "not batches") != NULL);
+    CHECK_EQ(admitted, 0);
+    CHECK_EQ(th_int(c, "EXISTS sluice:{%s}:stream sluice:{%s~1}:stream", q, q), 0);
+    CHECK_EQ(th_int(c, "EXISTS sluice:{%s~1}:idem:key-1", q), 0);
+    th_int(c, "DEL sluice:{%s~1}:idem:key-1", q);
+    char q1[80];
+    snprintf(q1, sizeof(q1), "%s~1", q);
+    th_cleanup_queue(c, q1);
+    th_cleanup_queue(c, q);
+    sluice_producer_free(p);
+    redisFree(c);
+}
+
 /* F14: the server lost the library (FUNCTION FLUSH / SCRIPT FLUSH): admission still works. */
 static void test_library_lost(int force_eval) {
     char q[64];
@@ -281,6 +315,7 @@ int main(void) {
     test_runtime_capacity();
     test_limits();
     test_idempotency();
+    test_partitioned_batch_key();
     test_library_lost(0);
     test_library_lost(1);
     test_concurrent_producers();

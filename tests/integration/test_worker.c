@@ -56,24 +56,6 @@ static sluice_verdict verdict_handler(const sluice_job *job, void *arg) {
     return SLUICE_DONE;
 }
 
-static void fill(const char *q, sluice_backend b, int n, const char *body) {
-    sluice_producer_options o;
-    sluice_producer *p;
-    sluice_admit_result res;
-    char err[256];
-    sluice_producer_options_init(&o);
-    o.redis_url = th_redis_url();
-    o.queue = q;
-    o.backend = b;
-    o.capacity = 100000;
-    CHECK_OK(sluice_producer_new(&o, &p, err, sizeof(err)), err);
-    for (int i = 0; i < n; i++) {
-        CHECK_OK(sluice_producer_admit(p, body, strlen(body), &res), sluice_producer_errstr(p));
-        CHECK_EQ(res.outcome, SLUICE_ADMITTED);
-    }
-    sluice_producer_free(p);
-}
-
 static void *run_thread(void *arg) {
     fixture *f = arg;
     f->rc = sluice_worker_run(f->w, NULL);
@@ -121,7 +103,7 @@ static void test_drain(sluice_backend b) {
     fixture f = {0};
     th_queue(f.q, sizeof(f.q), b == SLUICE_BACKEND_STREAM ? "drain" : "drainlist");
     f.c = th_redis();
-    fill(f.q, b, 300, "work");
+    th_fill(f.q, b, 300, "work");
     atomic_store(&handled, 0);
     atomic_store(&max_active, 0);
     sluice_worker_options o;
@@ -157,9 +139,9 @@ static void test_verdicts(void) {
     th_queue(f.q, sizeof(f.q), "verdicts");
     f.c = th_redis();
     th_int(f.c, "XADD sluice:{%s}:stream * m %s", f.q, "\xc1garbage"); /* undecodable */
-    fill(f.q, SLUICE_BACKEND_STREAM, 1, "bad");
-    fill(f.q, SLUICE_BACKEND_STREAM, 1, "again");
-    fill(f.q, SLUICE_BACKEND_STREAM, 3, "fine");
+    th_fill(f.q, SLUICE_BACKEND_STREAM, 1, "bad");
+    th_fill(f.q, SLUICE_BACKEND_STREAM, 1, "again");
+    th_fill(f.q, SLUICE_BACKEND_STREAM, 3, "fine");
     atomic_store(&handled, 0);
     atomic_store(&second_deliveries, 0);
     sluice_worker_options o;
@@ -203,7 +185,7 @@ static void test_reclaim(void) {
     fixture f = {0};
     th_queue(f.q, sizeof(f.q), "reclaim");
     f.c = th_redis();
-    fill(f.q, SLUICE_BACKEND_STREAM, 4, "orphan");
+    th_fill(f.q, SLUICE_BACKEND_STREAM, 4, "orphan");
     th_int(f.c, "XGROUP CREATE sluice:{%s}:stream workers 0", f.q);
     redisReply *r = redisCommand(f.c,
                                  "XREADGROUP GROUP workers ghost COUNT 4 STREAMS "
@@ -241,7 +223,7 @@ static void test_graceful_stop(void) {
     fixture f = {0};
     th_queue(f.q, sizeof(f.q), "graceful");
     f.c = th_redis();
-    fill(f.q, SLUICE_BACKEND_STREAM, 40, "slow");
+    th_fill(f.q, SLUICE_BACKEND_STREAM, 40, "slow");
     atomic_store(&handled, 0);
     sluice_worker_options o;
     sluice_worker_options_init(&o);

@@ -60,12 +60,21 @@ static void test_init(void) {
                 offsetof(sluice_worker_options, group));
     CHECK_OLDER(sluice_limiter_options, sluice_limiter_options_init_sized,
                 offsetof(sluice_limiter_options, ns));
+    CHECK_OLDER(sluice_worker_pool_options, sluice_worker_pool_options_init_sized,
+                offsetof(sluice_worker_pool_options, on_grace_expired));
 
     CHECK_NEWER(sluice_conn_options, sluice_conn_options_init_sized);
     CHECK_NEWER(sluice_producer_options, sluice_producer_options_init_sized);
     CHECK_NEWER(sluice_aproducer_options, sluice_aproducer_options_init_sized);
     CHECK_NEWER(sluice_worker_options, sluice_worker_options_init_sized);
     CHECK_NEWER(sluice_limiter_options, sluice_limiter_options_init_sized);
+    CHECK_NEWER(sluice_worker_pool_options, sluice_worker_pool_options_init_sized);
+
+    sluice_worker_pool_options po;
+    sluice_worker_pool_options_init(&po);
+    CHECK_EQ(po.struct_size, sizeof(po));
+    CHECK_EQ(po.check_ms, 1000);
+    CHECK(po.on_grace_expired == NULL);
 }
 
 /* What a connection takes from its caller's options (the one copy every connection makes). */
@@ -98,9 +107,22 @@ static void test_take(void) {
     CHECK_EQ(got.struct_size, sizeof(got));
 }
 
+/* Options added later: an older caller's worker gets the defaults (no handler timeout, fixed
+ * concurrency). */
+static void test_worker_new_fields(void) {
+    sluice_worker_options o;
+    sluice_worker_options_init(&o);
+    CHECK_EQ(o.handler_timeout_ms, 0);
+    CHECK(o.abandon_handler == NULL);
+    CHECK_EQ(o.concurrency_min, 0);
+    CHECK_OLDER(sluice_worker_options, sluice_worker_options_init_sized,
+                offsetof(sluice_worker_options, handler_timeout_ms));
+}
+
 int main(void) {
     test_init();
     test_take();
-    printf("test_options: 2 groups passed\n");
+    test_worker_new_fields();
+    printf("test_options: 3 groups passed\n");
     return 0;
 }

@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "harness.h"
+#include "sluice/cluster.h"
+#include "sluice/keys.h"
 #include "sluice/queue.h"
 #include "sluice/status.h"
 
@@ -179,6 +181,146 @@ static void test_hold_key(void) {
     CHECK_EQ(sluice_key_hold(&k, "hooks.example.com:443", 21, buf, 30), SLUICE_EINVAL);
 }
 
+/* Every key of a queue, as docs/data-model.md lists them: the names are the data model, so a
+ * change here is a change of the data model (byte for byte). Named kinds with the part "T". */
+static const char *const orders_keys[SLUICE_KEY_KINDS_] = {
+    [SLUICE_KEY_STREAM] = "sluice:{orders}:stream",
+    [SLUICE_KEY_DEAD] = "sluice:{orders}:dead",
+    [SLUICE_KEY_META] = "sluice:{orders}:meta",
+    [SLUICE_KEY_STATS] = "sluice:{orders}:stats",
+    [SLUICE_KEY_LIST] = "sluice:{orders}:list",
+    [SLUICE_KEY_PROCS] = "sluice:{orders}:procs",
+    [SLUICE_KEY_LIMITS] = "sluice:{orders}:limits",
+    [SLUICE_KEY_TDEPTH] = "sluice:{orders}:tdepth",
+    [SLUICE_KEY_LANES] = "sluice:{orders}:lanes",
+    [SLUICE_KEY_LWAIT] = "sluice:{orders}:lwait",
+    [SLUICE_KEY_SERVED] = "sluice:{orders}:served",
+    [SLUICE_KEY_RING] = "sluice:{orders}:ring",
+    [SLUICE_KEY_DEFICIT] = "sluice:{orders}:deficit",
+    [SLUICE_KEY_WEIGHTS] = "sluice:{orders}:weights",
+    [SLUICE_KEY_WAKE] = "sluice:{orders}:wake",
+    [SLUICE_KEY_LANE] = "sluice:{orders}:lane:T",
+    [SLUICE_KEY_PROC] = "sluice:{orders}:proc:T",
+    [SLUICE_KEY_IDEM] = "sluice:{orders}:idem:T",
+    [SLUICE_KEY_QLIM] = "sluice:{orders}:qlim:T",
+    [SLUICE_KEY_LIM] = "sluice:{orders}:lim:T",
+    [SLUICE_KEY_HOLD] = "sluice:{orders}:hold:T",
+};
+/* partition 3 of orders: a queue of its own, with its own hash tag */
+static const char *const part3_keys[SLUICE_KEY_KINDS_] = {
+    [SLUICE_KEY_STREAM] = "sluice:{orders~3}:stream",
+    [SLUICE_KEY_DEAD] = "sluice:{orders~3}:dead",
+    [SLUICE_KEY_META] = "sluice:{orders~3}:meta",
+    [SLUICE_KEY_STATS] = "sluice:{orders~3}:stats",
+    [SLUICE_KEY_LIST] = "sluice:{orders~3}:list",
+    [SLUICE_KEY_PROCS] = "sluice:{orders~3}:procs",
+    [SLUICE_KEY_LIMITS] = "sluice:{orders~3}:limits",
+    [SLUICE_KEY_TDEPTH] = "sluice:{orders~3}:tdepth",
+    [SLUICE_KEY_LANES] = "sluice:{orders~3}:lanes",
+    [SLUICE_KEY_LWAIT] = "sluice:{orders~3}:lwait",
+    [SLUICE_KEY_SERVED] = "sluice:{orders~3}:served",
+    [SLUICE_KEY_RING] = "sluice:{orders~3}:ring",
+    [SLUICE_KEY_DEFICIT] = "sluice:{orders~3}:deficit",
+    [SLUICE_KEY_WEIGHTS] = "sluice:{orders~3}:weights",
+    [SLUICE_KEY_WAKE] = "sluice:{orders~3}:wake",
+    [SLUICE_KEY_LANE] = "sluice:{orders~3}:lane:T",
+    [SLUICE_KEY_PROC] = "sluice:{orders~3}:proc:T",
+    [SLUICE_KEY_IDEM] = "sluice:{orders~3}:idem:T",
+    [SLUICE_KEY_QLIM] = "sluice:{orders~3}:qlim:T",
+    [SLUICE_KEY_LIM] = "sluice:{orders~3}:lim:T",
+    [SLUICE_KEY_HOLD] = "sluice:{orders~3}:hold:T",
+};
+
+/* Each kind of `k` is want[kind]; the fields of sluice_keys are the same keys; every key is in
+ * the slot of `queue` (the hash tag is the queue's name, so a Cluster keeps it in one slot). */
+static void check_all_keys(const sluice_keys *k, const char *queue,
+                           const char *const want[SLUICE_KEY_KINDS_]) {
+    char key[SLUICE_KEY_MAX];
+    int slot = sluice__cluster_key_slot(queue, strlen(queue));
+    for (int i = 0; i < SLUICE_KEY_KINDS_; i++) {
+        sluice_key_kind kind = (sluice_key_kind)i;
+        int named = sluice__key_named(kind);
+        CHECK_EQ(sluice__key(k, kind, named ? "T" : NULL, named ? 1 : 0, key, sizeof(key)), 0);
+        CHECK_STREQ(key, want[i]);
+        CHECK_EQ(sluice__cluster_key_slot(key, strlen(key)), slot);
+        size_t len = 0;
+        char *dup = sluice__key_new(k, kind, named ? "T" : NULL, named ? 1 : 0, &len);
+        CHECK_STREQ(dup, want[i]);
+        CHECK_EQ(len, strlen(want[i]));
+        free(dup);
+    }
+    CHECK_STREQ(k->stream, want[SLUICE_KEY_STREAM]);
+    CHECK_STREQ(k->dead, want[SLUICE_KEY_DEAD]);
+    CHECK_STREQ(k->meta, want[SLUICE_KEY_META]);
+    CHECK_STREQ(k->stats, want[SLUICE_KEY_STATS]);
+    CHECK_STREQ(k->list, want[SLUICE_KEY_LIST]);
+    CHECK_STREQ(k->procs, want[SLUICE_KEY_PROCS]);
+    CHECK_STREQ(k->limits, want[SLUICE_KEY_LIMITS]);
+    CHECK_EQ(strncmp(k->stream, k->prefix, strlen(k->prefix)), 0);
+    CHECK_EQ(sluice__cluster_key_slot(k->prefix, strlen(k->prefix)), slot);
+}
+
+/* The one table of keys (sluice/keys.h) and the public builders that go through it. */
+static void test_key_table(void) {
+    sluice_keys k, p;
+    char key[SLUICE_KEY_MAX];
+    CHECK_OK(sluice_keys_init(&k, "orders", err, sizeof(err)), "");
+    CHECK_STREQ(k.prefix, "sluice:{orders}:");
+    check_all_keys(&k, "orders", orders_keys);
+    /* a partitioned queue: partition 3 has keys of its own in another slot; partition 0 is the
+     * queue itself */
+    CHECK_EQ(sluice__partition_keys("orders", 3, &p), 0);
+    CHECK_STREQ(p.prefix, "sluice:{orders~3}:");
+    check_all_keys(&p, "orders~3", part3_keys);
+    CHECK(sluice__cluster_key_slot(p.meta, strlen(p.meta)) !=
+          sluice__cluster_key_slot(k.meta, strlen(k.meta)));
+    CHECK_EQ(sluice__partition_keys("orders", 0, &p), 0);
+    CHECK_STREQ(p.meta, "sluice:{orders}:meta");
+    CHECK_EQ(sluice__partition_keys("orders", SLUICE_PARTITIONS_MAX, &p), SLUICE_EINVAL);
+    CHECK_EQ(sluice__partition_keys("orders~1", 2, &p), SLUICE_EINVAL);
+    /* the same names through the public builders */
+    CHECK_EQ(sluice_key_proc(&k, "w-1", key, sizeof(key)), 0);
+    CHECK_STREQ(key, "sluice:{orders}:proc:w-1");
+    CHECK_STREQ(sluice_key_proc_consumer(&k, key), "w-1");
+    CHECK_STREQ(sluice_key_proc_consumer(&k, "sluice:{other}:proc:w-1"), "sluice:{other}:proc:w-1");
+    CHECK_STREQ(sluice_key_proc_consumer(&k, "sluice:{orders}:procs"), "sluice:{orders}:procs");
+    CHECK_EQ(sluice_key_idem(&k, "order-42", 8, key, sizeof(key)), 0);
+    CHECK_STREQ(key, "sluice:{orders}:idem:order-42");
+    CHECK_EQ(sluice_key_limit(&k, "api:7", 5, key, sizeof(key)), 0);
+    CHECK_STREQ(key, "sluice:{orders}:lim:api:7");
+    CHECK_EQ(sluice_key_queue_limit(&k, "api", "gcra", "t1", 2, key, sizeof(key)), 0);
+    CHECK_STREQ(key, "sluice:{orders}:qlim:api:gcra:t1");
+    CHECK_EQ(sluice_key_queue_limit(&k, "all", "window", NULL, 0, key, sizeof(key)), 0);
+    CHECK_STREQ(key, "sluice:{orders}:qlim:all:window:");
+    CHECK_EQ(sluice_key_queue_limit(&k, "c", "gcra", "ip:127.0.0.1", 12, key, sizeof(key)), 0);
+    CHECK_STREQ(key, "sluice:{orders}:qlim:c:gcra:ip:127.0.0.1");
+    /* refused: a part with a NUL, a key that does not fit, a part where none belongs */
+    CHECK_EQ(sluice_key_idem(&k, "a\0b", 3, key, sizeof(key)), SLUICE_EINVAL);
+    CHECK_EQ(sluice_key_queue_limit(&k, "n", "gcra", "a\0b", 3, key, sizeof(key)), SLUICE_EINVAL);
+    CHECK_EQ(sluice_key_idem(&k, "order-42", 8, key, 20), SLUICE_EINVAL);
+    CHECK_EQ(sluice_key_queue_limit(&k, "api", "gcra", "t1", 2, key, 30), SLUICE_EINVAL);
+    CHECK_EQ(sluice__key(&k, SLUICE_KEY_META, "x", 1, key, sizeof(key)), SLUICE_EINVAL);
+    CHECK_EQ(sluice__key(&k, SLUICE_KEY_KINDS_, NULL, 0, key, sizeof(key)), SLUICE_EINVAL);
+    CHECK(sluice__key_suffix(SLUICE_KEY_KINDS_) == NULL);
+    CHECK(sluice__key_new(&k, SLUICE_KEY_WAKE, "x", 1, NULL) == NULL);
+    /* a lane of any length: a tenant longer than SLUICE_KEY_MAX */
+    char tenant[300];
+    memset(tenant, 't', sizeof(tenant));
+    size_t len = 0;
+    char *lane = sluice__key_new(&k, SLUICE_KEY_LANE, tenant, sizeof(tenant), &len);
+    CHECK(lane != NULL);
+    CHECK_EQ(len, strlen("sluice:{orders}:lane:") + sizeof(tenant));
+    CHECK_EQ(strncmp(lane, "sluice:{orders}:lane:ttt", 24), 0);
+    CHECK_EQ(strlen(sluice__key_part(&k, SLUICE_KEY_LANE, lane)), sizeof(tenant));
+    free(lane);
+    /* a tenant may hold any byte, NUL too (valid UTF-8): its lane key is binary-safe */
+    lane = sluice__key_new(&k, SLUICE_KEY_LANE, "a\0b", 3, &len);
+    CHECK(lane != NULL);
+    CHECK_EQ(len, strlen("sluice:{orders}:lane:") + 3);
+    CHECK_EQ(memcmp(lane, "sluice:{orders}:lane:a\0b", len + 1), 0);
+    free(lane);
+}
+
 static void test_backend(void) {
     sluice_backend b = SLUICE_BACKEND_LIST;
     CHECK_OK(sluice_backend_parse("stream", &b), "");
@@ -234,7 +376,8 @@ int main(void) {
     test_bad_names();
     test_keys();
     test_hold_key();
+    test_key_table();
     test_backend();
-    printf("test_queue: 5 groups passed\n");
+    printf("test_queue: 6 groups passed\n");
     return 0;
 }

@@ -196,6 +196,48 @@ static void test_figures(void) {
     CHECK_EQ(f.depth, 40);
     CHECK_EQ(f.in_flight, 7);
     CHECK_EQ(f.waiting, 33);
+    /* its stream apart from the lanes (sluice-admin fair's lane ''): 10, 3 of them delivered */
+    long long sdepth = -1, swaiting = -1;
+    sluice_figures_stream_lane(&f, &sdepth, &swaiting);
+    CHECK_EQ(sdepth, 10);
+    CHECK_EQ(swaiting, 7);
+    /* the same replies arriving together (an EXEC array) read the same */
+    const char *fair_replies[] = {":10\r\n", "$3\r\n100\r\n", groups,
+                                  ":1\r\n",  stats,           "*2\r\n$2\r\n30\r\n$2\r\n26\r\n"};
+    redisReply *rs[6];
+    for (size_t i = 0; i < 6; i++) {
+        rs[i] = th_resp(fair_replies[i]);
+    }
+    sluice_figures g, sum;
+    size_t bad = 99;
+    CHECK_EQ(sluice_figures_read(&g, SLUICE_BACKEND_STREAM, "workers", rs, 6, &bad), 0);
+    CHECK_EQ(bad, 99);
+    CHECK_EQ(g.depth, 40);
+    CHECK_EQ(g.in_flight, 7);
+    CHECK_EQ(g.waiting, 33);
+    CHECK_EQ(g.counters[SLUICE_COUNTER_ACKED], 12);
+    /* partitions add up; a capacity not set in one leaves the sum unset */
+    memset(&sum, 0, sizeof(sum));
+    sluice_figures_add(&sum, &f);
+    sluice_figures_add(&sum, &g);
+    CHECK_EQ(sum.depth, 80);
+    CHECK_EQ(sum.waiting, 66);
+    CHECK_EQ(sum.in_flight, 14);
+    CHECK_EQ(sum.dead, 2);
+    CHECK_EQ(sum.capacity, 200);
+    CHECK_EQ(sum.counters[SLUICE_COUNTER_ADMITTED], 40);
+    g.capacity = SLUICE_FIGURE_UNSET;
+    sluice_figures_add(&sum, &g);
+    CHECK_EQ(sum.capacity, SLUICE_FIGURE_UNSET);
+    /* a bad reply is named by its index; the others are still read */
+    freeReplyObject(rs[3]);
+    rs[3] = th_resp("*0\r\n");
+    CHECK_EQ(sluice_figures_read(&g, SLUICE_BACKEND_STREAM, "workers", rs, 6, &bad), SLUICE_EPROTO);
+    CHECK_EQ(bad, 3);
+    CHECK_EQ(g.depth, 40);
+    for (size_t i = 0; i < 6; i++) {
+        freeReplyObject(rs[i]);
+    }
     /* not fair: both fields absent */
     CHECK_EQ(parse_all(&f, SLUICE_BACKEND_STREAM, "workers", 6, ":10\r\n", "$3\r\n100\r\n", groups,
                        ":1\r\n", stats, "*2\r\n$-1\r\n$-1\r\n"),

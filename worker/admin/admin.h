@@ -21,6 +21,7 @@
 #include <hiredis/hiredis.h>
 
 #include "sluice/figures.h"
+#include "sluice/keys.h"
 #include "sluice/queue.h"
 #include "sluice/reply.h"
 #include "sluice/redis.h"
@@ -28,7 +29,7 @@
 
 /* fair: --weight options accepted in one run */
 #define ADMIN_WEIGHTS_MAX 64
-/* fair: the largest weight (sluice.lua FAIR_MAX_WEIGHT) */
+/* fair: the largest weight (scripts/lua/95_config.lua FAIR_MAX_WEIGHT) */
 #define SLUICE_FAIR_WEIGHT_MAX 1000
 
 /* The parsed command line and the connection of one run. */

@@ -9,7 +9,7 @@
  *      XCLAIM ... IDLE <their idle time> JUSTID - ownership changes, nothing else: the delivery
  *      count and idle time stay, so the workers' reclaim pass takes them exactly when it would
  *      have; with no live consumer to take them, the consumer is kept and reported;
- *   2. it is deleted by the function sluice_prune (scripts/sluice.lua), which checks, in the
+ *   2. it is deleted by the function sluice_prune (scripts/lua/40_stream.lua), which checks, in the
  *      same atomic step, that it has no pending entry left (a consumer that read again
  *      meanwhile is kept). A WATCH would not do: XREADGROUP does not touch watched keys.
  *

@@ -145,33 +145,16 @@ static int lanes_hmget(admin *a, const char *key, const redisReply *lanes, redis
     return rc;
 }
 
-/* Entries of the queue's stream delivered and not settled: 0 before a worker made the group. */
-static int stream_pending(admin *a, long long *pending) {
-    const char *argv[] = {"XPENDING", a->keys.stream, a->group};
-    redisReply *r = NULL;
-    int st = sluice_conn_command(a->conn, 3, argv, NULL, &r, NULL);
-    *pending = 0;
-    if (st == SLUICE_ENOTFOUND) { /* NOGROUP: no stream or no group yet */
-        st = 0;
-    } else if (st != 0) {
-        admin_err(a, "XPENDING: %s",
-                  r != NULL && r->type == REDIS_REPLY_ERROR ? r->str : sluice_conn_errstr(a->conn));
-    } else if (r->type == REDIS_REPLY_ARRAY && r->elements > 0) {
-        *pending = sluice_reply_ll(r->element[0], 0);
-    }
-    freeReplyObject(r);
-    return st == 0 ? 0 : SLUICE_EXIT_REDIS;
-}
-
 static int fair_show(admin *a) {
-    char key[4][SLUICE_KEY_MAX + 16];
-    const char *parts[] = {"lanes", "lwait", "served", "weights"};
+    char key[4][SLUICE_KEY_MAX];
+    const sluice_key_kind kinds[] = {SLUICE_KEY_LANES, SLUICE_KEY_LWAIT, SLUICE_KEY_SERVED,
+                                     SLUICE_KEY_WEIGHTS};
     for (int i = 0; i < 4; i++) {
-        snprintf(key[i], sizeof(key[i]), "%s%s", a->keys.prefix, parts[i]);
+        sluice__key(&a->keys, kinds[i], NULL, 0, key[i], sizeof(key[i]));
     }
     /* h[0]: HGETALL lanes; h[1..3]: lwait, served and weights of "" then of each lane */
-    redisReply *h[4] = {NULL}, *meta = NULL, *xlen = NULL;
-    long long pending = 0;
+    redisReply *h[4] = {NULL}, *meta = NULL;
+    sluice_figures f; /* lane '' is the queue's stream: its part of the figures */
     int rc = admin_connect(a);
     if (rc == 0) {
         rc = admin_call(a, &h[0], "reading the lanes", "HGETALL", key[0], NULL);
@@ -184,10 +167,7 @@ static int fair_show(admin *a) {
                         "lane_wait", NULL);
     }
     if (rc == 0) {
-        rc = admin_call(a, &xlen, "XLEN", "XLEN", a->keys.stream, NULL);
-    }
-    if (rc == 0) {
-        rc = stream_pending(a, &pending);
+        rc = admin_part_figures(a, &a->keys, &f);
     }
     size_t n = rc == 0 ? 1 + h[0]->elements / 2 : 0;
     lane_row *rows = rc == 0 ? calloc(n, sizeof(*rows)) : NULL;
@@ -197,14 +177,13 @@ static int fair_show(admin *a) {
     }
     if (rc == 0) {
         int fair = sluice_reply_ll(meta->element[0], 0) == 1;
-        /* lane '' is the queue's stream */
         rows[0] = (lane_row){"",
                              0,
-                             xlen->integer,
+                             0,
                              0,
                              sluice_reply_ll(h[2]->element[0], -1),
                              sluice_reply_ll(h[3]->element[0], -1)};
-        rows[0].waiting = xlen->integer - pending;
+        sluice_figures_stream_lane(&f, &rows[0].depth, &rows[0].waiting);
         for (size_t i = 1; i < n; i++) {
             lane_row *r = &rows[i];
             r->tenant = h[0]->element[2 * (i - 1)]->str;
@@ -258,7 +237,6 @@ static int fair_show(admin *a) {
         freeReplyObject(h[i]);
     }
     freeReplyObject(meta);
-    freeReplyObject(xlen);
     return rc;
 }
 

@@ -45,9 +45,7 @@ int admin_parts_count(admin *a, long long *parts) {
 }
 
 int admin_part_keys(admin *a, long long i, sluice_keys *k) {
-    char name[SLUICE_QUEUE_NAME_MAX + 1], err[200];
-    if (sluice_partition_name(a->queue, (int)i, name, sizeof(name)) != 0 ||
-        sluice_keys_init(k, name, err, sizeof(err)) != 0) {
+    if (sluice__partition_keys(a->queue, (int)i, k) != 0) {
         admin_err(a, "partition %lld of %s: the name would be longer than %d characters", i,
                   a->queue, SLUICE_QUEUE_NAME_MAX);
         return SLUICE_EXIT_USAGE;
@@ -217,9 +215,9 @@ static const redisReply *hfield(const redisReply *h, const char *name) {
 static int copy_config(admin *a, long long from, long long to) {
     sluice_keys k0;
     redisReply *lim = NULL, *meta = NULL, *w = NULL;
-    char wkey[SLUICE_KEY_MAX + 16];
+    char wkey[SLUICE_KEY_MAX];
     int rc = admin_part_keys(a, 0, &k0);
-    snprintf(wkey, sizeof(wkey), "%sweights", k0.prefix);
+    sluice__key(&k0, SLUICE_KEY_WEIGHTS, NULL, 0, wkey, sizeof(wkey));
     if (rc == 0) {
         rc = admin_call(a, &lim, "reading the limits", "HGETALL", k0.limits, NULL);
     }
@@ -291,7 +289,9 @@ static int copy_config(admin *a, long long from, long long to) {
  * fair queue's lanes, a list queue's list_depth). A partition that cannot be read (its primary
  * down) is marked and left out of the sums; the others are still shown (exit 3). */
 static int show(admin *a) {
-    long long parts, total, depth_all = 0, cap_all = 0;
+    long long parts, total;
+    sluice_figures all;
+    memset(&all, 0, sizeof(all)); /* the sum of none: sluice_figures_add */
     int rc = read_parts(a, &parts, &total), unavailable = 0;
     if (rc != 0 || (rc = admin_detect_backend(a)) != 0) {
         return rc;
@@ -324,8 +324,7 @@ static int show(admin *a) {
             }
             continue;
         }
-        depth_all += f.depth;
-        cap_all = cap_all >= 0 && f.capacity >= 0 ? cap_all + f.capacity : -1;
+        sluice_figures_add(&all, &f);
         if (a->json) {
             printf("%s%lld", i ? "," : "", f.depth);
         } else if (f.capacity >= 0) {
@@ -335,12 +334,12 @@ static int show(admin *a) {
         }
     }
     if (a->json) {
-        printf("],\"depth\":%lld,\"capacity\":", depth_all);
-        cap_all >= 0 ? printf("%lld", cap_all) : printf("null");
+        printf("],\"depth\":%lld,\"capacity\":", all.depth);
+        all.capacity >= 0 ? printf("%lld", all.capacity) : printf("null");
         printf(",\"unavailable\":%d}\n", unavailable);
     } else if (parts > 1) {
-        printf("  %-40s depth %lld / ", "all together", depth_all);
-        cap_all >= 0 ? printf("%lld", cap_all) : printf("(not set in every partition)");
+        printf("  %-40s depth %lld / ", "all together", all.depth);
+        all.capacity >= 0 ? printf("%lld", all.capacity) : printf("(not set in every partition)");
         printf("%s\n", unavailable > 0 ? " (UNAVAILABLE partitions left out)" : "");
     }
     return unavailable > 0 ? SLUICE_EXIT_REDIS : 0;

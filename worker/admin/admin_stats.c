@@ -135,12 +135,8 @@ int admin_part_figures(admin *a, const sluice_keys *k, sluice_figures *f) {
     if (rc != 0) {
         return rc;
     }
-    sluice_figures_init(f);
-    for (size_t j = 0; j < n; j++) {
-        sluice_figures_parse(f, a->backend, a->group, j, r->element[j]);
-    }
+    sluice_figures_read(f, a->backend, a->group, r->element, n, NULL);
     freeReplyObject(r);
-    sluice_figures_finish(f, a->backend);
     return 0;
 }
 
@@ -151,10 +147,8 @@ int admin_part_figures(admin *a, const sluice_keys *k, sluice_figures *f) {
 static int snap_partitions(admin *a, snapshot *s) {
     s->all = s->f;
     for (long long i = 1; i < s->partitions && i < SLUICE_PARTITIONS_MAX; i++) {
-        char name[SLUICE_QUEUE_NAME_MAX + 1];
         sluice_keys k;
-        if (sluice_partition_name(a->queue, (int)i, name, sizeof(name)) != 0 ||
-            sluice_keys_init(&k, name, NULL, 0) != 0) {
+        if (sluice__partition_keys(a->queue, (int)i, &k) != 0) {
             continue;
         }
         sluice_figures f;
@@ -163,15 +157,7 @@ static int snap_partitions(admin *a, snapshot *s) {
             s->unavail |= (uint64_t)1 << i;
             continue;
         }
-        s->all.depth += f.depth;
-        s->all.waiting += f.waiting;
-        s->all.in_flight += f.in_flight;
-        s->all.dead += f.dead;
-        s->all.capacity = s->all.capacity >= 0 && f.capacity >= 0 ? s->all.capacity + f.capacity
-                                                                  : SLUICE_FIGURE_UNSET;
-        for (int c = 0; c < SLUICE_COUNTER_COUNT_; c++) {
-            s->all.counters[c] += f.counters[c];
-        }
+        sluice_figures_add(&s->all, &f);
     }
     return 0;
 }
@@ -200,14 +186,12 @@ static int snap_list_procs(admin *a, snapshot *s, const redisReply *procs) {
 /* The queue figures and the consumer rows, read in one MULTI/EXEC. */
 static int snapshot_take(admin *a, snapshot *s) {
     memset(s, 0, sizeof(*s));
-    sluice_figures_init(&s->f);
     sluice_figures_cmd cmds[SLUICE_FIGURES_MAX_CMDS + 8];
     size_t n = sluice_figures_commands(&a->keys, a->backend, cmds);
     int list = a->backend == SLUICE_BACKEND_LIST;
-    char tdepth[SLUICE_KEY_MAX + 8];
-    snprintf(tdepth, sizeof(tdepth), "%stdepth", a->keys.prefix);
-    char lanes[SLUICE_KEY_MAX + 8];
-    snprintf(lanes, sizeof(lanes), "%slanes", a->keys.prefix);
+    char tdepth[SLUICE_KEY_MAX], lanes[SLUICE_KEY_MAX];
+    sluice__key(&a->keys, SLUICE_KEY_TDEPTH, NULL, 0, tdepth, sizeof(tdepth));
+    sluice__key(&a->keys, SLUICE_KEY_LANES, NULL, 0, lanes, sizeof(lanes));
     cmds[n] = list ? (sluice_figures_cmd){2, {"SMEMBERS", a->keys.procs}}
                    : (sluice_figures_cmd){4, {"XINFO", "CONSUMERS", a->keys.stream, a->group}};
     cmds[n + 1] = (sluice_figures_cmd){2, {"HGETALL", a->keys.limits}};
@@ -222,16 +206,14 @@ static int snapshot_take(admin *a, snapshot *s) {
     if (rc != 0) {
         return rc;
     }
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        int st = sluice_figures_parse(&s->f, a->backend, a->group, i, r->element[i]);
-        if (st != 0) {
-            admin_err(a, "%s: %s", cmds[i].argv[0],
-                      r->element[i]->type == REDIS_REPLY_ERROR ? r->element[i]->str
-                                                               : sluice_strerror(st));
-            rc = SLUICE_EXIT_REDIS;
-        }
+    size_t bad = 0;
+    int st = sluice_figures_read(&s->f, a->backend, a->group, r->element, n, &bad);
+    if (st != 0) {
+        admin_err(a, "%s: %s", cmds[bad].argv[0],
+                  r->element[bad]->type == REDIS_REPLY_ERROR ? r->element[bad]->str
+                                                             : sluice_strerror(st));
+        rc = SLUICE_EXIT_REDIS;
     }
-    sluice_figures_finish(&s->f, a->backend);
     if (rc == 0) {
         read_limits(s, r->element[n + 1], r->element[n + 2]);
         s->per_tenant = sluice_reply_ll(r->element[n + 3], 0);
@@ -489,8 +471,8 @@ static int queue_missing(admin *a, int *rc) {
     int missing = sluice_reply_ll(r, 1) == 0;
     freeReplyObject(r);
     if (missing) {
-        admin_err(a, "queue %s does not exist (no keys sluice:{%s}:*; names are case-sensitive)",
-                  a->queue, a->queue);
+        admin_err(a, "queue %s does not exist (no keys %s*; names are case-sensitive)", a->queue,
+                  a->keys.prefix);
         *rc = SLUICE_EXIT_REJECTED;
     }
     return missing;
@@ -633,27 +615,31 @@ int admin_capacity(admin *a) {
         admin_err(a, "--per-tenant %lld is more than the capacity %lld", a->per_tenant, n);
         return SLUICE_EXIT_USAGE;
     }
-    if (a->per_tenant >= 0 &&
-        ((rc = admin_detect_backend(a)) != 0 || a->backend == SLUICE_BACKEND_LIST)) {
+    if ((rc = admin_detect_backend(a)) != 0 ||
+        (a->per_tenant >= 0 && a->backend == SLUICE_BACKEND_LIST)) {
         if (rc == 0) {
             admin_err(a, "--per-tenant needs the stream backend; %s is a list queue", a->queue);
         }
         return rc != 0 ? rc : SLUICE_EXIT_USAGE;
     }
-    sluice_figures_cmd cmds[] = {{3, {"HGET", a->keys.meta, "capacity"}},
-                                 {4, {"HSET", a->keys.meta, "capacity", value}},
-                                 {2, {"XLEN", a->keys.stream}},
-                                 {3, {"HGET", a->keys.meta, "list_depth"}},
-                                 {4, {"HSET", a->keys.meta, "per_tenant", share}}};
-    if (a->per_tenant == 0) { /* 0 switches the share off */
-        cmds[4] = (sluice_figures_cmd){3, {"HDEL", a->keys.meta, "per_tenant"}};
+    /* the depth is the figures' (sluice/figures.h), the one admission compares with the
+     * capacity: a fair queue's lanes count, read in the same step as the write */
+    sluice_figures_cmd cmds[2 + SLUICE_FIGURES_MAX_CMDS + 1] = {
+        {3, {"HGET", a->keys.meta, "capacity"}}, {4, {"HSET", a->keys.meta, "capacity", value}}};
+    size_t nf = sluice_figures_commands(&a->keys, a->backend, cmds + 2), ncmds = 2 + nf;
+    if (a->per_tenant > 0) {
+        cmds[ncmds++] = (sluice_figures_cmd){4, {"HSET", a->keys.meta, "per_tenant", share}};
+    } else if (a->per_tenant == 0) { /* 0 switches the share off */
+        cmds[ncmds++] = (sluice_figures_cmd){3, {"HDEL", a->keys.meta, "per_tenant"}};
     }
     redisReply *r;
-    if ((rc = transaction(a, &r, cmds, a->per_tenant >= 0 ? 5 : 4)) != 0) {
+    sluice_figures f;
+    if ((rc = transaction(a, &r, cmds, ncmds)) != 0) {
         return rc;
     }
     old = admin_capacity_value(r->element[0]);
-    depth = sluice_reply_ll(r->element[2], 0) + sluice_reply_ll(r->element[3], 0);
+    sluice_figures_read(&f, a->backend, a->group, r->element + 2, nf, NULL);
+    depth = f.depth;
     freeReplyObject(r);
     if (a->json) {
         printf("{\"queue\":\"%s\",\"capacity\":%lld,\"previous\":", a->queue, n);

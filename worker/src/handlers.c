@@ -5,7 +5,9 @@
  *   sleep:MS       simulated work: a libuv timer per message, no thread held
  *   exec:CMD       `/bin/sh -c CMD` per message, payload on stdin; exit 0 done, 75 retry later,
  *                  anything else (or a signal) failed. SLUICE_ID, SLUICE_QUEUE and
- *                  SLUICE_DELIVERIES are in its environment.
+ *                  SLUICE_DELIVERIES are in its environment. The command runs in a process
+ *                  group of its own: past --handler-timeout the group gets SIGTERM, then
+ *                  SIGKILL EXEC_KILL_GRACE_MS later (the worker retries the entry).
  *   crash-on:TEXT  abort() the whole worker when the payload contains TEXT, else done (for
  *                  testing poison messages)
  *   http(s)://...  the worker library's HTTP delivery (sluice/worker_http.h); here only its
@@ -135,12 +137,19 @@ typedef struct child {
     uv_process_t proc;
     uv_pipe_t in;
     uv_write_t wr;
+    uv_timer_t kill_timer; /* timed out: SIGKILL after EXEC_KILL_GRACE_MS */
     const sluice_job *job;
     sluice_verdict verdict;
     char reason[64]; /* how a failed command ended: exit status or signal */
     int open;        /* handles not yet closed */
+    int abandoned;   /* the job timed out: SIGTERM sent to the process group */
+    int killed;      /* ... and SIGKILL, after EXEC_KILL_GRACE_MS */
+    int pid;         /* the command's process group, kept after its leader exited */
     char env[3][160];
 } child;
+
+/* A timed-out command's process group gets SIGTERM, then SIGKILL this much later. */
+#define EXEC_KILL_GRACE_MS 2000
 
 static const char *exec_cmd;
 static const char *exec_queue;
@@ -164,6 +173,13 @@ static void child_exit(uv_process_t *p, int64_t status, int signal) {
     } else if (status != 0 && status != 75) {
         snprintf(c->reason, sizeof(c->reason), "exec: exited with status %lld", (long long)status);
     }
+    if (c->abandoned) {
+        c->verdict = SLUICE_RETRY; /* ignored by the worker; never recorded as done */
+        if (c->killed) {
+            uv_close((uv_handle_t *)&c->kill_timer, child_closed);
+        } /* else the group may hold the command's children: the timer's SIGKILL ends them */
+    }
+    c->pid = p->pid;
     uv_close((uv_handle_t *)p, child_closed);
 }
 
@@ -216,6 +232,48 @@ static void exec_handler(sluice_worker *w, const sluice_job *job, void *arg) {
     }
 }
 
+static void kill_timer_cb(uv_timer_t *t) {
+    child *c = t->data;
+    int exited = uv_is_closing((uv_handle_t *)&c->proc);
+    kill(-(exited ? c->pid : c->proc.pid), SIGKILL); /* the group outlives its leader */
+    c->killed = 1;
+    if (exited) {
+        uv_close((uv_handle_t *)t, child_closed);
+    } /* else child_exit closes the timer */
+}
+
+/* The job timed out (--handler-timeout): SIGTERM to the command's process group now, SIGKILL
+ * after EXEC_KILL_GRACE_MS; the verdict comes when the command has exited. */
+static void abandon_child(uv_handle_t *h, void *arg) {
+    if (h->type != UV_PROCESS || uv_is_closing(h)) {
+        return;
+    }
+    child *c = h->data;
+    if (c->job != arg || c->abandoned) {
+        return;
+    }
+    c->abandoned = 1;
+    kill(-c->proc.pid, SIGTERM);
+    uv_timer_init(h->loop, &c->kill_timer);
+    c->kill_timer.data = c;
+    c->open++;
+    uv_timer_start(&c->kill_timer, kill_timer_cb, EXEC_KILL_GRACE_MS, 0);
+}
+
+static void exec_abandon(sluice_worker *w, const sluice_job *job, void *arg) {
+    uv_walk(sluice_worker_loop(w), abandon_child, (void *)job);
+}
+
+static void sleep_abandon(sluice_worker *w, const sluice_job *job, void *arg) {
+    for (sleeper *s = sleepers; s != NULL; s = s->next) {
+        if (s->job == job && !uv_is_closing((uv_handle_t *)&s->timer)) {
+            sluice_job_finish(job, SLUICE_RETRY);
+            uv_close((uv_handle_t *)&s->timer, sleeper_closed);
+            return;
+        }
+    }
+}
+
 static void kill_child(uv_handle_t *h, void *arg) {
     if (h->type == UV_PROCESS && !uv_is_closing(h)) {
         kill(-((uv_process_t *)h)->pid, SIGKILL); /* its whole process group */
@@ -234,6 +292,7 @@ void sw_handlers_abandon(uv_loop_t *loop) {
 int sw_handler_parse(const char *spec, const char *queue, sluice_worker_options *o, char *err,
                      size_t errlen) {
     o->handler = NULL;
+    o->abandon_handler = NULL;
     exec_queue = queue;
     if (strcmp(spec, "noop") == 0) {
         o->async_handler = noop_handler;
@@ -249,11 +308,13 @@ int sw_handler_parse(const char *spec, const char *queue, sluice_worker_options 
         }
         sleep_ms = (unsigned)v;
         o->async_handler = sleep_handler;
+        o->abandon_handler = sleep_abandon;
         return 0;
     }
     if (strncmp(spec, "exec:", 5) == 0 && spec[5] != '\0') {
         exec_cmd = spec + 5;
         o->async_handler = exec_handler;
+        o->abandon_handler = exec_abandon;
         return 0;
     }
     if (strncmp(spec, "http://", 7) == 0 || strncmp(spec, "https://", 8) == 0) {

@@ -14,6 +14,7 @@
 
 #include "sluice/buf.h"
 #include "sluice/clock.h"
+#include "sluice/keys.h"
 #include "sluice/log.h"
 
 #include "http_delivery.h"
@@ -80,23 +81,14 @@ const char *sluice__job_stream(const job *j, size_t *len, int *owned) {
         *len = strlen(j->w->keys.stream);
         return j->w->keys.stream;
     }
-    size_t plen = strlen(j->w->keys.prefix), tlen = j->lane_len;
-    char *k = malloc(plen + 5 + tlen + 1);
-    if (k == NULL) {
-        return NULL;
-    }
-    memcpy(k, j->w->keys.prefix, plen);
-    memcpy(k + plen, "lane:", 5);
-    memcpy(k + plen + 5, j->lane, tlen + 1);
-    *len = plen + 5 + tlen;
-    *owned = 1;
+    char *k = sluice__key_new(&j->w->keys, SLUICE_KEY_LANE, j->lane, j->lane_len, len);
+    *owned = k != NULL;
     return k;
 }
 
-void sluice__job_release(job *j) {
+/* Back to the free list (after its settle call and, when it timed out, its handler's end). */
+static void job_recycle(job *j) {
     sluice_worker *w = j->w;
-    list_unlink(j);
-    w->n_in_flight--;
     free(j->raw);
     j->raw = NULL;
     free(j->lane);
@@ -105,9 +97,30 @@ void sluice__job_release(job *j) {
     w->free_jobs = j;
 }
 
+void sluice__job_release(job *j) {
+    sluice_worker *w = j->w;
+    list_unlink(j);
+    w->n_in_flight--;
+    if (j->handler_out) { /* timed out: its slot is free, its memory the handler's for now */
+        j->parked = 1;
+        j->next = w->expired.next;
+        j->prev = &w->expired;
+        w->expired.next->prev = j;
+        w->expired.next = j;
+        return;
+    }
+    job_recycle(j);
+}
+
 void sluice__jobs_free_all(sluice_worker *w) {
     while (w->in_flight.next != &w->in_flight) {
+        w->in_flight.next->handler_out = 0;
         sluice__job_release(w->in_flight.next);
+    }
+    while (w->expired.next != &w->expired) {
+        job *j = w->expired.next;
+        list_unlink(j);
+        job_recycle(j);
     }
     while (w->free_jobs != NULL) {
         job *j = w->free_jobs;
@@ -126,6 +139,19 @@ static void count_latency(sluice_worker *w, job *j) {
     }
     w->st.latency_buckets[i]++;
     w->st.latency_sum_s += s;
+}
+
+/* The verdict's latency feeds the adaptive limit; its changes are logged at most every 5 s. */
+static void adapt(sluice_worker *w, job *j) {
+    uint64_t now = sluice_now_ns();
+    sluice__adaptive_sample(&w->adaptive, j->start_ns, now, w->n_in_flight);
+    int limit = sluice__adaptive_limit(&w->adaptive);
+    if (limit != w->adaptive_logged && now / 1000000 - w->adaptive_log_ms >= 5000) {
+        SLUICE_LOG(SLUICE_LOG_INFO, "event=concurrency limit=%d noload_ms=%.1f in_flight=%d", limit,
+                   w->adaptive.noload_ns / 1e6, w->n_in_flight);
+        w->adaptive_logged = limit;
+        w->adaptive_log_ms = now / 1000000;
+    }
 }
 
 /* Queues a DONE job for the next ack call. Out of memory: the entry stays pending in Redis and
@@ -257,6 +283,9 @@ static void job_verdict(job *j, sluice_verdict v, const char *reason) {
         return;
     }
     count_latency(w, j);
+    if (w->o.concurrency_min > 0) {
+        adapt(w, j);
+    }
     j->verdict = v;
     j->state = JOB_SETTLING;
     int last = sluice__worker_count_verdict(w);
@@ -275,10 +304,91 @@ static void job_verdict(job *j, sluice_verdict v, const char *reason) {
 
 void sluice_job_finish_reason(const sluice_job *pub, sluice_verdict v, const char *reason) {
     job *j = (job *)pub;
+    if (j->handler_out) { /* the verdict of a timed-out job: its entry is retried already */
+        j->handler_out = 0;
+        if (j->parked) { /* settled: it waits in w->expired */
+            sluice_worker *w = j->w;
+            list_unlink(j);
+            job_recycle(j);
+            if (w->stopping) {
+                sluice__worker_kick(w); /* the last one may end the stop */
+            }
+        }
+        return;
+    }
     if (j->state != JOB_HANDLING) {
         return; /* a second verdict for one job is ignored */
     }
     job_verdict(j, v, reason);
+}
+
+int sluice_job_abandoned(const sluice_job *pub) {
+    return atomic_load(&((const job *)pub)->abandoned) != 0;
+}
+
+/* ---- handler timeouts ---- */
+
+/* How late a deadline may be noticed, so that jobs read together expire in one pass. */
+static uint64_t timeout_slack_ms(const sluice_worker *w) {
+    uint64_t s = (uint64_t)w->o.handler_timeout_ms / 16;
+    return s < 1 ? 1 : s > 50 ? 50 : s;
+}
+
+/* Arms the timer for the earliest deadline of a job in its handler (in_flight runs newest to
+ * oldest, but reclaimed jobs join it too: the whole list is looked at). */
+static void timeout_arm(sluice_worker *w) {
+    if (w->o.handler_timeout_ms <= 0 || w->closing) {
+        return;
+    }
+    uint64_t oldest = 0;
+    for (job *j = w->in_flight.next; j != &w->in_flight; j = j->next) {
+        if (j->state == JOB_HANDLING && !j->handler_out && (oldest == 0 || j->start_ns < oldest)) {
+            oldest = j->start_ns;
+        }
+    }
+    if (oldest == 0) {
+        uv_timer_stop(&w->timeout_timer);
+        return;
+    }
+    uint64_t due_ms = (oldest - 1) / 1000000 + (uint64_t)w->o.handler_timeout_ms + 1;
+    uint64_t now = sluice_now_ns() / 1000000;
+    uv_timer_start(&w->timeout_timer, sluice__jobs_timeout_cb,
+                   (due_ms > now ? due_ms - now : 0) + timeout_slack_ms(w), 0);
+}
+
+/* The job passed its deadline: retried as if its handler had said RETRY; the handler is told
+ * and keeps the job until its own verdict (ignored). */
+static void job_expire(job *j) {
+    sluice_worker *w = j->w;
+    SLUICE_LOG(SLUICE_LOG_WARN, "event=handler_timeout id=%s deliveries=%lld timeout_ms=%d", j->id,
+               j->pub.deliveries, w->o.handler_timeout_ms);
+    atomic_store(&j->abandoned, 1);
+    j->handler_out = 1;
+    job_verdict(j, SLUICE_RETRY, NULL);
+    if (w->o.http != NULL) {
+        sluice__http_ops_of(w->o.http)->abandon(j); /* its request, waiting or under way */
+    } else if (w->o.abandon_handler != NULL) {
+        w->o.abandon_handler(w, &j->pub, w->o.handler_arg);
+    }
+}
+
+void sluice__jobs_timeout_cb(uv_timer_t *t) {
+    sluice_worker *w = t->data;
+    uint64_t limit = (uint64_t)w->o.handler_timeout_ms * 1000000, now = sluice_now_ns();
+    /* one job at a time: expiring one may settle (and unlink) it at once */
+    for (int n = 0; n <= w->o.concurrency; n++) {
+        job *due = NULL;
+        for (job *j = w->in_flight.prev; j != &w->in_flight && due == NULL; j = j->prev) {
+            if (j->state == JOB_HANDLING && !j->handler_out && now - j->start_ns >= limit) {
+                due = j;
+            }
+        }
+        if (due == NULL) {
+            break;
+        }
+        job_expire(due);
+    }
+    timeout_arm(w);
 }
 
 void sluice_job_finish(const sluice_job *pub, sluice_verdict v) {
@@ -287,12 +397,12 @@ void sluice_job_finish(const sluice_job *pub, sluice_verdict v) {
 
 static void work_cb(uv_work_t *req) {
     job *j = req->data;
-    j->verdict = j->w->o.handler(&j->pub, j->w->o.handler_arg);
+    j->pool_verdict = j->w->o.handler(&j->pub, j->w->o.handler_arg);
 }
 
 static void after_work_cb(uv_work_t *req, int status) {
     job *j = req->data;
-    job_verdict(j, status == UV_ECANCELED ? SLUICE_RETRY : j->verdict, NULL);
+    sluice_job_finish(&j->pub, status == UV_ECANCELED ? SLUICE_RETRY : j->pool_verdict);
 }
 
 static int decode(job *j) {
@@ -344,6 +454,11 @@ void sluice__job_dispatch(job *j) {
                  j->pub.deliveries, w->o.max_deliveries);
         sluice__job_dead(j, j->reason);
         return;
+    }
+    if (w->o.handler_timeout_ms > 0 && !uv_is_active((uv_handle_t *)&w->timeout_timer) &&
+        (w->o.http != NULL || w->o.async_handler != NULL ||
+         w->o.handler_mode != SLUICE_HANDLER_INLINE)) {
+        timeout_arm(w);
     }
     if (w->o.http != NULL) {
         sluice__http_ops_of(w->o.http)->dispatch(j);
@@ -409,7 +524,7 @@ static int send_lane_acks(sluice_worker *w, ack_batch *b) {
         a.v[k] = b->jobs[i]->id;
         a.lens[k++] = strlen(b->jobs[i]->id);
     }
-    /* meta declared: the function need not derive it (see slot_migrating in sluice.lua) */
+    /* meta declared: the function need not derive it (slot_migrating, scripts/lua) */
     const char *keys[] = {w->keys.stream, w->keys.stats, w->keys.meta};
     int st = sluice_aconn_fcall(w->cmd, SLUICE_FN_LANE_ACK, 3, keys, NULL, (int)k, a.v, a.lens, 0,
                                 on_acked, b);

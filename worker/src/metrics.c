@@ -16,16 +16,16 @@
  * a query every QUERY_MS and are left out when the last answer is older than STALE_MS, so a
  * scaler never acts on a stale number.
  *
- * A partitioned queue (sw_metrics_start_parts): the workers of its partitions run on threads of
- * their own, so their counters come as a sum from the caller (snapshots it takes on their
- * threads), the queue figures are read from every partition (a connection each: on a Redis
- * Cluster they sit on different nodes) and exposed as the queue's totals plus one series per
- * partition (sluice_queue_partition_depth, _lag, _pending), and the caller stops the module.
+ * The workers are a pool's (sluice_worker_pool): on a partitioned queue they run on threads of
+ * their own, their counters come as the pool's sum, the queue figures are read from every
+ * partition (a connection each: on a Redis Cluster they sit on different nodes) and exposed as
+ * the queue's totals plus one series per partition (sluice_queue_partition_depth, _lag,
+ * _pending).
  *
  * Life cycle: every handle here is unref'd (they never keep the loop alive on their own), and
- * the module closes itself as soon as the worker starts closing (checked every loop iteration
+ * the module closes itself as soon as the pool starts closing (checked every loop iteration
  * and every QUERY_MS), because its Redis connection's handles are ref'd and would otherwise keep
- * sluice_worker_run() from returning. sw_metrics_stop() frees it once libuv closed all.
+ * sluice_worker_pool_run() from returning. sw_metrics_stop() frees it once libuv closed all.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -66,10 +66,9 @@ typedef struct mqueue {
 
 struct sluice_metrics {
     uv_loop_t *loop;
-    sluice_worker *w;        /* the worker on this loop whose closing closes the module */
-    sw_metrics_parts src;    /* a partitioned queue: its workers' sums and partition count */
-    const sluice_url *url;   /* the workers' Redis */
-    sluice_worker_info info; /* of the worker (of partition 0) */
+    sluice_worker_pool *pool;         /* the workers; its closing closes the module */
+    const sluice_url *url;            /* the workers' Redis */
+    sluice_worker_info info;          /* of the pool (partition 0) */
     mqueue mq[SLUICE_PARTITIONS_MAX]; /* [0, nq) */
     int nq;                           /* queues read: 1, or the partitions */
     sluice__http_server *http;        /* GET /metrics, /healthz */
@@ -102,13 +101,9 @@ static void escape_label(char *out, size_t len, const char *s) {
     out[n] = '\0';
 }
 
-/* The workers' counters: the one worker's, or the caller's sums over the partitions. */
+/* The workers' counters, summed over the partitions. */
 static void worker_stats(const sluice_metrics *m, sluice_worker_stats *s) {
-    if (m->src.stats != NULL) {
-        m->src.stats(m->src.arg, s);
-    } else {
-        sluice_worker_get_stats(m->w, s);
-    }
+    sluice_worker_pool_get_stats(m->pool, s);
 }
 
 static void counter(sluice_text *b, const sluice_metrics *m, const char *name, const char *help,
@@ -252,6 +247,18 @@ static void http_metrics(sluice_text *b, const sluice_metrics *m) {
         m->info.queue, m->label_consumer, (double)h.held_ms / 1000.0);
 }
 
+/* The limit of in-flight messages (fixed or adaptive): the sum over the pool's workers (one, or
+ * one per partition, each adapting on its own). */
+static void concurrency_limit(sluice_text *b, const sluice_metrics *m) {
+    sluice_text_printf(b,
+                       "# HELP sluice_worker_concurrency_limit Messages let into the handler at "
+                       "once (--concurrency, or its adaptive limit).\n"
+                       "# TYPE sluice_worker_concurrency_limit gauge\n"
+                       "sluice_worker_concurrency_limit{queue=\"%s\",consumer=\"%s\"} %d\n",
+                       m->info.queue, m->label_consumer,
+                       sluice_worker_pool_concurrency_limit(m->pool));
+}
+
 static void render(sluice_text *b, const sluice_metrics *m) {
     sluice_worker_stats s;
     worker_stats(m, &s);
@@ -273,6 +280,7 @@ static void render(sluice_text *b, const sluice_metrics *m) {
     sluice_text_printf(b, "# TYPE sluice_worker_in_flight gauge\n");
     sluice_text_printf(b, "sluice_worker_in_flight{queue=\"%s\",consumer=\"%s\"} %d\n",
                        m->info.queue, m->label_consumer, s.in_flight);
+    concurrency_limit(b, m);
     histogram(b, m, &s);
     http_metrics(b, m);
     queue_metrics(b, m);
@@ -424,7 +432,7 @@ static void query(sluice_metrics *m) {
     if (m->querying > 0) {
         return;
     }
-    int want = m->src.partitions != NULL ? m->src.partitions(m->src.arg) : 1;
+    int want = sluice_worker_pool_partitions(m->pool);
     while (m->nq < want && mqueue_open(m, m->nq) == 0) {
     }
     if (m->nq < want) {
@@ -493,25 +501,22 @@ static void shut(sluice_metrics *m) {
     }
 }
 
-static int worker_closing(sluice_metrics *m) {
-    if (m->w == NULL) {
-        return 0; /* the caller stops the module */
-    }
+static int pool_closing(sluice_metrics *m) {
     sluice_worker_info info;
-    sluice_worker_get_info(m->w, &info);
+    sluice_worker_pool_get_info(m->pool, &info);
     return info.stopping == 2;
 }
 
 static void on_watch(uv_check_t *h) {
     sluice_metrics *m = h->data;
-    if (worker_closing(m)) {
+    if (pool_closing(m)) {
         shut(m);
     }
 }
 
 static void on_tick(uv_timer_t *t) {
     sluice_metrics *m = t->data;
-    if (worker_closing(m)) {
+    if (pool_closing(m)) {
         shut(m);
     } else {
         query(m);
@@ -527,8 +532,8 @@ static void init_handles(sluice_metrics *m) {
     uv_unref((uv_handle_t *)&m->watch);
 }
 
-static int start(uv_loop_t *loop, const char *addr, sluice_worker *w, const sw_metrics_parts *src,
-                 sluice_metrics **out, char *err, size_t errlen) {
+int sw_metrics_start(uv_loop_t *loop, const char *addr, sluice_worker_pool *pool,
+                     sluice_metrics **out, char *err, size_t errlen) {
     sluice_metrics *m = calloc(1, sizeof(*m));
     *out = NULL;
     if (m == NULL) {
@@ -536,14 +541,8 @@ static int start(uv_loop_t *loop, const char *addr, sluice_worker *w, const sw_m
         return -1;
     }
     m->loop = loop;
-    if (src != NULL) {
-        m->src = *src;
-        m->w = src->watch;
-        sluice_worker_get_info(src->first, &m->info);
-    } else {
-        m->w = w;
-        sluice_worker_get_info(w, &m->info);
-    }
+    m->pool = pool;
+    sluice_worker_pool_get_info(pool, &m->info);
     m->url = m->info.url;
     escape_label(m->label_consumer, sizeof(m->label_consumer), m->info.consumer);
     escape_label(m->label_group, sizeof(m->label_group), m->info.group);
@@ -559,16 +558,6 @@ static int start(uv_loop_t *loop, const char *addr, sluice_worker *w, const sw_m
     uv_check_start(&m->watch, on_watch);
     *out = m;
     return 0;
-}
-
-int sw_metrics_start(uv_loop_t *loop, const char *addr, sluice_worker *w, sluice_metrics **out,
-                     char *err, size_t errlen) {
-    return start(loop, addr, w, NULL, out, err, errlen);
-}
-
-int sw_metrics_start_parts(uv_loop_t *loop, const char *addr, const sw_metrics_parts *src,
-                           sluice_metrics **out, char *err, size_t errlen) {
-    return start(loop, addr, NULL, src, out, err, errlen);
 }
 
 void sw_metrics_stop(sluice_metrics *m) {

@@ -6,12 +6,14 @@
  * Reading asks for at most the free slots; a read is re-issued as soon as a reply was handled
  * and slots are free, and whenever a settled job frees a slot while no read is outstanding.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "sluice/clock.h"
+#include "sluice/keys.h"
 #include "sluice/log.h"
 #include "sluice/options.h"
 #include "sluice/reply.h"
@@ -57,8 +59,9 @@ static int check_options(const sluice_worker_options *o, char *err, size_t errle
         check_range("max deliveries", o->max_deliveries, 1, 1000000, err, errlen) ||
         check_range("retry backoff ms", o->retry_backoff_ms, 0, 86400000, err, errlen) ||
         check_range("grace ms", o->grace_ms, 0, 86400000, err, errlen) ||
-        check_range("max messages", o->max_messages, 0, (long long)1e15, err, errlen) ||
-        check_range("handler timeout ms", o->handler_timeout_ms, 0, 86400000, err, errlen)) {
+        check_range("handler timeout ms", o->handler_timeout_ms, 0, 86400000, err, errlen) ||
+        check_range("concurrency min", o->concurrency_min, 0, o->concurrency, err, errlen) ||
+        check_range("max messages", o->max_messages, 0, (long long)1e15, err, errlen)) {
         return SLUICE_EINVAL;
     }
     return 0;
@@ -157,6 +160,7 @@ int sluice_worker_new(const sluice_worker_options *in, sluice_worker **out, char
         return SLUICE_EINVAL;
     }
     w->in_flight.next = w->in_flight.prev = &w->in_flight;
+    w->expired.next = w->expired.prev = &w->expired;
     snprintf(w->cursor, sizeof(w->cursor), "0-0");
     if (w->o.tally != NULL) {
         tally_join(w->o.tally, 1);
@@ -191,6 +195,14 @@ const char *sluice_worker_errstr(const sluice_worker *w) {
 void sluice_worker_get_stats(const sluice_worker *w, sluice_worker_stats *s) {
     *s = w->st;
     s->in_flight = w->n_in_flight;
+}
+
+int sluice__worker_limit(const sluice_worker *w) {
+    return w->o.concurrency_min > 0 ? sluice__adaptive_limit(&w->adaptive) : w->o.concurrency;
+}
+
+int sluice_worker_concurrency_limit(const sluice_worker *w) {
+    return sluice__worker_limit(w);
 }
 
 static int tallied(const sluice_worker *w) {
@@ -270,7 +282,7 @@ int sluice__worker_count_verdict(sluice_worker *w) {
 }
 
 int sluice__worker_free_slots(const sluice_worker *w) {
-    long long free_slots = w->o.concurrency - w->n_in_flight;
+    long long free_slots = sluice__worker_limit(w) - w->n_in_flight;
     long long taken = w->o.tally != NULL ? atomic_load(&w->o.tally->taken) : w->taken;
     if (w->o.max_messages > 0 && w->o.max_messages - taken < free_slots) {
         free_slots = w->o.max_messages - taken;
@@ -592,6 +604,10 @@ void sluice__worker_hold(sluice_worker *w, long long wait, int lease) {
     if (wait > PACE_HOLD_MAX_MS) {
         wait = PACE_HOLD_MAX_MS;
     }
+    if (lease && w->o.concurrency_min > 0) {
+        /* the queue's inflight limit holds this worker at what it has: no higher limit */
+        sluice__adaptive_cap(&w->adaptive, w->n_in_flight);
+    }
     w->pace_waiting = 1;
     w->pace_lease = lease;
     w->st.paced_wait_ms += (unsigned long long)wait;
@@ -686,9 +702,9 @@ static void on_fair_take(sluice_aconn *c, int status, int sent, redisReply *r, v
 
 static int send_fair_read(sluice_worker *w, int n) {
     if (w->fair_block) {
-        char key[SLUICE_KEY_MAX + 8], block[24];
+        char key[SLUICE_KEY_MAX], block[24];
         int ms = w->fair_hold_ms > 0 ? w->fair_hold_ms : w->o.block_ms;
-        snprintf(key, sizeof(key), "%swake", w->keys.prefix);
+        sluice__key(&w->keys, SLUICE_KEY_WAKE, NULL, 0, key, sizeof(key));
         snprintf(block, sizeof(block), "%.3f", ms / 1000.0);
         const char *argv[] = {"BLPOP", key, block};
         return sluice_aconn_command(w->rd, 3, argv, NULL, ms + w->o.command_timeout_ms, on_wake, w);
@@ -833,7 +849,7 @@ void sluice__worker_kick(sluice_worker *w) {
         w->reading = 1;
         w->list_idle = 0;
         w->released_read = w->released;
-    } else if (tally_shared(w) && w->n_in_flight < w->o.concurrency && !polling) {
+    } else if (tally_shared(w) && w->n_in_flight < sluice__worker_limit(w) && !polling) {
         /* what the workers sharing the tally reserved may come back, or their verdicts end it */
         uv_timer_start(&w->retry_timer, read_retry_cb, TALLY_POLL_MS, 0);
     }
@@ -890,7 +906,7 @@ static void close_all(sluice_worker *w) {
     uv_handle_t *hs[] = {(uv_handle_t *)&w->stop_async,    (uv_handle_t *)&w->flush_check,
                          (uv_handle_t *)&w->reclaim_timer, (uv_handle_t *)&w->touch_timer,
                          (uv_handle_t *)&w->grace_timer,   (uv_handle_t *)&w->retry_timer,
-                         (uv_handle_t *)&w->pace_timer};
+                         (uv_handle_t *)&w->pace_timer,    (uv_handle_t *)&w->timeout_timer};
     for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++) {
         uv_close(hs[i], handle_closed);
     }
@@ -941,7 +957,8 @@ static int leave_group(sluice_worker *w) {
  * has left the group. */
 static void check_done(sluice_worker *w) {
     /* after a fatal error nothing in flight can be settled: do not wait for the grace */
-    if (w->stopping && !w->closing && (w->fatal || (w->n_in_flight == 0 && !w->reading))) {
+    if (w->stopping && !w->closing &&
+        (w->fatal || (w->n_in_flight == 0 && !w->reading && w->expired.next == &w->expired))) {
         if (w->leaving || leave_group(w)) {
             return;
         }
@@ -999,9 +1016,11 @@ static int start_handles(sluice_worker *w) {
     uv_timer_init(w->loop, &w->grace_timer);
     uv_timer_init(w->loop, &w->retry_timer);
     uv_timer_init(w->loop, &w->pace_timer);
+    uv_timer_init(w->loop, &w->timeout_timer);
+    w->timeout_timer.data = w;
     w->stop_async.data = w->flush_check.data = w->reclaim_timer.data = w;
     w->touch_timer.data = w->grace_timer.data = w->retry_timer.data = w->pace_timer.data = w;
-    w->handles = 7;
+    w->handles = 8;
     atomic_store(&w->async_live, 1);
     if (atomic_load(&w->stop_requests) > 0) {
         uv_async_send(&w->stop_async); /* asked before the loop ran */
@@ -1043,6 +1062,10 @@ int sluice_worker_run(sluice_worker *w, uv_loop_t *loop) {
         loop = &w->own_loop;
     }
     w->loop = loop;
+    if (w->o.concurrency_min > 0) {
+        sluice__adaptive_init(&w->adaptive, w->o.concurrency_min, w->o.concurrency, sluice_now_ns(),
+                              (unsigned)getpid() ^ (unsigned)(uintptr_t)w);
+    }
     char where[300];
     sluice_url_redact(&w->url, where, sizeof(where));
     SLUICE_LOG(SLUICE_LOG_INFO,

@@ -18,6 +18,8 @@
 #include "sluice/url.h"
 #include "sluice/worker.h"
 
+#include "adaptive.h"
+
 typedef struct job job;
 
 enum job_state {
@@ -34,6 +36,12 @@ struct job {
     sluice_verdict verdict;
     int decoded; /* the envelope was valid */
     int cleanup; /* an entry with no body: only acknowledge it */
+    /* handler_timeout_ms passed: the entry is retried while the handler still holds the job
+     * (handler_out) until it gives its ignored verdict; settled, it waits in w->expired */
+    atomic_int abandoned;
+    int handler_out;
+    int parked;                  /* in w->expired */
+    sluice_verdict pool_verdict; /* a blocking handler's, written on its thread */
     uint64_t start_ns;
     char id[SLUICE_STREAM_ID_MAX];
     unsigned char *raw; /* stream: the envelope; list: the whole element "<seq>:<envelope>" */
@@ -65,12 +73,14 @@ struct sluice_worker {
     uv_timer_t reclaim_timer;
     uv_timer_t touch_timer;
     uv_timer_t grace_timer;
-    uv_timer_t retry_timer; /* re-arms reading after an error */
-    uv_timer_t pace_timer;  /* a paced queue: waits for the next allowance */
-    int handles;            /* uv handles not yet closed */
+    uv_timer_t retry_timer;   /* re-arms reading after an error */
+    uv_timer_t pace_timer;    /* a paced queue: waits for the next allowance */
+    uv_timer_t timeout_timer; /* handler_timeout_ms: the earliest deadline of a job */
+    int handles;              /* uv handles not yet closed */
     int running;
 
     job in_flight; /* sentinel of the in-flight list */
+    job expired;   /* sentinel: settled jobs whose timed-out handler still holds them */
     int n_in_flight;
     job **ackq; /* settled DONE jobs waiting for the next ack call */
     size_t ackq_n, ackq_cap;
@@ -126,6 +136,10 @@ struct sluice_worker {
     int hz_asked;           /* CONFIG GET hz sent (once) */
     struct sluice__http_client *http_client; /* o.http: its client on this loop */
     sluice_worker_stats st;
+    /* concurrency_min > 0: the adaptive limit, fed by every verdict's latency (jobs.c) */
+    sluice__adaptive adaptive;
+    uint64_t adaptive_log_ms; /* when its limit was last logged */
+    int adaptive_logged;      /* ... and what it was */
     int fatal;
     char err[512];
 };
@@ -143,6 +157,8 @@ void sluice__job_dead(job *j, const char *reason);
 void sluice__jobs_flush(sluice_worker *w);
 void sluice__job_release(job *j); /* after its settle call: free, release the slot */
 void sluice__jobs_free_all(sluice_worker *w);
+/* timeout_timer's callback: gives up the jobs past handler_timeout_ms */
+void sluice__jobs_timeout_cb(uv_timer_t *t);
 
 /* worker.c */
 void sluice__worker_kick(sluice_worker *w); /* read more if there are free slots */
@@ -153,6 +169,8 @@ void sluice__worker_hold(sluice_worker *w, long long wait, int lease);
 void sluice__worker_released(sluice_worker *w);
 void sluice__worker_error(sluice_worker *w, const char *what, int status, const char *detail);
 int sluice__worker_free_slots(const sluice_worker *w);
+/* How many jobs may be in flight now: concurrency, or the adaptive limit. */
+int sluice__worker_limit(const sluice_worker *w);
 /* One entry taken (read or claimed), one verdict given: counted here and in the tally; the
  * second returns 1 when max_messages is reached. */
 void sluice__worker_count_taken(sluice_worker *w);

@@ -73,15 +73,17 @@ SLUICE_API int sluice_partition_name(const char *queue, int i, char *buf, size_t
  * others stay where they were. */
 SLUICE_API int sluice_partition_of(const char *tenant, int parts);
 
-/* The keys built from a queue's prefix, here and nowhere else. Each writes the key into buf
- * and returns 0, or SLUICE_EINVAL when it does not fit in `len` bytes:
+/* The keys of a queue with a name part. Every key name of a queue comes from one table inside
+ * the library (sluice_keys_init's fields too), so these agree with every key sluice itself
+ * sends. Each writes the key into buf and returns 0, or SLUICE_EINVAL when it does not fit in
+ * `len` bytes (or the part holds a NUL byte):
  *   sluice:{Q}:proc:CONSUMER   a list-backend consumer's processing list
  *   sluice:{Q}:idem:KEY        an idempotency key's record
  *   sluice:{Q}:lim:KEY         a standalone rate limit's state (Q is the limiter's namespace)
  *   sluice:{Q}:qlim:NAME:ALG:VALUE  the state of queue Q's limit NAME of algorithm ALG ("gcra",
  *                              ...) for VALUE ('' for scopes queue and drain, the tenant, the
  *                              client key; valuelen bytes, NULL = ''): the twin of the function
- *                              library's qlim_key, apart from every standalone key
+ *                              library's queue_keys, apart from every standalone key
  *   sluice:{Q}:hold:TARGET     an HTTP target's hold after a 429/503 with Retry-After (TARGET:
  *                              HOST:PORT, targetlen bytes; the key expires with the hold) */
 SLUICE_API int sluice_key_proc(const sluice_keys *k, const char *consumer, char *buf, size_t len);

@@ -43,7 +43,7 @@ typedef struct uv_loop_s uv_loop_t;
 extern "C" {
 #endif
 
-/* The functions of scripts/sluice.lua. */
+/* The functions of the library built from scripts/lua/. */
 typedef enum sluice_fn {
     SLUICE_FN_ADMIT = 0,
     SLUICE_FN_ACK,

@@ -3,8 +3,8 @@
  * cluster.h - the pure part of Redis Cluster routing: which slot a key lives in, which key of a
  * command decides where it goes, the slot map read from CLUSTER SHARDS (Redis 7.0+) or
  * CLUSTER SLOTS, and the redirections a node answers with (MOVED, ASK, TRYAGAIN, CLUSTERDOWN).
- * Does not own: connections, retries and deadlines (conn.c). Internal to sluice; no I/O, no
- * allocation; thread-safe (a map belongs to its caller).
+ * Does not own: connections, retries and deadlines (conn_cluster.c, uvredis_route.c). Internal to
+ * sluice; no I/O, no allocation; thread-safe (a map belongs to its caller).
  */
 #ifndef SLUICE_CLUSTER_H
 #define SLUICE_CLUSTER_H

@@ -87,6 +87,22 @@ int sluice_figures_parse(sluice_figures *f, sluice_backend b, const char *group,
 /* Derives what the replies do not give directly (waiting or in_flight); call once all are in. */
 void sluice_figures_finish(sluice_figures *f, sluice_backend b);
 
+/*
+ * init, parse and finish in one, for replies that arrived together (an EXEC array):
+ * replies[i] answers command i of sluice_figures_commands, n of them. Every reply is parsed;
+ * returns 0, or the status of the first that failed with its index in *bad (may be NULL).
+ */
+int sluice_figures_read(sluice_figures *f, sluice_backend b, const char *group,
+                        redisReply *const *replies, size_t n, size_t *bad);
+
+/* Adds a partition's figures into `sum` (start from a zeroed struct: the sum of none). The
+ * capacity is the sum while every capacity added is set, else SLUICE_FIGURE_UNSET. */
+void sluice_figures_add(sluice_figures *sum, const sluice_figures *f);
+
+/* The queue's own stream apart from a fair queue's tenant lanes (the lane '' of `sluice-admin
+ * fair`): its entries and, of those, the ones waiting (after sluice_figures_finish). */
+void sluice_figures_stream_lane(const sluice_figures *f, long long *depth, long long *waiting);
+
 #ifdef __cplusplus
 }
 #endif

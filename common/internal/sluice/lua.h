@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * lua.h - the embedded function library (scripts/sluice.lua) and how a connection decides what
- * to load. Internal to sluice: the blocking (conn.c) and async (uvredis.c) connections use it,
- * and the tests check how it cuts the library for EVALSHA mode. Pure: no I/O. Thread-safe
- * (sluice_lua_version fills a static buffer once; call it before starting threads if in doubt).
+ * lua.h - the embedded function library (built from scripts/lua/) and how a connection decides
+ * what to load. Internal to sluice: the blocking (conn_node.c) and async (uvredis_link.c)
+ * connections use it, and the tests check how it cuts the library for EVALSHA mode. Pure: no I/O.
+ * Thread-safe (sluice_lua_version fills a static buffer once; call it before starting threads if in
+ * doubt).
  */
 #ifndef SLUICE_LUA_H
 #define SLUICE_LUA_H
@@ -19,9 +20,9 @@ extern "C" {
 #endif
 
 /* The library text as loaded with FUNCTION LOAD, and the stand-alone script text EVALSHA mode
- * uses for one function: the text above the REGISTER marker without the shebang line, then
- * `return <local>(KEYS, ARGV)` (malloc'ed, caller frees; NULL for an unknown fn or when out of
- * memory). */
+ * uses for one function: the modules it needs (its "-- @needs" line), then
+ * `return entry(<local>)(KEYS, ARGV)` (malloc'ed, caller frees; NULL for an unknown fn, a
+ * library without its needs, or when out of memory). */
 const char *sluice_lua_library(size_t *len);
 char *sluice_lua_script(sluice_fn fn, size_t *len);
 

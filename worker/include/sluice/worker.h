@@ -19,6 +19,11 @@
  * live workers (XAUTOCLAIM); the owner of a long job re-claims its own entries before that so
  * no other worker steals them while it lives.
  *
+ * Deadlines (handler_timeout_ms): a job without a verdict by then is retried and its slot freed;
+ * the handler is told (abandon_handler, sluice_job_abandoned) and its late verdict ignored.
+ * Adaptive concurrency (concurrency_min > 0): the in-flight number follows the handler's
+ * latency between concurrency_min and concurrency.
+ *
  * Shutdown: sluice_worker_stop() stops reading, lets in-flight work finish within
  * `grace_ms`, acknowledges it, and makes sluice_worker_run() return. Anything still unfinished
  * stays pending in Redis and is reclaimed by another worker.
@@ -73,9 +78,10 @@ typedef enum sluice_handler_mode {
     SLUICE_HANDLER_INLINE = 1, /* on the loop thread; must not block */
 } sluice_handler_mode;
 
-/* A count of messages shared by the workers of one process (sluice-worker runs one a partition
- * of a queue), so that their max_messages bounds them together. Thread-safe: the workers may
- * run on threads of their own. Free it after every worker given it is freed. */
+/* A count of messages shared by the workers of one process (a worker pool's workers, one a
+ * partition of a queue, share one), so that their max_messages bounds them together.
+ * Thread-safe: the workers may run on threads of their own. Free it after every worker given it
+ * is freed. */
 typedef struct sluice_worker_tally sluice_worker_tally;
 
 /* A tally at 0, or NULL when out of memory. */
@@ -107,10 +113,20 @@ typedef struct sluice_worker_options {
     /* NULL: max_messages counts this worker's verdicts; else the verdicts of every worker given
      * this tally (borrowed) */
     sluice_worker_tally *tally;
-    /* ms, default 0 = none (the HTTP handler then uses SLUICE_HTTP_TIMEOUT_DEFAULT_MS): the
-     * deadline of one delivery; an HTTP request still unanswered is given up and its entry
-     * retried. 0..86400000 */
+    /* ms, default 0 = none: a job whose verdict has not come this long after it went to the
+     * handler is given up: its entry is retried (as a RETRY verdict, with the backoff), its slot
+     * is free again, and the handler is told (abandon_handler, sluice_job_abandoned); whatever
+     * verdict the handler gives later is ignored. The HTTP handler's request deadline (0 there:
+     * SLUICE_HTTP_TIMEOUT_DEFAULT_MS). 0..86400000 */
     int handler_timeout_ms;
+    /* NULL = none: called on the loop thread when a job passes handler_timeout_ms, so the
+     * handler can stop its work (kill a child, cancel a request). The job stays valid until the
+     * handler gives its (ignored) verdict, which it must still do, now or later. */
+    sluice_async_handler_fn abandon_handler;
+    /* 0 = fixed concurrency (default); 1..concurrency: adaptive concurrency, a limit between
+     * concurrency_min and concurrency that follows the handler's latency (see
+     * sluice_worker_concurrency_limit) */
+    int concurrency_min;
     /* non-NULL: the built-in HTTP handler posts each message to this target
      * (sluice/worker_http.h; borrowed, may be shared by workers on other threads);
      * `handler` and `async_handler` are then not used */
@@ -168,10 +184,18 @@ SLUICE_API void sluice_job_finish(const sluice_job *job, sluice_verdict v);
 SLUICE_API void sluice_job_finish_reason(const sluice_job *job, sluice_verdict v,
                                          const char *reason);
 
+/* 1 once the job passed handler_timeout_ms (its entry is being retried): a blocking handler
+ * may poll it and give up early. Thread-safe; valid until the job's verdict is given. */
+SLUICE_API int sluice_job_abandoned(const sluice_job *job);
+
 /* The loop the worker runs on (valid inside handlers and callbacks). */
 SLUICE_API uv_loop_t *sluice_worker_loop(sluice_worker *w);
 
 SLUICE_API void sluice_worker_get_stats(const sluice_worker *w, sluice_worker_stats *s);
+
+/* The number of entries the worker lets into the handler at once right now: `concurrency`, or
+ * with concurrency_min > 0 the adaptive limit. Call on the loop thread. */
+SLUICE_API int sluice_worker_concurrency_limit(const sluice_worker *w);
 
 /* What a worker drains, from where, and how far it is in stopping: for code that watches it
  * on the same loop (the metrics endpoint). Strings are borrowed until sluice_worker_free. */
@@ -190,6 +214,92 @@ SLUICE_API const char *sluice_worker_errstr(const sluice_worker *w);
 
 /* Frees a worker that is not running. NULL is a no-op. */
 SLUICE_API void sluice_worker_free(sluice_worker *w);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Worker pool: a partitioned queue drained as a whole                                      */
+
+/*
+ * A partitioned queue (sluice-admin partitions Q P) is P queues, Q and Q~1 .. Q~P-1. A pool
+ * runs one worker per partition, each on a thread and a libuv loop of its own, with the same
+ * options; every check_ms it reads the partition count again and starts workers for partitions
+ * added since (also on a queue that was plain when it started). max_messages counts the whole
+ * pool (its workers share one tally: the options' tally, or the pool's own), and a stop reaches
+ * them all.
+ *
+ * On a queue that is plain when sluice_worker_pool_run starts (or whose partition count Redis
+ * cannot give then), partition 0's worker runs on the pool's loop, as sluice_worker_run would
+ * run it, and the pool ends with it (partitions added meanwhile are stopped then). On a
+ * partitioned queue the pool's loop only supervises, and the pool ends when every worker has.
+ * A queue name holding '~' is one partition: the pool runs its worker and looks for no others.
+ *
+ * Handlers: the same handler and handler_arg serve every partition, on several threads at once
+ * (async handlers on each partition's loop thread; sluice_worker_loop(w) gives the one of the
+ * job's worker).
+ */
+typedef struct sluice_worker_pool sluice_worker_pool;
+
+typedef struct sluice_worker_pool_options {
+    size_t struct_size; /* set by _init (sluice/export.h) */
+    int check_ms;       /* ms between reads of the partition count, default 1000, 10..3600000 */
+    /* Runs on a worker's loop thread grace_ms + 50 ms after a stop reached that worker (at once
+     * after a second stop): end what the async handlers still run on `loop` (timers, child
+     * processes), whose jobs the worker has left pending, so the loop can end. NULL: none. */
+    void (*on_grace_expired)(uv_loop_t *loop, void *arg);
+    void *arg; /* given to on_grace_expired */
+} sluice_worker_pool_options;
+
+SLUICE_API void sluice_worker_pool_options_init_sized(sluice_worker_pool_options *o, size_t size);
+#define sluice_worker_pool_options_init(o) sluice_worker_pool_options_init_sized((o), sizeof(*(o)))
+
+/* Creates a pool for the queue o->queue (copies both options; `po` NULL: defaults). Partition
+ * 0's worker is created now, so the checks and messages are sluice_worker_new's. No I/O.
+ * Returns 0, or EINVAL / ENOMEM with a message naming the value in err (then *out is NULL). */
+SLUICE_API int sluice_worker_pool_new(const sluice_worker_options *o,
+                                      const sluice_worker_pool_options *po,
+                                      sluice_worker_pool **out, char *err, size_t errlen);
+
+/*
+ * Reads the partition count (a blocking call of at most connect_timeout_ms plus
+ * command_timeout_ms), starts the workers and runs `loop` (NULL: a loop of its own) until the
+ * pool has ended (above) and nothing else keeps the loop alive. Call once. Returns 0 after a
+ * clean stop, else the status of the first worker that failed (or EINVAL / ENOMEM when a
+ * partition could not be started), with the detail in sluice_worker_pool_errstr().
+ */
+SLUICE_API int sluice_worker_pool_run(sluice_worker_pool *p, uv_loop_t *loop);
+
+/* Asks every worker of the pool to stop, as sluice_worker_stop does (a second call: at once).
+ * Thread-safe and async-signal-safe (an atomic counter and uv_async_send); may be called before
+ * sluice_worker_pool_run (which then starts no worker on a partitioned queue, and returns as
+ * soon as partition 0's worker has started on a plain one), during it, or after it returned (no
+ * effect), but not concurrently with sluice_worker_pool_free. */
+SLUICE_API void sluice_worker_pool_stop(sluice_worker_pool *p);
+
+/* The sum of the counters of the pool's workers (those on threads as of their last copy, at
+ * most 250 ms old; exact once run returned). Call on the thread of the pool's loop, or while
+ * sluice_worker_pool_run is not running. */
+SLUICE_API void sluice_worker_pool_get_stats(const sluice_worker_pool *p, sluice_worker_stats *s);
+
+/* The sum of its workers' concurrency limits (sluice_worker_concurrency_limit: fixed, or each
+ * worker's adaptive limit), those on threads as of their last copy, as get_stats. Call on the
+ * thread of the pool's loop, or while sluice_worker_pool_run is not running. */
+SLUICE_API int sluice_worker_pool_concurrency_limit(const sluice_worker_pool *p);
+
+/* The partitions the pool drains (has started a worker for): 1 until run found more. Any
+ * thread. */
+SLUICE_API int sluice_worker_pool_partitions(const sluice_worker_pool *p);
+
+/* The queue (partition 0), group, consumer, backend and server of the pool; `stopping` is the
+ * pool's: 2 once it closes (its last worker returned; on a plain queue, once partition 0's
+ * worker closes). Strings are borrowed until sluice_worker_pool_free. Call on the thread of the
+ * pool's loop (or before or after sluice_worker_pool_run). */
+SLUICE_API void sluice_worker_pool_get_info(const sluice_worker_pool *p, sluice_worker_info *out);
+
+/* Detail of the failure sluice_worker_pool_run returned: a partition's worker's message, prefixed
+ * with the partition's name when it ran on a thread ("jobs~2: ..."). */
+SLUICE_API const char *sluice_worker_pool_errstr(const sluice_worker_pool *p);
+
+/* Frees a pool that is not running, and its workers. NULL is a no-op. */
+SLUICE_API void sluice_worker_pool_free(sluice_worker_pool *p);
 
 #ifdef __cplusplus
 }

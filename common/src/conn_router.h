@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * conn_router.h - the routers of the blocking connection and the handle they share.
+ *
+ * The facade (conn.c, the public sluice_conn_* calls) dispatches each call to a router: the
+ * single-node router (conn.c: one node, the library reloaded and the call re-sent once) or the
+ * cluster router (conn_cluster.c: a node per primary, the slot map, MOVED / ASK / TRYAGAIN, the
+ * deadline). Routers use the node layer (conn_node.h), which never calls up: a router reacts to
+ * a node's failure by looking at what the node returned. A Sentinel router (ask the sentinels
+ * for the primary, follow a failover) would go beside the cluster one, with its own entry
+ * points here and a branch in each facade call.
+ */
+#ifndef SLUICE_CONN_ROUTER_H
+#define SLUICE_CONN_ROUTER_H
+
+#include "conn_node.h"
+
+typedef struct sluice__cluster sluice__cluster;
+
+struct sluice_conn {
+    sluice_url url;
+    sluice_conn_options o;
+    sluice__node_env env; /* what the nodes share: url, options, seed, err */
+    sluice__node one;     /* the single server; unused with a cluster URL */
+    sluice__cluster *cl;  /* the router of a redis+cluster:// URL, else NULL */
+    unsigned seed;        /* jitter generator state */
+    char where[300];      /* redacted URL, for messages */
+    char err[512];
+};
+
+/* The cluster router (conn_cluster.c): created for a cluster URL by sluice_conn_new, and the
+ * cluster side of each sluice_conn_* call. */
+sluice__cluster *sluice__cluster_new(void);
+void sluice__cluster_free(sluice__cluster *cl);
+int sluice__cluster_ensure(sluice_conn *c);
+int sluice__cluster_command(sluice_conn *c, int argc, const char **argv, const size_t *lens,
+                            redisReply **out, int *sent);
+int sluice__cluster_fcall(sluice_conn *c, sluice_fn fn, int nkeys, const char **keys,
+                          const size_t *keylens, int nargs, const char **args,
+                          const size_t *arglens, redisReply **out, int *sent);
+int sluice__cluster_append_command(sluice_conn *c, int argc, const char **argv, const size_t *lens);
+int sluice__cluster_append_fcall(sluice_conn *c, sluice_fn fn, int nkeys, const char **keys,
+                                 const size_t *keylens, int nargs, const char **args,
+                                 const size_t *arglens);
+int sluice__cluster_read_reply(sluice_conn *c, redisReply **out);
+
+#endif

@@ -1,0 +1,88 @@
+---------------------------------------------------------------------------------------------------
+-- lanes: the data structure of fair queues (tenant lanes, the ring, the counts), shared by
+-- admission, replay, acks and the fair reads.
+-- keys:  sluice:{Q}:stream (lane ''), sluice:{Q}:lane:T, sluice:{Q}:lanes, :lwait, :ring,
+--        :deficit, :weights, :served, :wake, meta lane_depth / lane_wait
+-- state: none
+---------------------------------------------------------------------------------------------------
+
+--[[ Fair queues (meta `fair` = 1, stream backend). Entries are kept per tenant in lanes: the
+tenant T's lane is the stream sluice:{Q}:lane:T (entries carry `k` = T), drained by the queue's
+consumer group; entries without a tenant stay in sluice:{Q}:stream, which is lane '' (so a
+queue switched to fair keeps what waits in it, as the first lane). All in the queue's slot.
+  sluice:{Q}:lanes   hash  T -> entries in lane T (waiting + in flight; '' is not in it: the
+                           stream's XLEN counts it); meta `lane_depth` is their sum, so
+                           depth = XLEN(stream) + lane_depth, kept by admit/replay/ack/dead only
+  sluice:{Q}:lwait   hash  T -> entries of lane T not yet delivered ('' included while fair);
+                           meta `lane_wait` sums the tenant lanes' (in flight = lane_depth -
+                           lane_wait + the stream's pending)
+  sluice:{Q}:ring    list  the lanes with undelivered entries, in round-robin order
+  sluice:{Q}:deficit hash  T -> what lane T may still take in its turn (deficit round robin)
+  sluice:{Q}:weights hash  T -> weight (default 1): entries per turn
+  sluice:{Q}:served  hash  T -> entries delivered from lane T since it last held nothing (it
+                           goes with the lane: an idle tenant keeps no state but its weight)
+  sluice:{Q}:wake    list  at most one token: pushed when a lane gets its first undelivered
+                           entry (or a take leaves backlog), popped by an idle worker's BLPOP
+A lane's undelivered count only guides the order: a read that returns less than it asked for
+proves the lane empty, and the lane leaves the ring then, whatever the count said. ]]
+-- Counts entries just added to lanes (added: tenant -> n, order: the tenants in first-added
+-- order), puts lanes that had nothing undelivered into the ring and leaves a wake-up token.
+local function lanes_added(K, added, order)
+    local depth, wait, woke = 0, 0, false
+    for _, t in ipairs(order) do
+        local c = added[t]
+        if t ~= '' then
+            redis.call('HINCRBY', K.lanes, t, c)
+            depth, wait = depth + c, wait + c
+        end
+        if redis.call('HINCRBY', K.lwait, t, c) == c then
+            redis.call('RPUSH', K.ring, t)
+            woke = true
+        end
+    end
+    if depth > 0 then
+        redis.call('HINCRBY', K.meta, 'lane_depth', depth)
+        redis.call('HINCRBY', K.meta, 'lane_wait', wait)
+    end
+    if woke and redis.call('LLEN', K.wake) == 0 then
+        redis.call('RPUSH', K.wake, 1)
+    end
+end
+
+-- Counts n entries deleted from tenant lane t (ack, dead). An empty lane's stream goes (with
+-- its group, made again when the lane is next read) and its served count: tenants come and go,
+-- their lanes with them, and an idle tenant keeps nothing.
+local function lane_removed(K, t, n)
+    if t == '' or n <= 0 then
+        return
+    end
+    if redis.call('HINCRBY', K.lanes, t, -n) <= 0 then
+        redis.call('HDEL', K.lanes, t)
+        redis.call('HDEL', K.served, t)
+        redis.call('DEL', K:lane(t))
+    end
+    redis.call('HINCRBY', K.meta, 'lane_depth', -n)
+end
+
+-- An admission's or replay's way into a fair queue: append(env, tenant, counted) adds to the
+-- tenant's lane and notes it; finish() does the counting once for the whole call. The field `k`
+-- keeps meaning "counted in the tenant's share" (counted): a lane's tenant is in its key.
+local function fair_appender(K)
+    local added, order = {}, {}
+    local function append(env, tenant, counted)
+        tenant = tenant or ''
+        if not added[tenant] then
+            added[tenant] = 0
+            order[#order + 1] = tenant
+        end
+        added[tenant] = added[tenant] + 1
+        if counted then
+            return redis.call('XADD', K:lane(tenant), '*', 'm', env, 'k', tenant)
+        end
+        return redis.call('XADD', K:lane(tenant), '*', 'm', env)
+    end
+    local function finish()
+        lanes_added(K, added, order)
+    end
+    return append, finish
+end

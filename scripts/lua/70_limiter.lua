@@ -1,0 +1,628 @@
+---------------------------------------------------------------------------------------------------
+-- limiter: the limiter engine - spec parsing and the five algorithms' check, record and refill,
+-- used by the standalone limiter's sluice_limit (the standalone module) and by queue limits.
+-- keys:  the caller's (sluice:{NS}:lim:KEY for sluice-limit; sluice:{Q}:qlim:... for queue limits)
+-- state: caches of pure functions of their input (parsed specs, gcra values last written, the
+--        clock's last reading as text)
+---------------------------------------------------------------------------------------------------
+
+--[[ limit: the limiter engine. One request is checked against several limits at once and
+counted in all of them, or in none.
+
+FCALL sluice_limit N key_1 .. key_N weight spec_1 .. spec_N
+  weight  the cost of the request, a decimal integer 1..1000000000
+  spec_i  the limit kept in key_i:
+            gcra:COUNT:PERIOD_MS          burst of COUNT, then COUNT per PERIOD (GCRA)
+            window:COUNT:PERIOD_MS:PRECISION_MS   sliding window in sub-buckets of PRECISION
+            log:COUNT:PERIOD_MS           exact sliding window, one sorted-set member per unit
+            fixed:COUNT:PERIOD_MS         fixed windows aligned to the clock (epoch multiples)
+            gate:COUNT:PERIOD_MS          one unit every PERIOD/COUNT: a request of weight w
+                                          closes the gate for w*PERIOD/COUNT ms (rounded up)
+          COUNT 1..1000000000, PERIOD_MS 1..31622400000 (366 days), PRECISION_MS 1..PERIOD_MS
+          with PERIOD_MS/PRECISION_MS <= 1000. Anything else is an error reply
+          `SLUICECONFIG limit <i> "<spec>": <why>`, before anything is read or written.
+reply: {allowed, limited_by, remaining, retry_after_ms, reset_ms}
+  allowed         1 allowed and counted in every limit; 0 refused, nothing counted anywhere;
+                  -1 never: the weight exceeds the COUNT of limit `limited_by`, so it can never
+                  pass (then remaining 0, retry_after_ms -1, reset_ms 0; nothing is read)
+  limited_by      0 when allowed, else the 1-based index of the refusing limit with the largest
+                  retry-after (the first of them on a tie)
+  remaining       the smallest remaining among all limits: after counting when allowed; when
+                  refused the current one, 0 for each refusing limit
+  retry_after_ms  0 when allowed, else the largest retry-after of the refusing limits, rounded
+                  up: the same call made that much later passes if nothing else arrives
+  reset_ms        the longest time, rounded up, until every limit is back to full capacity
+
+Time is the server's (TIME), in integer microseconds. Every limit is checked first with reads
+only; writes happen only when all of them pass, so a refused call writes nothing. Every key
+written has a TTL (>= 1 ms) that outlives its state, so idle keys disappear: set with the state,
+or left as it is where the TTL set before already lasts long enough (a fixed window counting in
+the window it holds, a window counting in the block it counted in last). A key may
+appear twice only for `window` limits of different PERIOD:PRECISION (they share one hash);
+otherwise a repeated key is a SLUICECONFIG error. A key holding something else than its
+algorithm's state (another algorithm's, after a key's algorithm changed) reads as empty and is
+replaced when the call is counted: it never fails a call. The units a call counts in log limits
+(weight x log limits) are at most LOG_MAX_UNITS (500), else a SLUICECONFIG error.
+
+What each algorithm promises (T = PERIOD/COUNT):
+  gcra    value "TAT_INT TAT_FRAC COUNT PERIOD_MS": the theoretical arrival time (integer and
+          fractional microseconds, so T need not be whole) and the limit it was written with.
+          Passes when TAT + w*T - PERIOD <= now; never more than COUNT in a burst. A changed
+          COUNT or PERIOD rescales the outstanding debt (TAT - now) by T_new / T_old, capped
+          at the new PERIOD, and the first check writes it back with its TTL (so retry-after
+          and reset never pass the new PERIOD, and the key lives as long as its debt).
+          remaining = units that would pass now; reset = TAT - now.
+  window  hash fields "P:PREC:" (running total), "P:PREC:l" (last block), "P:PREC:<block>"
+          (units counted in block floor(now/PREC)). A unit counts until its block is
+          ceil(P/PREC) blocks old, i.e. between P - PREC and P after it was made: at most
+          COUNT in any window of P - PREC; retry-after is exact to that block granularity.
+          Expired blocks are deleted when a request is counted (at most ceil(P/PREC) HDELs).
+  log     sorted set, one member "<now_us>:<j>" per unit with score now_us. Exact: at most
+          COUNT units in any window of PERIOD. Costs O(w) per counted request (w <= 500, see
+          above) and O(COUNT) memory; expired members are removed when a request is checked.
+  fixed   hash {s = window start us, c = count}: at most COUNT per clock-aligned window
+          [k*P, (k+1)*P) (so up to 2*COUNT across a boundary); retry-after = end of window.
+  gate    a string with a TTL: passes only when the key is absent (a key without a TTL, which
+          sluice never writes, counts as absent and is overwritten); then SET PX
+          ceil(w*P/COUNT). remaining 1 while the gate is open, 0 while closed (so 0 right after
+          a pass); retry-after = PTTL + 1 ms (Redis expires a key after, not at, its time). ]]
+
+-- Redis's clock in microseconds: every limit's time comes from here, never from a client.
+-- The same instant is kept as decimal text (now_text), made of TIME's two strings without
+-- formatting a number: a log's score and member are that text. (Digits + 0 is the cheapest
+-- conversion: tonumber converts twice, through a C call.)
+local PAD6 = {'00000', '0000', '000', '00', '0', ''}
+local now_n, now_text -- (set by the limiter's initialiser, as every state below)
+local function now_us()
+    local t = r_call('TIME')
+    local u = t[2]
+    now_text = t[1] .. PAD6[#u] .. u
+    now_n = now_text + 0
+    return now_n
+end
+
+local LIMIT_MAX_COUNT = 1000000000
+local LIMIT_MAX_PERIOD_MS = 366 * 86400000
+local LIMIT_MAX_BLOCKS = 1000
+-- The units one sluice_limit call may count in log limits (weight x log limits): a log writes a
+-- sorted-set member per unit, 1 to 3 us each, so a call stays near a millisecond.
+local LOG_MAX_UNITS = 500
+
+-- A decimal integer lo..hi (digits only), or nil.
+local function limit_int(s, lo, hi)
+    if type(s) ~= 'string' or #s == 0 or #s > 15 or not s_match(s, '^%d+$') then
+        return nil
+    end
+    local n = to_number(s)
+    if n < lo or n > hi then
+        return nil
+    end
+    return n
+end
+
+-- '%d' where it prints integers up to 2^53 exactly (a 64-bit long: cheaper than '%.0f'); set
+-- by the initialiser (the string library is not there while the library loads).
+local int_format
+local memo_n, memo_text
+
+-- An integer (< 2^53) as decimal text. The clock's last reading and the last number asked for
+-- are kept: the limits of one call often write the same numbers.
+local function limit_fmt(n)
+    if n == now_n then
+        return now_text
+    elseif n ~= memo_n then
+        memo_n, memo_text = n, s_format(int_format, n)
+    end
+    return memo_text
+end
+
+-- floor(a / b) for integers 0 <= a < 2^53, b > 0, exactly (no rounding of a / b).
+local function limit_floor_div(a, b)
+    return (a - m_fmod(a, b)) / b
+end
+
+-- ceil(w * p / n) for integers w, p, n > 0, exactly while w * p < 2^53.
+local function limit_ceil_ratio(w, p, n)
+    local x = w * p
+    if x >= 9007199254740992 then
+        return m_ceil(x / n)
+    end
+    local r = m_fmod(x, n)
+    local q = (x - r) / n
+    if r > 0 then
+        q = q + 1
+    end
+    return q
+end
+
+local LIMIT_ALGS = {gcra = 3, window = 4, log = 3, fixed = 3, gate = 3}
+local LIMIT_ENGINES -- alg -> {check, record, refill}, below the engines
+
+local function limit_spec_error(i, s, why)
+    return redis.error_reply('SLUICECONFIG limit ' .. i .. ' ' ..
+        s_format('%q', string.sub(tostring(s), 1, 80)) .. ': ' .. why)
+end
+
+-- Parses spec i; returns a table {alg, n, p (us), p_ms, prec (us), prec_ms, blocks, its
+-- engine's check / record / refill and the texts it writes} or an error reply. One pattern
+-- match on the hot path; the error paths say what is wrong. A spec is never written after
+-- this: what a check finds goes into a state (limit_state).
+local function limit_spec(i, s)
+    local alg, sn, sp, sprec = s_match(s, '^(%a+):(%d+):(%d+):?(%d*)$')
+    local want = LIMIT_ALGS[alg]
+    if not want then
+        alg = s_match(s, '^(%a+):')
+        if not LIMIT_ALGS[alg] then
+            return limit_spec_error(i, s, 'the algorithm is one of gcra, window, log, fixed, gate')
+        end
+        want = LIMIT_ALGS[alg]
+        sn = nil
+    end
+    if not sn or (want == 4) ~= (sprec ~= '') then
+        if want == 4 then
+            return limit_spec_error(i, s, 'expected window:COUNT:PERIOD_MS:PRECISION_MS')
+        end
+        return limit_spec_error(i, s, 'expected ' .. alg .. ':COUNT:PERIOD_MS')
+    end
+    local n = limit_int(sn, 1, LIMIT_MAX_COUNT)
+    if not n then
+        return limit_spec_error(i, s, 'COUNT is an integer 1..1000000000')
+    end
+    local p_ms = limit_int(sp, 1, LIMIT_MAX_PERIOD_MS)
+    if not p_ms then
+        return limit_spec_error(i, s, 'PERIOD_MS is an integer 1..31622400000 (366 days)')
+    end
+    local e = LIMIT_ENGINES[alg]
+    -- every field is there from the start: no rehash
+    local l = {alg = alg, n = n, p_ms = p_ms, p = p_ms * 1000, prec = 0, prec_ms = 0, blocks = 0,
+        check = e[1], record = e[2], refill = e[3], tail = ' ' .. n .. ' ' .. p_ms,
+        ttl = limit_fmt(p_ms + 1), window = want == 4, pre = '', pre_l = ''}
+    if want == 4 then
+        local prec_ms = limit_int(sprec, 1, p_ms)
+        if not prec_ms then
+            return limit_spec_error(i, s, 'PRECISION_MS is an integer 1..PERIOD_MS')
+        end
+        l.blocks = m_ceil(p_ms / prec_ms)
+        if l.blocks > LIMIT_MAX_BLOCKS then
+            return limit_spec_error(i, s, 'PERIOD_MS / PRECISION_MS is at most 1000')
+        end
+        l.prec_ms = prec_ms
+        l.prec = prec_ms * 1000
+        l.pre = p_ms .. ':' .. prec_ms .. ':'
+        l.pre_l = l.pre .. 'l'
+    end
+    return l
+end
+
+--[[ Parsed specs by their text, so a call does not parse its limits again: a parse is a pure
+function of the text, so keeping it between calls changes no result (and nothing is kept but
+parses: a spec is only read). At most SPEC_CACHE_MAX texts; past that it starts over. ]]
+local SPEC_CACHE_MAX = 256
+local spec_cache, spec_cached
+
+-- Spec text s parsed, shared: read it, never write it (or the error reply naming limit i).
+local function limit_spec_parsed(i, s)
+    local c = spec_cache[s]
+    if not c then
+        c = limit_spec(i, s)
+        if c.err then
+            return c
+        end
+        if spec_cached >= SPEC_CACHE_MAX then
+            spec_cache, spec_cached = {}, 0
+        end
+        spec_cache[s], spec_cached = c, spec_cached + 1
+    end
+    return c
+end
+
+-- What one check of a limit finds (see below), with every field there from the start. The
+-- admission's batches add key, lim, avail, used and rt (see batch_state).
+local function limit_state()
+    return {ok = false, left = 0, retry = 0, refill = false, count = 0, debt = 0, b = 0,
+        field = '', bt = '', cur = false, expired = false, ttl = 0, live = false, s = 0,
+        interval = 0, key = '', lim = false, avail = 0, used = 0, rt = false, foreign = false}
+end
+
+-- Each check(c, st, key, w, now) reads the state of limit c (a parsed spec) at time `now` (us)
+-- for weight w and returns: ok (it passes), left / full (units left, us until full: as things
+-- are now; full is false where only refill(c, st, key, now) reads it, when a call is refused),
+-- left_after / full_after (the same once w is counted, when it passes). In st it sets retry
+-- (us, when it does not pass) and what its record(c, st, key, w, now) needs. A key holding
+-- something else reads as empty (st.foreign: the record replaces it). A check writes nothing,
+-- but for gcra state written under another COUNT or PERIOD, restated once in this limit's terms.
+
+-- A key that holds another algorithm's state (or anything else: a key the limiter does not
+-- own) reads as empty, so a changed algorithm or a stray key never fails a call; its record
+-- replaces it. EMPTY_STATE is such a read's reply (never written).
+local EMPTY_STATE = {}
+
+-- Deletes a key found holding another type than `want` when the call is counted (a call of two
+-- window limits on one hash checks both before recording either: only the first deletes).
+local function foreign_clear(key, want)
+    if r_call('TYPE', key).ok ~= want then
+        r_call('DEL', key)
+    end
+end
+
+-- Whole units of interval t that fit in period p with debt d outstanding (float noise aside).
+local function gcra_units(p, t, d)
+    local x = (p - d) / t
+    x = m_floor(x + x * 1e-12 + 1e-9)
+    if x < 0 then
+        return 0
+    end
+    return x
+end
+
+--[[ The gcra values this library wrote last, by key: {text, TAT_INT, TAT_FRAC, COUNT,
+PERIOD_MS}. A value read back that is the very text written is not parsed again: a parse is a
+function of the text, and these are its numbers (TAT_FRAC printed with '%.17g' reads back as
+the same double). At most GCRA_SEEN_MAX keys; past that it starts over. What is kept here is
+in the Lua heap, which Redis's collector steps through on every call of any function: a
+thousand keys kept cost every sluice_limit call 1.4 % more instructions; a few hot ones pay. ]]
+local GCRA_SEEN_MAX = 32
+local gcra_seen, gcra_seen_n
+
+local gcra_record
+
+-- A gcra value (or nil): TAT_INT, TAT_FRAC, COUNT, PERIOD_MS, or nil when it is not one.
+local function gcra_parse(c, key, v)
+    if l_type(v) ~= 'string' then -- none, or another type's WRONGTYPE (pcall's error table)
+        return nil
+    end
+    local e = gcra_seen[key]
+    if e and e[1] == v then
+        return e[2], e[3], e[4], e[5]
+    end
+    local ti, tf, tail = s_match(v, '^(%-?%d+) ([%d%.eE%-%+]+)( %d+ %d+)$')
+    local n0, p0 = c.n, c.p_ms -- the usual case: written with this very limit
+    if tail ~= c.tail then
+        n0, p0 = s_match(tail or '', '^ (%d+) (%d+)$')
+        n0, p0 = to_number(n0), to_number(p0)
+    end
+    ti = to_number(ti)
+    if tf == '0' then
+        tf = 0
+    else
+        tf = to_number(tf)
+    end
+    if not (ti and tf and n0 and p0) or n0 < 1 or p0 < 1 then
+        return nil
+    end
+    return ti, tf, n0, p0
+end
+
+local function gcra_check(c, st, key, w, now)
+    local p = c.p
+    local t = p / c.n
+    local debt = 0
+    -- anything but gcra state (another algorithm's, a no-scripts counter) reads as none, and
+    -- the record's SET replaces it
+    local ti, tf, n0, p0 = gcra_parse(c, key, r_pcall('GET', key))
+    if ti then
+        debt = (ti - now) + tf
+        if debt < 0 then
+            debt = 0
+        elseif n0 ~= c.n or p0 ~= c.p_ms then
+            -- the debt in this limit's intervals, never more than its period (a full burst):
+            -- written back at once, so that its TTL lasts as long as it (a refused call counts
+            -- nothing; it only restates what the key holds in this limit's terms)
+            debt = debt * t / (p0 * 1000 / n0)
+            if debt > p then
+                debt = p
+            end
+            st.debt = debt
+            gcra_record(c, st, key, 0, now)
+        elseif debt > p then -- the clock went back
+            debt = p
+        end
+    end
+    -- float noise is far below one emission interval (P*1e-12 <= T/1000)
+    local after = debt + w * t
+    st.retry, st.debt = after - p, after
+    return after - p <= p * 1e-12, gcra_units(p, t, debt), debt, gcra_units(p, t, after), after
+end
+
+function gcra_record(c, st, key, w, now)
+    local debt = st.debt
+    local whole = m_floor(debt)
+    local frac = debt - whole
+    local ftext = '0'
+    if frac ~= 0 then
+        ftext = s_format('%.17g', frac)
+    end
+    local v = limit_fmt(now + whole) .. ' ' .. ftext .. c.tail
+    r_call('SET', key, v, 'PX', m_ceil(debt / 1000) + 1)
+    local e = gcra_seen[key]
+    if not e then
+        if gcra_seen_n >= GCRA_SEEN_MAX then
+            gcra_seen, gcra_seen_n = {}, 0
+        end
+        e = {}
+        gcra_seen[key], gcra_seen_n = e, gcra_seen_n + 1
+    end
+    e[1], e[2], e[3], e[4], e[5] = v, now + whole, frac, c.n, c.p_ms
+end
+
+-- A window's hash: its running total, its last block and the current block's count are read
+-- together; a record writes the three back with one HSET. Its TTL (see window_expire): st.ttl
+-- is TTL_FRESH for a hash without this window's state (it may have no TTL yet), TTL_RAISE for
+-- one that has it, TTL_KEPT when the last block written is this one: the TTL set then already
+-- lasts until this block expires.
+local TTL_KEPT, TTL_RAISE, TTL_FRESH = 0, 1, 2
+
+local function window_check(c, st, key, w, now)
+    local pre, nb, prec = c.pre, c.blocks, c.prec
+    local b = limit_floor_div(now, prec)
+    local bt = limit_fmt(b)
+    local field = pre .. bt
+    local v = r_pcall('HMGET', key, pre, c.pre_l, field)
+    local foreign = v.err ~= nil -- not a hash: read as empty, deleted by the record
+    if foreign then
+        v = EMPTY_STATE
+    end
+    st.foreign = foreign
+    local total = to_number(v[1]) or 0
+    local last = b -- the usual case: the same block as the last unit counted
+    if v[2] ~= bt then
+        last = to_number(v[2])
+    end
+    local cur = to_number(v[3]) or 0
+    local expired = false
+    if last == nil then
+        total = 0
+    else
+        if last > b then -- the clock went back: keep counting in the newest block
+            b, cur = last, false -- its count: not read, the record adds to it
+            bt = limit_fmt(b)
+            field = pre .. bt
+        end
+        local lo, hi = last - nb + 1, b - nb
+        if hi >= last then -- everything fell out of the window
+            hi = last
+            total = 0
+        end
+        if hi >= lo then
+            expired = {}
+            for k = lo, hi do
+                expired[#expired + 1] = pre .. limit_fmt(k)
+            end
+            if total > 0 then
+                for _, n in ipairs(r_call('HMGET', key, unpack(expired))) do
+                    total = total - (to_number(n) or 0)
+                end
+            end
+        end
+        if total < 0 then
+            total = 0
+        end
+    end
+    st.b, st.bt, st.field, st.cur, st.expired, st.count = b, bt, field, cur, expired, total
+    if last == nil then
+        st.ttl = TTL_FRESH
+    elseif last == b then
+        st.ttl = TTL_KEPT
+    else
+        st.ttl = TTL_RAISE
+    end
+    local full = 0
+    if total > 0 then
+        full = (last + nb) * prec - now
+    end
+    local n = c.n
+    if total + w <= n then
+        return true, n - total, full, n - total - w, (b + nb) * prec - now
+    end
+    -- the oldest live blocks expire first: block k at (k + nb) * prec
+    local need = total + w - n
+    st.retry = full
+    local fields = {}
+    for k = b - nb + 1, last do
+        fields[#fields + 1] = pre .. limit_fmt(k)
+    end
+    local counts = r_call('HMGET', key, unpack(fields))
+    local freed = 0
+    for i = 1, #fields do
+        freed = freed + (to_number(counts[i]) or 0)
+        if freed >= need then
+            st.retry = (b - nb + i + nb) * prec - now
+            break
+        end
+    end
+    return false, n - total, full, n - total - w, (b + nb) * prec - now
+end
+
+local function window_record(c, st, key, w, now)
+    if st.foreign then
+        foreign_clear(key, 'hash')
+    end
+    if st.expired then
+        r_call('HDEL', key, unpack(st.expired))
+    end
+    if st.cur then
+        r_call('HSET', key, st.field, st.cur + w, c.pre, st.count + w, c.pre_l, st.bt)
+    else
+        r_call('HINCRBY', key, st.field, w)
+        r_call('HSET', key, c.pre, limit_fmt(st.count + w), c.pre_l, st.bt)
+    end
+end
+
+-- The TTL (ms) a window's hash needs once its block st.b is counted.
+local function window_ttl(c, st, now)
+    local ms = m_ceil(((st.b + c.blocks) * c.prec - now) / 1000)
+    if ms < 1 then
+        return 1
+    end
+    return ms
+end
+
+-- Lengthens the TTL of a window's hash to ms (windows of other periods may share it and need
+-- longer) as st.ttl says: a hash that held this window's state has a TTL (PEXPIRE GT), a new
+-- one may have none, where GT would never set one (PTTL first).
+local function window_expire(key, ms, how)
+    if how == TTL_RAISE then
+        r_call('PEXPIRE', key, ms, 'GT')
+    elseif how == TTL_FRESH and r_call('PTTL', key) < ms then
+        r_call('PEXPIRE', key, ms)
+    end
+end
+
+-- Trims the log at key to the units that count at `now` (a unit made at s counts while
+-- now < s + P, and is removed at the first call after) and returns how many there are. A key
+-- that is not a sorted set counts 0 and sets log_foreign (its record deletes it).
+local log_foreign
+
+local function log_count(c, key, now)
+    local bound = now - c.p
+    local text = memo_text -- limit_fmt(bound), inline: limits of one period share it
+    if bound ~= memo_n then
+        text = limit_fmt(bound)
+    end
+    if l_type(r_pcall('ZREMRANGEBYSCORE', key, '-inf', text)) == 'table' then
+        log_foreign = true
+        return 0
+    end
+    return r_call('ZCARD', key)
+end
+
+-- A refused call's retry-after (us): when the (count + w - COUNT)-th oldest unit expires.
+local function log_retry(c, key, count, w, now)
+    local k = count + w - c.n - 1
+    local r = r_call('ZRANGE', key, k, k, 'WITHSCORES')
+    return to_number(r[2]) + c.p - now
+end
+
+-- Until the newest of count units expires (us): read only when a call is refused, an allowed
+-- one knows it.
+local function log_full(c, key, count, now)
+    if count == 0 then
+        return 0
+    end
+    local r = r_call('ZRANGE', key, -1, -1, 'WITHSCORES')
+    return to_number(r[2]) + c.p - now
+end
+
+local function log_check(c, st, key, w, now)
+    log_foreign = false
+    local count = log_count(c, key, now)
+    st.foreign = log_foreign
+    local n, p = c.n, c.p
+    st.count = count
+    if count + w <= n then -- until full: log_refill reads it if the call is refused
+        return true, n - count, false, n - count - w, p
+    end
+    st.retry = log_retry(c, key, count, w, now)
+    return false, n - count, false, n - count - w, p
+end
+
+local function log_refill(c, st, key, now)
+    return log_full(c, key, st.count, now)
+end
+
+local member_score, member0 -- the last score's first member name, "<score>:0"
+
+local function log_record(c, st, key, w, now)
+    local score = now_text -- limit_fmt(now), inline
+    if now ~= now_n then
+        score = limit_fmt(now)
+    end
+    if score ~= member_score then
+        member_score, member0 = score, score .. ':0'
+    end
+    -- members "<now>:<j>" are unique: a name already taken in this microsecond (by another
+    -- call, or another limit of this call on the same key) is skipped by NX and j moves on
+    if st and st.foreign then
+        foreign_clear(key, 'zset')
+    end
+    local j, need = 0, w
+    if w == 1 and r_call('ZADD', key, 'NX', score, member0) == 1 then
+        need, j = 0, 1 -- the usual case: one unit, one command
+    end
+    while need > 0 do
+        local batch = need
+        if batch > 500 then
+            batch = 500
+        end
+        local cmd = {'ZADD', key, 'NX'}
+        for _ = 1, batch do
+            cmd[#cmd + 1] = score
+            cmd[#cmd + 1] = score .. ':' .. j
+            j = j + 1
+        end
+        need = need - r_call(unpack(cmd))
+    end
+    r_call('PEXPIRE', key, c.ttl)
+end
+
+-- A fixed window's hash {s, c}. A record in the window the hash already holds writes the count
+-- alone: its start and its TTL (the window's end) were written with the window's first unit.
+local function fixed_check(c, st, key, w, now)
+    local p = c.p
+    local s = limit_floor_div(now, p) * p
+    local v = r_pcall('HMGET', key, 's', 'c')
+    local foreign = v.err ~= nil -- not a hash: read as empty, deleted by the record
+    if foreign then
+        v = EMPTY_STATE
+    end
+    st.foreign = foreign
+    local n = 0
+    local live = to_number(v[1]) == s
+    if live then
+        n = to_number(v[2]) or 0
+    end
+    local ends = s + p - now
+    st.s, st.count, st.live, st.retry = s, n, live, ends
+    local full = 0
+    if n > 0 then
+        full = ends
+    end
+    return n + w <= c.n, c.n - n, full, c.n - n - w, ends
+end
+
+local function fixed_record(c, st, key, w, now)
+    if st.live then
+        r_call('HSET', key, 'c', st.count + w)
+        return
+    end
+    if st.foreign then
+        foreign_clear(key, 'hash')
+    end
+    r_call('HSET', key, 's', limit_fmt(st.s), 'c', limit_fmt(st.count + w))
+    r_call('PEXPIRE', key, m_ceil((st.s + c.p - now) / 1000))
+end
+
+local function gate_check(c, st, key, w, now)
+    local ttl = r_call('PTTL', key)
+    local interval = limit_ceil_ratio(w, c.p_ms, c.n)
+    st.interval = interval
+    -- a closed gate holds '1'; another algorithm's key read as an open gate (SET replaces it)
+    if ttl < 0 or r_pcall('GET', key) ~= '1' then
+        return true, 1, 0, 0, interval * 1000
+    end
+    st.retry = (ttl + 1) * 1000
+    return false, 0, st.retry, 0, interval * 1000
+end
+
+local function gate_record(c, st, key, w, now)
+    r_call('SET', key, '1', 'PX', limit_fmt(st.interval))
+end
+
+LIMIT_ENGINES = {
+    gcra = {gcra_check, gcra_record},
+    window = {window_check, window_record},
+    log = {log_check, log_record, log_refill},
+    fixed = {fixed_check, fixed_record},
+    gate = {gate_check, gate_record},
+}
+
+-- The limiter's state on a fresh Lua state: empty caches and scratch tables, the clock not read.
+on_fresh_state(function()
+    now_n, now_text = nil, ''
+    int_format = s_format('%d', 9007199254740992) == '9007199254740992' and '%d' or '%.0f'
+    memo_n, memo_text = nil, ''
+    member_score, member0 = nil, ''
+    spec_cache, spec_cached = {}, 0
+    gcra_seen, gcra_seen_n = {}, 0
+    log_foreign = false
+end)

@@ -1,0 +1,245 @@
+---------------------------------------------------------------------------------------------------
+-- standalone: sluice_limit, the limiter's call for the standalone limiter (sluice-limit and the
+-- C API's sluice_limit): its checks of N limits at once, and the fast path of log limits. The
+-- calling convention and what each algorithm promises: the comment at the top of the limiter.
+-- keys:  the caller's (sluice:{NS}:lim:KEY)
+-- state: scratch tables reused call after call (the specs, states and log counts of a call)
+---------------------------------------------------------------------------------------------------
+
+--[[ sluice_limit's usual call, every limit a log and weight 1 (a global and a per-category
+limit, say): the general path's commands and answer, without its state and its two calls per
+limit. ]]
+local LIMIT_SCRATCH_MAX = 16 -- the most limits of a call whose scratch tables are kept
+local log_counts -- scratch, call after call
+
+local function log_limits(cs, keys, nl, now)
+    local counts, ok, left, full = log_counts, true, 2 ^ 53, 0
+    if nl > LIMIT_SCRATCH_MAX then
+        counts = {}
+    end
+    log_foreign = false
+    for i = 1, nl do
+        local c = cs[i]
+        local count = log_count(c, keys[i], now)
+        local after = c.n - count - 1
+        counts[i] = count
+        if after < 0 then
+            ok = false
+        elseif after < left then
+            left = after
+        end
+        if c.p > full then
+            full = c.p
+        end
+    end
+    if not ok then -- as limit's refused answer: the refusing limit with the largest retry-after
+        local by, retry, left0, full0 = 0, 0, 2 ^ 53, 0
+        for i = 1, nl do
+            local c, key, count = cs[i], keys[i], counts[i]
+            local l = c.n - count
+            if l < 1 then
+                l = 0
+                local r = log_retry(c, key, count, 1, now)
+                if by == 0 or r > retry then
+                    by, retry = i, r
+                end
+            end
+            if l < left0 then
+                left0 = l
+            end
+            local f = log_full(c, key, count, now)
+            if f > full0 then
+                full0 = f
+            end
+        end
+        return {0, by, left0, m_ceil(retry / 1000), m_ceil(full0 / 1000)}
+    end
+    if now_text ~= member_score then
+        member_score, member0 = now_text, now_text .. ':0'
+    end
+    if log_foreign then -- a key of another type among them (rare): each is checked
+        for i = 1, nl do
+            foreign_clear(keys[i], 'zset')
+        end
+    end
+    for i = 1, nl do
+        local c, key = cs[i], keys[i]
+        if r_call('ZADD', key, 'NX', now_text, member0) == 1 then
+            r_call('PEXPIRE', key, c.ttl)
+        else -- "<now>:0" taken in this microsecond: the general record takes the next name
+            log_record(c, nil, key, 1, now)
+        end
+    end
+    return {1, 0, left, 0, m_ceil(full / 1000)}
+end
+
+-- sluice_limit's specs and states, reused call after call (a call sets what it reads); a call
+-- of more limits than LIMIT_SCRATCH_MAX makes its own.
+local limit_specs, limit_states
+
+-- Whether `key` of limit c was given by an earlier limit of the call, which only window limits
+-- of different PERIOD:PRECISION may share: the check for calls of many limits (a few are
+-- compared pair by pair). seen: key -> 'window' or 'other', and key .. ' ' .. a window's tag.
+local function limit_dup(seen, key, c)
+    local kind = c.alg == 'window' and 'window' or 'other'
+    local tag = kind == 'window' and key .. ' ' .. c.pre
+    if (seen[key] and (kind == 'other' or seen[key] == 'other')) or (tag and seen[tag]) then
+        return true
+    end
+    seen[key] = kind
+    if tag then
+        seen[tag] = true
+    end
+    return false
+end
+
+local function limit(keys, args)
+    local nl = #keys
+    if nl < 1 or #args ~= nl + 1 then
+        return redis.error_reply('SLUICECONFIG sluice_limit takes N keys, a weight and N specs' ..
+            ' (got ' .. nl .. ' keys and ' .. #args .. ' arguments)')
+    end
+    local w = 1
+    if args[1] ~= '1' then
+        w = limit_int(args[1], 1, LIMIT_MAX_COUNT)
+        if not w then
+            return redis.error_reply('SLUICECONFIG weight ' ..
+                s_format('%q', string.sub(tostring(args[1]), 1, 40)) ..
+                ' is not an integer 1..1000000000')
+        end
+    end
+    local cs, sts = limit_specs, limit_states
+    if nl > LIMIT_SCRATCH_MAX then
+        cs, sts = {}, {}
+    end
+    local seen = nl > 8 and {} or nil
+    local windows, never, logs, nlogs = false, nil, w == 1, 0
+    for i = 1, nl do
+        local c = spec_cache[args[i + 1]]
+        if not c then
+            c = limit_spec_parsed(i, args[i + 1])
+            if c.err then
+                return c
+            end
+        end
+        local key, dup = keys[i], false
+        if seen then
+            dup = limit_dup(seen, key, c)
+        else
+            for j = 1, i - 1 do
+                if keys[j] == key and not (c.window and cs[j].window and c.pre ~= cs[j].pre) then
+                    dup = true
+                    break
+                end
+            end
+        end
+        if dup then
+            return redis.error_reply('SLUICECONFIG key ' .. key .. ' is given twice (limit ' ..
+                i .. '); only window limits of different PERIOD:PRECISION may share a key')
+        end
+        cs[i] = c
+        if c.window then
+            windows = true
+        end
+        if w > c.n and not never then
+            never = i
+        end
+        if c.alg ~= 'log' then
+            logs = false
+        else
+            nlogs = nlogs + 1
+        end
+    end
+    if never then -- the first limit whose COUNT is below the weight
+        return {-1, never, 0, -1, 0}
+    end
+    if w * nlogs > LOG_MAX_UNITS then
+        return redis.error_reply('SLUICECONFIG weight ' .. w .. ' in ' .. nlogs ..
+            ' log limit(s) is ' .. limit_fmt(w * nlogs) .. ' units; a call counts at most ' ..
+            LOG_MAX_UNITS .. ' in log limits (a sorted-set member each): use gcra or window' ..
+            ' for heavier requests')
+    end
+    if logs then
+        return log_limits(cs, keys, nl, now_us())
+    end
+    -- every limit checked: the figures of both answers are gathered as they come
+    local now = now_us()
+    local ok, by, retry = true, 0, 0
+    local rem, full = 2 ^ 53, 0 -- allowed: smallest left, longest until full (after)
+    local rem0, full0 = 2 ^ 53, 0 -- refused: the same as things are now
+    for i = 1, nl do
+        local c, st = cs[i], sts[i]
+        if not st then
+            st = limit_state()
+            sts[i] = st
+        end
+        local pass, left, f, left_after, f_after = c.check(c, st, keys[i], w, now)
+        if pass == nil then
+            return left
+        end
+        if left_after < rem then
+            rem = left_after
+        end
+        if f_after > full then
+            full = f_after
+        end
+        if not pass then
+            ok, left = false, 0
+            if by == 0 or st.retry > retry then
+                by, retry = i, st.retry
+            end
+        end
+        if left < rem0 then
+            rem0 = left
+        end
+        if f == false then -- an algorithm that reads it only when the call is refused
+            st.refill = true
+        else
+            st.refill = false
+            if f > full0 then
+                full0 = f
+            end
+        end
+    end
+    if not ok then -- counted nowhere; the refusing limit with the largest retry-after
+        for i = 1, nl do
+            local c, st = cs[i], sts[i]
+            if st.refill then
+                local f = c.refill(c, st, keys[i], now)
+                if f > full0 then
+                    full0 = f
+                end
+            end
+        end
+        return {0, by, rem0, m_ceil(retry / 1000), m_ceil(full0 / 1000)}
+    end
+    for i = 1, nl do
+        local c = cs[i]
+        c.record(c, sts[i], keys[i], w, now)
+    end
+    if windows then -- a hash shared by windows lives as long as its longest window needs
+        local ttl, how = {}, {}
+        for i = 1, nl do
+            local c, st, key = cs[i], sts[i], keys[i]
+            if c.alg == 'window' then
+                local ms = window_ttl(c, st, now)
+                if (ttl[key] or 0) < ms then
+                    ttl[key] = ms
+                end
+                if (how[key] or TTL_KEPT) < st.ttl then
+                    how[key] = st.ttl
+                end
+            end
+        end
+        for key, ms in pairs(ttl) do
+            window_expire(key, ms, how[key] or TTL_KEPT)
+        end
+    end
+    return {1, 0, rem, 0, m_ceil(full / 1000)}
+end
+
+-- sluice_limit's scratch on a fresh Lua state.
+on_fresh_state(function()
+    log_counts = {}
+    limit_specs, limit_states = {}, {}
+end)

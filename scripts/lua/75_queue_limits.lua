@@ -1,0 +1,222 @@
+---------------------------------------------------------------------------------------------------
+-- queue limits: a queue's configured limits, read (and parsed once per change) for admission
+-- and the drain side, and the per-key batches an admission counts in.
+-- keys:  sluice:{Q}:limits (NAME -> "SCOPE SPEC"), sluice:{Q}:qlim:NAME:ALG:VALUE (state)
+-- state: the parsed limits by limits key (a cache of the hash's text), the admission batch's
+--        state tables reused call after call
+---------------------------------------------------------------------------------------------------
+
+--[[ Limits on a queue: configured in the hash sluice:{Q}:limits (name -> "SCOPE SPEC", SPEC as
+for sluice_limit), counted in sluice:{Q}:meta `limits` (so admission learns with the HMGET it
+already makes whether there are any), state in sluice:{Q}:qlim:NAME:ALG:VALUE (K:qlim) where
+VALUE is '' for scopes `queue` and `drain`, the envelope's tenant for `tenant` and
+`drain-tenant` (also '' for a message without one), the caller's key for `client`. The
+algorithm is part of the name, so a limit set again with another one starts afresh and never
+meets the old one's state; `qlim:` keeps it apart from the standalone limiter's
+sluice:{NS}:lim:KEY whatever NS and KEY are. ]]
+local ADMISSION_SCOPES = {queue = true, tenant = true, client = true}
+local DRAIN_SCOPES = {drain = true, inflight = true, ['drain-tenant'] = true,
+    ['inflight-tenant'] = true}
+local POOL_SCOPES = {drain = true, inflight = true} -- what a plain (not fair) queue honours
+local COUNT_SCOPES = {inflight = true, ['inflight-tenant'] = true} -- a count, not a rate
+-- a worker held back by `inflight` asks again when an entry of its own is settled (the reply
+-- says 'lease'), else this much later: idle workers do not poll for a unit another one holds
+local INFLIGHT_POLL_MS = 1000
+local LIMIT_NAME_PATTERN = '^[%w_%.%-]+$'
+
+--[[ The limits of a queue as they were last read, by the scopes asked for and the limits key:
+{raw = the HGETALL reply, out = the list made of it}. A read that gets the same reply (the
+same strings, compared as Lua compares strings: by content) takes the same list, so the
+hash is read on every call but parsed and sorted only when it changed. At most
+QUEUE_LIMITS_MAX keys; past that it starts over. ]]
+local QUEUE_LIMITS_MAX = 64
+local queue_limits_cache, queue_limits_cached -- (set by this module's initialiser)
+
+-- The limits of a queue in `scopes`: {{name, scope, spec table, key}, ...} in name order (an
+-- `inflight` or `inflight-tenant` limit's spec is its count: {n = N}, its key ''; a rate's key
+-- is the prefix of its state keys (K:qlim), the value follows). Shared between calls: read
+-- it, never write it.
+local function queue_limits(K, scopes)
+    local limits_key = K.limits
+    local raw = r_call('HGETALL', limits_key)
+    local by_scopes = queue_limits_cache[scopes]
+    if not by_scopes then
+        by_scopes = {}
+        queue_limits_cache[scopes] = by_scopes
+    end
+    local hit = by_scopes[limits_key]
+    if hit and #hit.raw == #raw then
+        local same, old = true, hit.raw
+        for i = 1, #raw do
+            if raw[i] ~= old[i] then
+                same = false
+                break
+            end
+        end
+        if same then
+            return hit.out
+        end
+    end
+    local out = {}
+    for i = 1, #raw, 2 do
+        local scope, spec = s_match(raw[i + 1], '^(%S+) (%S+)$')
+        if scope and scopes[scope] then
+            local l, key = nil, ''
+            if COUNT_SCOPES[scope] then
+                l = {n = to_number(spec) or 0}
+            else
+                l = limit_spec_parsed(raw[i], spec) -- shared: never written
+                if l.err then
+                    return l
+                end
+                key = K:qlim(raw[i], l.alg)
+            end
+            out[#out + 1] = {name = raw[i], scope = scope, spec = l, key = key}
+        end
+    end
+    table.sort(out, function(a, b) return a.name < b.name end)
+    if queue_limits_cached >= QUEUE_LIMITS_MAX then
+        queue_limits_cache, queue_limits_cached = {}, 0
+        by_scopes = {}
+        queue_limits_cache[scopes] = by_scopes
+    end
+    if not hit then
+        queue_limits_cached = queue_limits_cached + 1
+    end
+    by_scopes[limits_key] = {raw = raw, out = out}
+    return out
+end
+
+-- Checks limit `lim` at `key` for w units into state st (a fresh one when nil) and notes lim
+-- and key in it; returns the state and the error reply, if any.
+local function lim_check(lim, key, w, now, st)
+    local c = lim.spec
+    st = st or limit_state()
+    st.lim, st.key = lim, key
+    local ok, left = c.check(c, st, key, w, now)
+    if ok == nil then
+        return st, left
+    end
+    st.ok, st.left = ok, left
+    return st
+end
+
+-- Counts w units in state st (checked for them by lim_check); a window's hash lives as long as
+-- its window needs.
+local function lim_record(st, now, w)
+    local c, key = st.lim.spec, st.key
+    c.record(c, st, key, w, now)
+    if c.alg == 'window' and st.ttl ~= TTL_KEPT then
+        window_expire(key, window_ttl(c, st, now), st.ttl)
+    end
+end
+
+--[[ The limits of one admission batch, counted per state key: each key is read once (how many
+units it allows now), its units are handed out to the messages in order, and it is recorded
+once with their total at the end: the same as checking and counting message by message at one
+`now`, for the cost of one read and one write per key instead of per message. ]]
+local BATCH_POOL_MAX = 16 -- states kept for the next call (a call may need more)
+local batch_pool
+local the_batch
+
+-- The batch of this call: the one table, emptied of the last call's states (the state tables
+-- themselves are used again, up to BATCH_POOL_MAX; after a call of more, its tables are let go).
+local function batch_new(lims, now)
+    local b = the_batch
+    local states, order, sts = b.states, b.order, b.sts
+    if b.n > BATCH_POOL_MAX then
+        b.states, b.order = {}, {}
+    else
+        for i = 1, b.n do
+            states[order[i].key], order[i] = nil, nil
+        end
+    end
+    for i = 1, b.nl do
+        sts[i] = false
+    end
+    b.lims, b.now, b.n, b.nl = lims, now, 0, #lims
+    return b
+end
+
+local function batch_state(b, lim, value)
+    local key = value == '' and lim.key or lim.key .. value
+    local st = b.states[key]
+    if not st then
+        local n = b.n + 1
+        st = batch_pool[n]
+        if not st then
+            st = limit_state()
+            if n <= BATCH_POOL_MAX then
+                batch_pool[n] = st
+            end
+        end
+        local _, err = lim_check(lim, key, 1, b.now, st)
+        if err then
+            return nil, err
+        end
+        st.used, st.rt = 0, false
+        st.avail = st.ok and st.left or 0
+        b.states[key], b.order[n], b.n = st, st, n
+    end
+    return st
+end
+
+-- The states a message of (tenant, client) needs, and the exhausted ones among them (nil when
+-- it passes them all).
+local function batch_check(b, tenant, client)
+    local sts, refused = b.sts, nil -- reused: a message's states are used before the next
+    local lims = b.lims
+    for i = 1, #lims do
+        local lim = lims[i]
+        local scope, st = lim.scope, sts[i]
+        if scope ~= 'queue' or not st then -- a limit of scope queue: one state for all messages
+            local value, err = ''
+            if scope == 'tenant' then
+                value = tenant
+            elseif scope == 'client' then
+                value = client
+            end
+            st, err = batch_state(b, lim, value)
+            if err then
+                return nil, nil, err
+            end
+            sts[i] = st
+        end
+        if st.used >= st.avail then
+            refused = refused or {}
+            refused[#refused + 1] = st
+        end
+    end
+    return sts, refused
+end
+
+-- Records every state's units; then the retry-after of an exhausted state is the time until
+-- one more unit fits after what this batch took.
+local function batch_finish(b)
+    local order = b.order
+    for i = 1, b.n do
+        local st = order[i]
+        if st.used > 0 then
+            -- checked for one unit at the same time: what one unit records; more, checked again
+            if st.used > 1 then
+                lim_check(st.lim, st.key, st.used, b.now, st)
+            end
+            lim_record(st, b.now, st.used)
+        end
+    end
+end
+
+local function batch_retry(b, st)
+    if not st.rt then
+        lim_check(st.lim, st.key, 1, b.now, st) -- its count is recorded: the state is free
+        st.rt = st.ok and 0 or st.retry
+    end
+    return st.rt
+end
+
+-- The queue limits' state on a fresh Lua state: no limits read yet, an empty batch.
+on_fresh_state(function()
+    queue_limits_cache, queue_limits_cached = {}, 0
+    batch_pool = {}
+    the_batch = {lims = false, now = 0, states = {}, order = {}, n = 0, sts = {}, nl = 0}
+end)

@@ -1,0 +1,90 @@
+---------------------------------------------------------------------------------------------------
+-- register: the functions Redis calls, with their flags, and the modules each function's
+-- EVALSHA script carries. Not part of any EVALSHA script.
+-- keys:  none
+-- state: none
+---------------------------------------------------------------------------------------------------
+
+--[[ The EVALSHA form of each function (servers without FUNCTION, or when forced): a script of
+the modules the function needs, in library order, then `return entry(<local>)(KEYS, ARGV)`.
+scripts.c builds it from the line "-- @needs <local>: <modules>" below (and the "-- @module"
+lines the build puts before each module), so a call re-creates only what it uses. A module
+needs the modules whose locals it names; test_lua_scripts checks that no script names a local
+it does not define. ]]
+-- @needs admit: base capacity lanes limiter queue_limits admission
+-- @needs admit2: base capacity lanes limiter queue_limits admission
+-- @needs list_admit: base capacity lanes limiter queue_limits admission
+-- @needs list_admit2: base capacity lanes limiter queue_limits admission
+-- @needs ack: base share lanes stream
+-- @needs dead: base share lanes stream
+-- @needs retry: base share lanes stream
+-- @needs touch: base share lanes stream
+-- @needs prune: base share lanes stream
+-- @needs group: base share lanes stream
+-- @needs drain_reclaim: base share lanes stream limiter queue_limits pacing reclaim
+-- @needs lane_reclaim: base share lanes stream limiter queue_limits pacing reclaim
+-- @needs list_take: base list
+-- @needs list_ack: base list
+-- @needs list_dead: base list
+-- @needs list_recover: base list
+-- @needs replay: base capacity lanes replay
+-- @needs list_replay: base capacity lanes replay
+-- @needs version: base
+-- @needs limit: base limiter standalone
+-- @needs limits_config: base limiter queue_limits config
+-- @needs fair_config: base limiter queue_limits config
+-- @needs take: base limiter queue_limits pacing
+-- @needs fair_take: base share lanes stream limiter queue_limits pacing fair
+-- @needs lane_ack: base share lanes stream limiter queue_limits pacing fair
+
+-- Flags. The functions that add work to a bucket (sluice_admit, sluice_list_admit,
+-- sluice_replay, sluice_list_replay) are registered WITHOUT allow-oom on purpose: when Redis
+-- is over maxmemory it refuses them with an OOM error before they run, so admission stops
+-- instead of growing the bucket past maxmemory (the producer sees the refusal). Everything that
+-- drains or moves work already admitted (ack, dead, retry, reclaim, touch, list_take, list_ack,
+-- list_dead, list_recover, prune, and the reads of paced and fair queues: take, fair_take,
+-- lane_ack, lane_reclaim) keeps allow-oom, so a full Redis can still be drained and memory
+-- freed (take and fair_take write only their few bytes of rate state). sluice_group (may
+-- create the stream and group), sluice_limit (adds limiter state) and sluice_fair_config only
+-- grow memory and are refused under OOM as well.
+-- A function that drains or moves admitted work: allowed under OOM (see above).
+-- Every function is registered through entry() (see on_fresh_state): below, `redis` is the
+-- loader's API with a register_function that wraps each callback so.
+local register_function = redis.register_function
+local redis = {register_function = function(spec, fn)
+    if fn == nil then -- the table form: {function_name = ..., callback = ..., flags = ...}
+        spec.callback = entry(spec.callback)
+        return register_function(spec)
+    end
+    return register_function(spec, entry(fn))
+end}
+local function drains(name, fn)
+    redis.register_function{function_name = name, callback = fn, flags = {'allow-oom'}}
+end
+
+redis.register_function('sluice_admit', admit)
+drains('sluice_ack', ack)
+drains('sluice_dead', dead)
+drains('sluice_retry', retry)
+drains('sluice_reclaim', drain_reclaim)
+drains('sluice_touch', touch)
+redis.register_function('sluice_list_admit', list_admit)
+drains('sluice_list_take', list_take)
+drains('sluice_list_ack', list_ack)
+drains('sluice_list_dead', list_dead)
+drains('sluice_list_recover', list_recover)
+redis.register_function('sluice_replay', replay)
+redis.register_function('sluice_list_replay', list_replay)
+drains('sluice_prune', prune)
+redis.register_function('sluice_group', group)
+redis.register_function{function_name = 'sluice_version', callback = version,
+    flags = {'no-writes', 'allow-stale'}}
+redis.register_function('sluice_limit', limit)
+redis.register_function('sluice_admit2', admit2)
+redis.register_function('sluice_list_admit2', list_admit2)
+redis.register_function('sluice_limits_config', limits_config)
+drains('sluice_take', take)
+drains('sluice_fair_take', fair_take)
+drains('sluice_lane_ack', lane_ack)
+drains('sluice_lane_reclaim', lane_reclaim)
+redis.register_function('sluice_fair_config', fair_config)
