@@ -6,6 +6,8 @@
 #   reqs NAME                      the requests it logged, one JSON object a line
 #   drain Q N HANDLER [ARGS...]    sluice-worker until N messages got their verdict
 #                                  (stdout: the summary line; log in $tmp/worker.log)
+#   use_queue Q [KEY...]           Q's keys (and the KEYs) are deleted on exit
+#   wait_log FILE PATTERN [SECONDS] waits (10 s unless told) for a line matching PATTERN
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 backend_start() {
     local name=$1 i
@@ -28,4 +30,18 @@ drain() {
     timeout 30 "$bin/sluice-worker" --redis "$url" --queue "$q" --handler "$handler" \
         --max-messages "$n" --visibility-timeout 2000 --retry-backoff 100 --log-level info \
         "$@" 2>"$tmp/worker.log" || fail "worker failed: $(tail -5 "$tmp/worker.log")"
+}
+use_queue() {
+    local k
+    read -ra k <<<"$(queue_keys "$1")"
+    shift
+    keys+=("${k[@]}" "$@")
+}
+wait_log() {
+    local i
+    for i in $(seq 1 $((${3:-10} * 10))); do
+        grep -qE -- "$2" "$1" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    return 0
 }

@@ -10,11 +10,6 @@ q="http-$$"
 backend_start be --secret-file "$tmp/secret"
 base="http://127.0.0.1:$bport"
 enqueue() { "$bin/sluice-enqueue" --redis "$url" --queue "$@" >/dev/null; }
-use_queue() { # Q: its keys are deleted on exit
-    local k
-    read -ra k <<<"$(queue_keys "$1")"
-    keys+=("${k[@]}")
-}
 field() { grep -oE "(^| )$1=[0-9]+" "$tmp/out" | cut -d= -f2; }
 expect() { # FIELD VALUE: in the worker's summary line
     [ "$(field "$1")" = "$2" ] || fail "$1 is '$(field "$1")', expected $2: $(cat "$tmp/out")"

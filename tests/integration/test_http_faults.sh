@@ -7,8 +7,7 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/http_lib.sh"
 q="httpf-$$"
-read -ra qk <<<"$(queue_keys "$q")"
-keys+=("${qk[@]}")
+use_queue "$q"
 backend_start be
 port=$bport
 be_pid=$bpid

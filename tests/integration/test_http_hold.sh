@@ -7,10 +7,8 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/http_lib.sh"
 q="hold-$$"
-read -ra qk <<<"$(queue_keys "$q")"
-keys+=("${qk[@]}")
 backend_start be
-keys+=("sluice:{$q}:hold:127.0.0.1:$bport")
+use_queue "$q" "sluice:{$q}:hold:127.0.0.1:$bport"
 seq 1 40 | xargs "$bin/sluice-enqueue" --redis "$url" --queue "$q" >/dev/null
 # 100 ms a request, one at a time per worker: 40 messages take 2 s without a hold
 for i in 1 2; do
@@ -50,17 +48,13 @@ echo "ok: both workers held, then delivered: $(cat "$tmp"/w?.out | tr '\n' ' ')"
 # a worker stopped during a hold does not wait for it: what it holds is retried after the hold
 # (F32), and it reads nothing while the hold lasts
 q2="$q-stop"
-read -ra qk <<<"$(queue_keys "$q2")"
-keys+=("${qk[@]}" "sluice:{$q2}:hold:127.0.0.1:$bport")
+use_queue "$q2" "sluice:{$q2}:hold:127.0.0.1:$bport"
 "$bin/sluice-enqueue" --redis "$url" --queue "$q2" s1 s2 s3 >/dev/null
 "$bin/sluice-worker" --redis "$url" --queue "$q2" --handler "http://127.0.0.1:$bport/ra/30/1" \
     --concurrency 1 >"$tmp/ws.out" 2>"$tmp/ws.log" &
 pids+=("$!")
 ws=$!
-for i in $(seq 1 50); do
-    grep -q 'event=http_hold' "$tmp/ws.log" && break
-    sleep 0.1
-done
+wait_log "$tmp/ws.log" 'event=http_hold' 5
 sleep 0.3
 start=$(date +%s%N)
 kill -TERM "$ws"
@@ -74,18 +68,14 @@ echo "ok: stopped during a 30 s hold in ${took} ms: one request, the entry retri
 
 # a job waiting for a hold past --handler-timeout is given up (its entry retried; nothing sent)
 q3="$q-timeout"
-read -ra qk <<<"$(queue_keys "$q3")"
-keys+=("${qk[@]}" "sluice:{$q3}:hold:127.0.0.1:$bport")
+use_queue "$q3" "sluice:{$q3}:hold:127.0.0.1:$bport"
 "$bin/sluice-enqueue" --redis "$url" --queue "$q3" t1 >/dev/null
 "$bin/sluice-worker" --redis "$url" --queue "$q3" --handler "http://127.0.0.1:$bport/ra/30/1/0" \
     --concurrency 1 --visibility-timeout 1000 --handler-timeout 500 >"$tmp/wt.out" \
     2>"$tmp/wt.log" &
 pids+=("$!")
 wt=$!
-for i in $(seq 1 100); do
-    grep -q 'event=handler_timeout' "$tmp/wt.log" && break
-    sleep 0.1
-done
+wait_log "$tmp/wt.log" 'event=handler_timeout'
 kill -TERM "$wt"
 wait "$wt" || fail "timeout during a hold: $(cat "$tmp/wt.log")"
 grep -q 'event=handler_timeout' "$tmp/wt.log" || fail "no handler timeout: $(cat "$tmp/wt.log")"

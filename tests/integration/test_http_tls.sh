@@ -6,8 +6,7 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/http_lib.sh"
 q="https-$$"
-read -ra qk <<<"$(queue_keys "$q")"
-keys+=("${qk[@]}")
+use_queue "$q"
 ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
 for ca in ca other; do
     openssl req -x509 "${ec[@]}" -keyout "$tmp/$ca.key" -out "$tmp/$ca.pem" -days 1 \
