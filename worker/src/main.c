@@ -573,7 +573,8 @@ static int partitions_of_queue(const args *a, sluice_conn **out) {
     *out = NULL;
     if (strchr(a->o.queue, '~') != NULL || sluice_keys_init(&k, a->o.queue, NULL, 0) != 0 ||
         sluice_url_parse(&url, a->o.redis_url ? a->o.redis_url : sluice_url_default(), err,
-                         sizeof(err)) != 0) {
+                         sizeof(err)) != 0 ||
+        sluice_url_supported(&url, err, sizeof(err)) != 0) {
         return 1; /* a partition named on its own, or a bad URL the worker reports */
     }
     sluice_conn_options co;
