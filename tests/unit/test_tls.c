@@ -114,8 +114,6 @@ typedef struct peer {
     BIO *in, *out;
 } peer;
 
-enum { NEED_NO_CLIENT_CERT = 0, NEED_CLIENT_CERT = 1 };
-
 static SSL_CTX *server_ctx(const pair *cert, int max_version, int need_client_cert) {
     SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
     CHECK(ctx != NULL);
@@ -210,18 +208,43 @@ static sluice__tls_stream *client_new(SSL_CTX *ctx, const char *host, const char
     return s;
 }
 
-/* A client to `host` on a server with `cert`: the client's handshake status and its text. */
-static int try_handshake(const char *ca_file, const pair *cert, const char *host,
-                         const char *server_name, char *text, size_t len) {
-    SSL_CTX *ctx = client_ctx(ca_file, 0, 0);
+/* What a client-server pair is made of; zero fields take the defaults: the CA that signed the
+ * server's certificate, that certificate, host "localhost", any TLS version, no client check. */
+typedef struct spec {
+    const char *ca_file;
+    const pair *cert;
+    const char *host, *server_name;
+    int insecure, with_cert, max_version, need_client_cert;
+} spec;
+
+/* A client (its context and stream) and a server, in memory. */
+typedef struct duo {
+    SSL_CTX *ctx;
     peer p;
-    server_new(&p, server_ctx(cert, 0, NEED_NO_CLIENT_CERT));
-    sluice__tls_stream *c = client_new(ctx, host, server_name, 0, NULL);
-    int rc = handshake(c, &p);
-    snprintf(text, len, "%s", sluice__tls_stream_errstr(c));
-    sluice__tls_stream_free(c);
-    server_free(&p);
-    SSL_CTX_free(ctx);
+    sluice__tls_stream *c;
+} duo;
+
+static void duo_open(duo *d, spec sp) {
+    d->ctx = client_ctx(sp.ca_file != NULL ? sp.ca_file : ca_pem, sp.insecure, sp.with_cert);
+    server_new(&d->p, server_ctx(sp.cert != NULL ? sp.cert : &server, sp.max_version,
+                                 sp.need_client_cert));
+    d->c = client_new(d->ctx, sp.host != NULL ? sp.host : "localhost", sp.server_name, sp.insecure,
+                      NULL);
+}
+
+static void duo_close(duo *d) {
+    sluice__tls_stream_free(d->c);
+    server_free(&d->p);
+    SSL_CTX_free(d->ctx);
+}
+
+/* The client's handshake status for `sp`, its text in text. */
+static int try_handshake(spec sp, char *text, size_t len) {
+    duo d;
+    duo_open(&d, sp);
+    int rc = handshake(d.c, &d.p);
+    snprintf(text, len, "%s", sluice__tls_stream_errstr(d.c));
+    duo_close(&d);
     return rc;
 }
 
@@ -245,145 +268,115 @@ static void exchange(sluice__tls_stream *c, peer *p, const char *ask, const char
 }
 
 static void test_handshake_and_data(void) {
-    SSL_CTX *ctx = client_ctx(ca_pem, 0, 0);
-    peer p;
-    server_new(&p, server_ctx(&server, 0, NEED_NO_CLIENT_CERT));
-    sluice__tls_stream *c = client_new(ctx, "localhost", NULL, 0, NULL);
-    CHECK_EQ(sluice__tls_stream_handshake(c), SLUICE__TLS_WANT_WRITE); /* the ClientHello */
-    CHECK(sluice__tls_stream_pending(c) > 0);
-    CHECK_OK(handshake(c, &p), sluice__tls_stream_errstr(c));
-    CHECK_EQ(sluice__tls_stream_handshake(c), SLUICE__TLS_DONE);
-    CHECK_STREQ(SSL_get_servername(p.ssl, TLSEXT_NAMETYPE_host_name), "localhost"); /* SNI */
-    CHECK(SSL_version(p.ssl) >= TLS1_2_VERSION);
-    exchange(c, &p, "*1\r\n$4\r\nPING\r\n", "+PONG\r\n");
-    exchange(c, &p, "*2\r\n$4\r\nECHO\r\n$2\r\nhi\r\n", "$2\r\nhi\r\n");
-    /* the server closes: the client hears ECONN, not a TLS error */
+    duo d;
     char buf[64];
     size_t got;
-    SSL_shutdown(p.ssl);
-    shuttle(c, &p);
-    CHECK_EQ(sluice__tls_stream_read(c, buf, sizeof(buf), &got), SLUICE_ECONN);
-    CHECK_STREQ(sluice__tls_stream_errstr(c), "the server closed the TLS session");
-    sluice__tls_stream_free(c);
-    server_free(&p);
-    SSL_CTX_free(ctx);
+    duo_open(&d, (spec){0});
+    CHECK_EQ(sluice__tls_stream_handshake(d.c), SLUICE__TLS_WANT_WRITE); /* the ClientHello */
+    CHECK(sluice__tls_stream_pending(d.c) > 0);
+    CHECK_OK(handshake(d.c, &d.p), sluice__tls_stream_errstr(d.c));
+    CHECK_EQ(sluice__tls_stream_handshake(d.c), SLUICE__TLS_DONE);
+    CHECK_STREQ(SSL_get_servername(d.p.ssl, TLSEXT_NAMETYPE_host_name), "localhost"); /* SNI */
+    CHECK(SSL_version(d.p.ssl) >= TLS1_2_VERSION);
+    exchange(d.c, &d.p, "*1\r\n$4\r\nPING\r\n", "+PONG\r\n");
+    exchange(d.c, &d.p, "*2\r\n$4\r\nECHO\r\n$2\r\nhi\r\n", "$2\r\nhi\r\n");
+    /* the server closes: the client hears ECONN, not a TLS error */
+    SSL_shutdown(d.p.ssl);
+    shuttle(d.c, &d.p);
+    CHECK_EQ(sluice__tls_stream_read(d.c, buf, sizeof(buf), &got), SLUICE_ECONN);
+    CHECK_STREQ(sluice__tls_stream_errstr(d.c), "the server closed the TLS session");
+    duo_close(&d);
+}
+
+/* The client's handshake for `sp` fails with "certificate verify failed: " and X509's text of
+ * `reason`. */
+static void verify_fails(spec sp, long reason) {
+    char text[320], want[320];
+    snprintf(want, sizeof(want), "certificate verify failed: %s",
+             X509_verify_cert_error_string(reason));
+    CHECK_EQ(try_handshake(sp, text, sizeof(text)), SLUICE_ETLS);
+    CHECK_STREQ(text, want);
 }
 
 static void test_names(void) {
     char text[320];
-    char want[320];
-    CHECK_OK(try_handshake(ca_pem, &server, "127.0.0.1", NULL, text, sizeof(text)), text);
+    CHECK_OK(try_handshake((spec){.host = "127.0.0.1"}, text, sizeof(text)), text);
     /* the server name option wins over the URL's host */
-    CHECK_OK(try_handshake(ca_pem, &server, "10.1.2.3", "localhost", text, sizeof(text)), text);
-    snprintf(want, sizeof(want), "certificate verify failed: %s",
-             X509_verify_cert_error_string(X509_V_ERR_HOSTNAME_MISMATCH));
-    CHECK_EQ(try_handshake(ca_pem, &server, "redis.example.com", NULL, text, sizeof(text)),
-             SLUICE_ETLS);
-    CHECK_STREQ(text, want);
-    CHECK_EQ(try_handshake(ca_pem, &server, "localhost", "other.example", text, sizeof(text)),
-             SLUICE_ETLS);
-    CHECK_STREQ(text, want);
-    /* no partial wildcards, and an IP is checked as an IP, not as a name */
-    snprintf(want, sizeof(want), "certificate verify failed: %s",
-             X509_verify_cert_error_string(X509_V_ERR_IP_ADDRESS_MISMATCH));
-    CHECK_EQ(try_handshake(ca_pem, &server, "127.0.0.2", NULL, text, sizeof(text)), SLUICE_ETLS);
-    CHECK_STREQ(text, want);
+    CHECK_OK(
+        try_handshake((spec){.host = "10.1.2.3", .server_name = "localhost"}, text, sizeof(text)),
+        text);
+    verify_fails((spec){.host = "redis.example.com"}, X509_V_ERR_HOSTNAME_MISMATCH);
+    verify_fails((spec){.server_name = "other.example"}, X509_V_ERR_HOSTNAME_MISMATCH);
+    /* an IP is checked as an IP, not as a name */
+    verify_fails((spec){.host = "127.0.0.2"}, X509_V_ERR_IP_ADDRESS_MISMATCH);
 }
 
 static void test_verify_failures(void) {
-    char text[320];
-    char want[320];
-    snprintf(want, sizeof(want), "certificate verify failed: %s",
-             X509_verify_cert_error_string(X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY));
-    CHECK_EQ(try_handshake(other_ca_pem, &server, "localhost", NULL, text, sizeof(text)),
-             SLUICE_ETLS);
-    CHECK_STREQ(text, want);
-    snprintf(want, sizeof(want), "certificate verify failed: %s",
-             X509_verify_cert_error_string(X509_V_ERR_CERT_HAS_EXPIRED));
-    CHECK_EQ(try_handshake(ca_pem, &expired, "localhost", NULL, text, sizeof(text)), SLUICE_ETLS);
-    CHECK_STREQ(text, want);
+    duo d;
+    verify_fails((spec){.ca_file = other_ca_pem}, X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY);
+    verify_fails((spec){.cert = &expired}, X509_V_ERR_CERT_HAS_EXPIRED);
     /* the insecure switch takes both: wrong CA and wrong name */
-    SSL_CTX *ctx = client_ctx(other_ca_pem, 1, 0);
-    peer p;
-    server_new(&p, server_ctx(&server, 0, NEED_NO_CLIENT_CERT));
-    sluice__tls_stream *c = client_new(ctx, "redis.example.com", NULL, 1, NULL);
-    CHECK_OK(handshake(c, &p), sluice__tls_stream_errstr(c));
-    exchange(c, &p, "PING", "PONG");
-    sluice__tls_stream_free(c);
-    server_free(&p);
-    SSL_CTX_free(ctx);
+    duo_open(&d, (spec){.ca_file = other_ca_pem, .host = "redis.example.com", .insecure = 1});
+    CHECK_OK(handshake(d.c, &d.p), sluice__tls_stream_errstr(d.c));
+    exchange(d.c, &d.p, "PING", "PONG");
+    duo_close(&d);
 }
 
 static void test_client_cert(void) {
     for (int with = 0; with <= 1; with++) {
-        SSL_CTX *ctx = client_ctx(ca_pem, 0, with);
-        peer p;
+        duo d;
         char buf[64];
         size_t got = 0;
-        server_new(&p, server_ctx(&server, 0, NEED_CLIENT_CERT));
-        sluice__tls_stream *c = client_new(ctx, "localhost", NULL, 0, NULL);
-        int rc = handshake(c, &p);
+        duo_open(&d, (spec){.with_cert = with, .need_client_cert = 1});
+        int rc = handshake(d.c, &d.p);
         if (with) {
-            CHECK_OK(rc, sluice__tls_stream_errstr(c));
-            exchange(c, &p, "PING", "PONG");
+            CHECK_OK(rc, sluice__tls_stream_errstr(d.c));
+            exchange(d.c, &d.p, "PING", "PONG");
         } else {
             /* TLS 1.3: the client finishes first and hears the refusal on its first read */
             if (rc == 0) {
-                rc = sluice__tls_stream_read(c, buf, sizeof(buf), &got);
+                rc = sluice__tls_stream_read(d.c, buf, sizeof(buf), &got);
             }
             CHECK_EQ(rc, SLUICE_ETLS);
-            CHECK(strstr(sluice__tls_stream_errstr(c), "certificate required") != NULL);
+            CHECK(strstr(sluice__tls_stream_errstr(d.c), "certificate required") != NULL);
         }
-        sluice__tls_stream_free(c);
-        server_free(&p);
-        SSL_CTX_free(ctx);
+        duo_close(&d);
     }
 }
 
 static void test_old_protocol_refused(void) {
-    SSL_CTX *ctx = client_ctx(ca_pem, 0, 0);
-    peer p;
-    server_new(&p, server_ctx(&server, TLS1_1_VERSION, NEED_NO_CLIENT_CERT));
-    sluice__tls_stream *c = client_new(ctx, "localhost", NULL, 0, NULL);
-    CHECK_EQ(handshake(c, &p), SLUICE_ETLS);
-    CHECK(strncmp(sluice__tls_stream_errstr(c), "TLS handshake failed: ", 22) == 0);
-    CHECK(strstr(sluice__tls_stream_errstr(c), "protocol") != NULL);
-    sluice__tls_stream_free(c);
-    server_free(&p);
-    SSL_CTX_free(ctx);
+    char text[320];
+    CHECK_EQ(try_handshake((spec){.max_version = TLS1_1_VERSION}, text, sizeof(text)), SLUICE_ETLS);
+    CHECK(strncmp(text, "TLS handshake failed: ", 22) == 0);
+    CHECK(strstr(text, "protocol") != NULL);
 }
 
 static void test_renegotiation_refused(void) {
-    SSL_CTX *ctx = client_ctx(ca_pem, 0, 0);
-    peer p;
+    duo d;
     char buf[64];
-    size_t got = 0;
-    server_new(&p, server_ctx(&server, TLS1_2_VERSION, NEED_NO_CLIENT_CERT));
-    sluice__tls_stream *c = client_new(ctx, "localhost", NULL, 0, NULL);
-    CHECK_OK(handshake(c, &p), sluice__tls_stream_errstr(c));
-    CHECK_EQ(SSL_version(p.ssl), TLS1_2_VERSION);
+    size_t got = 0, n = 0;
+    duo_open(&d, (spec){.max_version = TLS1_2_VERSION});
+    CHECK_OK(handshake(d.c, &d.p), sluice__tls_stream_errstr(d.c));
+    CHECK_EQ(SSL_version(d.p.ssl), TLS1_2_VERSION);
     /* the server asks for a new handshake (HelloRequest); the client must not start one */
-    CHECK_EQ(SSL_renegotiate(p.ssl), 1);
-    SSL_do_handshake(p.ssl);
+    CHECK_EQ(SSL_renegotiate(d.p.ssl), 1);
+    SSL_do_handshake(d.p.ssl);
     ERR_clear_error();
-    shuttle(c, &p);
-    CHECK_OK(sluice__tls_stream_read(c, buf, sizeof(buf), &got), sluice__tls_stream_errstr(c));
+    shuttle(d.c, &d.p);
+    CHECK_OK(sluice__tls_stream_read(d.c, buf, sizeof(buf), &got), sluice__tls_stream_errstr(d.c));
     CHECK_EQ(got, 0);
     /* its answer is a no_renegotiation alert, not a ClientHello: the server gives up */
-    CHECK(sluice__tls_stream_pending(c) > 0);
-    shuttle(c, &p);
-    size_t n = 0;
-    CHECK_EQ(SSL_read_ex(p.ssl, buf, sizeof(buf), &n), 0);
+    CHECK(sluice__tls_stream_pending(d.c) > 0);
+    shuttle(d.c, &d.p);
+    CHECK_EQ(SSL_read_ex(d.p.ssl, buf, sizeof(buf), &n), 0);
     CHECK_EQ(ERR_GET_REASON(ERR_peek_last_error()), SSL_R_NO_RENEGOTIATION);
     ERR_clear_error();
-    sluice__tls_stream_free(c);
-    server_free(&p);
-    SSL_CTX_free(ctx);
+    duo_close(&d);
 }
 
 static void test_session_reuse(void) {
     SSL_CTX *ctx = client_ctx(ca_pem, 0, 0);
-    SSL_CTX *sctx = server_ctx(&server, 0, NEED_NO_CLIENT_CERT);
+    SSL_CTX *sctx = server_ctx(&server, 0, 0);
     SSL_SESSION *slot = NULL;
     for (int i = 0; i < 2; i++) {
         peer p;
