@@ -35,8 +35,7 @@ typedef struct ssl_session_st SSL_SESSION;
  * The connection's copy of its TLS options: replaces each tls_* string of `o` (a copy the
  * connection owns, e.g. after sluice__conn_options_fill) by a heap copy, "" and NULL both
  * becoming NULL. Returns 0, or SLUICE_ENOMEM with every field NULL. The connection calls
- * sluice__tls_options_release(o) when it is freed. One call in sluice_conn_new/aconn_new:
- *     if (sluice__tls_options_keep(&c->o) != 0) { ...out of memory... }
+ * sluice__tls_options_release(o) when it is freed (sluice_conn_new and sluice_aconn_new do).
  */
 int sluice__tls_options_keep(sluice_conn_options *o);
 
