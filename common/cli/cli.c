@@ -21,6 +21,7 @@
 #include "sluice/cli.h"
 #include "sluice/envelope.h"
 #include "sluice/log.h"
+#include "sluice/redis.h"
 #include "sluice/status.h"
 
 #if defined(__GNUC__)
@@ -267,4 +268,39 @@ void sluice_cli_json_str(FILE *f, const char *s, size_t len) {
         }
     }
     fputc('"', f);
+}
+
+/* $name, or NULL when unset or empty. */
+static const char *env_value(const char *name) {
+    const char *v = getenv(name);
+    return v != NULL && v[0] != '\0' ? v : NULL;
+}
+
+int sluice_cli_tls_env(sluice_conn_options *co, char *err, size_t errlen) {
+    static const char *const names[] = {"SLUICE_TLS_CA_FILE", "SLUICE_TLS_CA_DIR",
+                                        "SLUICE_TLS_CERT_FILE", "SLUICE_TLS_KEY_FILE",
+                                        "SLUICE_TLS_SERVER_NAME"};
+    const char **fields[] = {&co->tls_ca_file, &co->tls_ca_dir, &co->tls_cert_file,
+                             &co->tls_key_file, &co->tls_server_name};
+    const char *cert = env_value("SLUICE_TLS_CERT_FILE"), *key = env_value("SLUICE_TLS_KEY_FILE");
+    const char *skip = env_value("SLUICE_TLS_INSECURE_SKIP_VERIFY");
+    if ((cert == NULL) != (key == NULL)) {
+        return usage_err(err, errlen, "%s is set but %s is not: a client certificate needs both",
+                         cert != NULL ? "SLUICE_TLS_CERT_FILE" : "SLUICE_TLS_KEY_FILE",
+                         cert != NULL ? "SLUICE_TLS_KEY_FILE" : "SLUICE_TLS_CERT_FILE");
+    }
+    if (skip != NULL && strcmp(skip, "0") != 0 && strcmp(skip, "1") != 0) {
+        return usage_err(err, errlen, "SLUICE_TLS_INSECURE_SKIP_VERIFY: \"%s\" is not 0 or 1",
+                         skip);
+    }
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        const char *v = env_value(names[i]);
+        if (v != NULL) {
+            *fields[i] = v;
+        }
+    }
+    if (skip != NULL) {
+        co->tls_insecure_skip_verify = skip[0] == '1';
+    }
+    return 0;
 }

@@ -11,7 +11,8 @@
 int sluice_client_setup(const char *redis_url, int connect_timeout_ms, int command_timeout_ms,
                         int force_eval, const char *name, sluice_url *url, sluice_conn_options *co,
                         char *err, size_t errlen) {
-    if (sluice_url_parse(url, redis_url ? redis_url : sluice_url_default(), err, errlen) != 0) {
+    if (sluice_url_parse(url, redis_url ? redis_url : sluice_url_default(), err, errlen) != 0 ||
+        sluice_url_supported(url, err, errlen) != 0) {
         return SLUICE_EINVAL;
     }
     sluice_conn_options_init(co);

@@ -18,6 +18,7 @@
 #include "sluice/options.h"
 #include "sluice/redis.h"
 #include "sluice/status.h"
+#include "sluice/tls.h"
 
 #include "conn_router.h"
 
@@ -60,6 +61,10 @@ sluice_conn *sluice_conn_new(const sluice_url *url, const sluice_conn_options *o
     }
     c->url = *url;
     sluice__conn_options_fill(&c->o, o);
+    if (sluice__tls_options_keep(&c->o) != 0) {
+        free(c);
+        return NULL;
+    }
     sluice_url_redact(url, c->where, sizeof(c->where));
     c->seed = (unsigned)getpid() ^ (unsigned)sluice_now_ns() ^ (unsigned)(uintptr_t)c;
     c->env = (sluice__node_env){.url = &c->url,
@@ -70,6 +75,7 @@ sluice_conn *sluice_conn_new(const sluice_url *url, const sluice_conn_options *o
                                 .errlen = sizeof(c->err)};
     sluice__node_init(&c->one, &c->env, url->host, url->port, c->where);
     if (url->is_cluster && (c->cl = sluice__cluster_new()) == NULL) {
+        sluice__tls_options_release(&c->o);
         free(c);
         return NULL;
     }
@@ -82,6 +88,7 @@ void sluice_conn_free(sluice_conn *c) {
     }
     sluice__node_drop(&c->one);
     sluice__cluster_free(c->cl);
+    sluice__tls_options_release(&c->o);
     memset(c->url.password, 0, sizeof(c->url.password));
     free(c);
 }

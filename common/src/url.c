@@ -6,6 +6,10 @@
  *   redis://[user[:password]@]host[:port][/db]     host: name, IPv4, or [IPv6]
  *   unix://[user[:password]@]/abs/path[?db=N]
  *   redis+cluster://[user[:password]@]host[:port][,host[:port]...]   seeds of a Redis Cluster
+ *   redis+sentinel://[user[:password]@]host[:port][,host[:port]...]/MASTER[?options]
+ *       sentinels (default port 26379) and the master's name; options db=N, sentinel_user=U,
+ *       sentinel_password=P (each at most once)
+ *   rediss://, rediss+cluster://, rediss+sentinel://   the same over TLS
  * In a redis:// URL the credentials end at the last '@' (nothing after the host may contain
  * one), so a password with a raw '/' or '@' still parses; in a unix:// URL they end at the first
  * "@/". User and password are percent-decoded (%XX). Error messages name the bad part but never
@@ -303,7 +307,7 @@ static int parse_tcp(sluice_url *u, const char *s, url_err *e) {
 }
 
 /* One seed "host[:port]" at s, ending at ',' or the end; appended to u->seeds. */
-static int parse_seed(sluice_url *u, const char *s, size_t *used, url_err *e) {
+static int parse_seed(sluice_url *u, const char *s, int default_port, size_t *used, url_err *e) {
     size_t n = 0, len;
     if (u->nseeds == SLUICE_URL_SEEDS_MAX) {
         return url_fail(e, "more than %d seed nodes", SLUICE_URL_SEEDS_MAX);
@@ -312,7 +316,7 @@ static int parse_seed(sluice_url *u, const char *s, size_t *used, url_err *e) {
         return url_fail(e, "seed %d is empty (%s)", u->nseeds + 1,
                         *s == ',' ? "two commas in a row" : "a comma at the end");
     }
-    u->port = 6379;
+    u->port = default_port;
     if (parse_host(u, s, ":/?#,", &n, e) != 0) {
         return SLUICE_EINVAL;
     }
@@ -330,11 +334,12 @@ static int parse_seed(sluice_url *u, const char *s, size_t *used, url_err *e) {
     return 0;
 }
 
-/* After "redis+cluster://": credentials, then seeds separated by ','; db 0 only. */
-static int parse_cluster(sluice_url *u, const char *s, url_err *e) {
+/* Credentials, then seeds separated by ',' (each defaulting to `default_port`); host/port are
+ * then the first seed's. Returns where the seeds end in *rest. */
+static int parse_seeds(sluice_url *u, const char *s, int default_port, const char **rest,
+                       url_err *e) {
     const char *at = strrchr(s, '@');
     const char *p = s;
-    u->is_cluster = 1;
     if (at != NULL) {
         if (parse_userinfo(u, s, (size_t)(at - s), e) != 0) {
             return SLUICE_EINVAL;
@@ -343,7 +348,7 @@ static int parse_cluster(sluice_url *u, const char *s, url_err *e) {
     }
     for (;;) {
         size_t used = 0;
-        if (parse_seed(u, p, &used, e) != 0) {
+        if (parse_seed(u, p, default_port, &used, e) != 0) {
             return SLUICE_EINVAL;
         }
         p += used;
@@ -354,16 +359,115 @@ static int parse_cluster(sluice_url *u, const char *s, url_err *e) {
     }
     memcpy(u->host, u->seeds[0].host, sizeof(u->host));
     u->port = u->seeds[0].port;
+    *rest = p;
+    return 0;
+}
+
+/* After "redis+cluster://" (or "rediss+cluster://", named by `scheme`): db 0 only. */
+static int parse_cluster(sluice_url *u, const char *s, const char *scheme, url_err *e) {
+    const char *p;
+    u->is_cluster = 1;
+    if (parse_seeds(u, s, 6379, &p, e) != 0) {
+        return SLUICE_EINVAL;
+    }
     if (*p == '/' && (p[1] == '\0' || (p[1] == '0' && p[2] == '\0'))) {
         return 0; /* "/" and "/0" name the only db there is */
     }
     if (*p == '/' || strncmp(p, "?db=", 4) == 0) {
-        return url_fail(e, "a redis+cluster:// URL takes no db (Redis Cluster has only db 0)");
+        return url_fail(e, "a %s URL takes no db (Redis Cluster has only db 0)", scheme);
     }
     if (*p != '\0') {
         char safe[128];
         return url_fail(e, "unexpected \"%s\" after the seed nodes",
                         redacted(p, safe, sizeof(safe)));
+    }
+    return 0;
+}
+
+/* One "name=value" of a sentinel URL's query at q (ending at '&' or the end). */
+static int parse_sentinel_option(sluice_url *u, const char *q, size_t len, unsigned *seen,
+                                 url_err *e) {
+    static const char *const names[] = {"db", "sentinel_user", "sentinel_password"};
+    const char *eq = memchr(q, '=', len);
+    size_t nlen = eq != NULL ? (size_t)(eq - q) : len;
+    const char *v = eq != NULL ? eq + 1 : q + len;
+    size_t vlen = len - nlen - (eq != NULL);
+    unsigned i = 0;
+    while (i < 3 && (strlen(names[i]) != nlen || strncmp(q, names[i], nlen) != 0)) {
+        i++;
+    }
+    if (i == 3) {
+        return url_fail(e,
+                        "unknown option \"%.*s\" (expected db, sentinel_user or "
+                        "sentinel_password)",
+                        (int)nlen, q);
+    }
+    if (eq == NULL) {
+        return url_fail(e, "option %s has no '=' (expected %s=VALUE)", names[i], names[i]);
+    }
+    if (*seen & (1u << i)) {
+        return url_fail(e, "option %s is given twice", names[i]);
+    }
+    *seen |= 1u << i;
+    if (i == 0) {
+        return parse_db(u, v, vlen, e);
+    }
+    u->sentinel_auth = 1;
+    if (i == 1) {
+        return pct_decode(u->sentinel_user, sizeof(u->sentinel_user), v, vlen, "sentinel_user", e);
+    }
+    return pct_decode(u->sentinel_password, sizeof(u->sentinel_password), v, vlen,
+                      "sentinel_password", e);
+}
+
+/* After "redis+sentinel://": sentinels, "/MASTER", then "?name=value&..." options. */
+static int parse_sentinel(sluice_url *u, const char *s, const char *scheme, url_err *e) {
+    const char *p;
+    size_t len;
+    unsigned seen = 0;
+    u->is_sentinel = 1;
+    /* the credentials end at the last '@' before the query, so a raw '@' in a query value
+     * (a sentinel password) is not taken for theirs; an '@' in the master name is written %40 */
+    char head[SLUICE_URL_MAX + 1];
+    len = strcspn(s, "?#");
+    memcpy(head, s, len);
+    head[len] = '\0';
+    if (parse_seeds(u, head, SLUICE_SENTINEL_PORT, &p, e) != 0) {
+        return SLUICE_EINVAL;
+    }
+    p = s + (p - head);
+    if (*p != '/' || p[1] == '\0' || p[1] == '?' || p[1] == '#') {
+        return url_fail(e,
+                        "a %s URL needs the master's name after the sentinels, as in "
+                        "%shost:26379/mymaster",
+                        scheme, scheme);
+    }
+    p++;
+    len = strcspn(p, "/?#");
+    if (pct_decode(u->master_name, sizeof(u->master_name), p, len, "master name", e) != 0) {
+        return SLUICE_EINVAL;
+    }
+    for (const char *c = u->master_name; *c != '\0'; c++) {
+        if ((unsigned char)*c <= ' ' || *c == 0x7f) {
+            return url_fail(e, "master name has a space or control character");
+        }
+    }
+    p += len;
+    if (*p == '?') {
+        do {
+            p++;
+            len = strcspn(p, "&#");
+            if (parse_sentinel_option(u, p, len, &seen, e) != 0) {
+                return SLUICE_EINVAL;
+            }
+            p += len;
+        } while (*p == '&');
+    }
+    if (*p != '\0') {
+        char safe[128];
+        return url_fail(e, "unexpected \"%s\" after the master name%s",
+                        redacted(p, safe, sizeof(safe)),
+                        *p == '/' ? " (a db is given as ?db=N)" : "");
     }
     return 0;
 }
@@ -441,21 +545,47 @@ static int check_chars(const char *s, size_t n, url_err *e) {
     return 0;
 }
 
+enum { FORM_TCP, FORM_UNIX, FORM_CLUSTER, FORM_SENTINEL };
+
+static const struct scheme {
+    const char *name;
+    int form, tls;
+} schemes[] = {
+    {"redis://", FORM_TCP, 0},
+    {"rediss://", FORM_TCP, 1},
+    {"unix://", FORM_UNIX, 0},
+    {"redis+cluster://", FORM_CLUSTER, 0},
+    {"rediss+cluster://", FORM_CLUSTER, 1},
+    {"redis+sentinel://", FORM_SENTINEL, 0},
+    {"rediss+sentinel://", FORM_SENTINEL, 1},
+};
+
 static int parse_scheme(sluice_url *u, const char *s, url_err *e) {
     const char *sep;
-    if (strncasecmp(s, "redis://", 8) == 0) {
-        return parse_tcp(u, s + 8, e);
-    }
-    if (strncasecmp(s, "unix://", 7) == 0) {
-        return parse_unix(u, s + 7, e);
-    }
-    if (strncasecmp(s, "redis+cluster://", 16) == 0) {
-        return parse_cluster(u, s + 16, e);
+    for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++) {
+        const struct scheme *k = &schemes[i];
+        size_t n = strlen(k->name);
+        if (strncasecmp(s, k->name, n) != 0) {
+            continue;
+        }
+        u->is_tls = k->tls;
+        switch (k->form) {
+        case FORM_TCP:
+            return parse_tcp(u, s + n, e);
+        case FORM_UNIX:
+            return parse_unix(u, s + n, e);
+        case FORM_CLUSTER:
+            return parse_cluster(u, s + n, k->name, e);
+        default:
+            return parse_sentinel(u, s + n, k->name, e);
+        }
     }
     sep = strstr(s, "://");
     if (sep != NULL && strcspn(s, ":@/") == (size_t)(sep - s)) {
         return url_fail(e,
-                        "unknown scheme \"%.*s\" (expected redis://, unix:// or redis+cluster://)",
+                        "unknown scheme \"%.*s\" (expected redis://, rediss://, unix://, "
+                        "redis+cluster://, rediss+cluster://, redis+sentinel:// or "
+                        "rediss+sentinel://)",
                         (int)(sep - s), s);
     }
     return url_fail(e, "URL has no scheme (expected redis://host[:port][/db] or unix:///path)");
@@ -507,14 +637,50 @@ static size_t encode_user(char *dst, size_t cap, const char *user) {
     return o;
 }
 
-/* redis+cluster://AUTH@h1:p1,h2:p2 (IPv6 hosts in brackets), cut at `len`. */
-static void redact_cluster(const sluice_url *u, const char *auth, char *buf, size_t len) {
-    size_t o = (size_t)snprintf(buf, len, "redis+cluster://%s", auth);
+/* The scheme `u` was parsed from, "redis://" to "rediss+sentinel://". */
+static const char *scheme_of(const sluice_url *u) {
+    int form = u->is_sentinel  ? FORM_SENTINEL
+               : u->is_cluster ? FORM_CLUSTER
+               : u->is_unix    ? FORM_UNIX
+                               : FORM_TCP;
+    for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++) {
+        if (schemes[i].form == form && schemes[i].tls == (u->is_tls != 0)) {
+            return schemes[i].name;
+        }
+    }
+    return "redis://";
+}
+
+/* SCHEME://AUTH@h1:p1,h2:p2 (IPv6 hosts in brackets) of a cluster or sentinel URL; returns the
+ * bytes written (may exceed len when cut, as snprintf). */
+static size_t redact_seeds(const sluice_url *u, const char *auth, char *buf, size_t len) {
+    size_t o = (size_t)snprintf(buf, len, "%s%s", scheme_of(u), auth);
     for (int i = 0; i < u->nseeds && o < len; i++) {
         const sluice_url_seed *s = &u->seeds[i];
         int v6 = strchr(s->host, ':') != NULL;
         o += (size_t)snprintf(buf + o, len - o, v6 ? "%s[%s]:%d" : "%s%s:%d", i ? "," : "", s->host,
                               s->port);
+    }
+    return o;
+}
+
+/* ...the sentinels' part, then /MASTER?db=N&sentinel_user=U&sentinel_password=*** */
+static void redact_sentinel(const sluice_url *u, const char *auth, char *buf, size_t len) {
+    char name[3 * sizeof(u->master_name)], suser[3 * sizeof(u->sentinel_user)];
+    size_t o = redact_seeds(u, auth, buf, len);
+    const char *sep = "?";
+    encode_user(name, sizeof(name), u->master_name);
+    if (o < len) {
+        o += (size_t)snprintf(buf + o, len - o, "/%s", name);
+    }
+    if (u->db != 0 && o < len) {
+        o += (size_t)snprintf(buf + o, len - o, "?db=%d", u->db);
+        sep = "&";
+    }
+    if (u->sentinel_auth && o < len) {
+        encode_user(suser, sizeof(suser), u->sentinel_user);
+        snprintf(buf + o, len - o, "%ssentinel_user=%s&sentinel_password=%s", sep, suser,
+                 u->sentinel_password[0] ? "***" : "");
     }
 }
 
@@ -533,17 +699,33 @@ void sluice_url_redact(const sluice_url *u, char *buf, size_t len) {
         a += (size_t)snprintf(auth + a, sizeof(auth) - a, "%s@", u->password[0] ? ":***" : "");
     }
     auth[a] = '\0';
-    if (u->is_cluster) {
-        redact_cluster(u, auth, buf, len);
+    if (u->is_sentinel) {
+        redact_sentinel(u, auth, buf, len);
+    } else if (u->is_cluster) {
+        redact_seeds(u, auth, buf, len);
     } else if (u->is_unix) {
         snprintf(buf, len, u->db != 0 ? "unix://%s%s?db=%d" : "unix://%s%s", auth, u->path, u->db);
     } else if (strchr(u->host, ':') != NULL) {
-        snprintf(buf, len, u->db != 0 ? "redis://%s[%s]:%d/%d" : "redis://%s[%s]:%d", auth, u->host,
-                 u->port, u->db);
+        snprintf(buf, len, u->db != 0 ? "%s%s[%s]:%d/%d" : "%s%s[%s]:%d", scheme_of(u), auth,
+                 u->host, u->port, u->db);
     } else {
-        snprintf(buf, len, u->db != 0 ? "redis://%s%s:%d/%d" : "redis://%s%s:%d", auth, u->host,
+        snprintf(buf, len, u->db != 0 ? "%s%s%s:%d/%d" : "%s%s%s:%d", scheme_of(u), auth, u->host,
                  u->port, u->db);
     }
+}
+
+int sluice_url_supported(const sluice_url *u, char *err, size_t errlen) {
+    url_err e = {err, errlen};
+    if (u == NULL) {
+        return url_fail(&e, "missing URL");
+    }
+    if (u->is_sentinel) {
+        return url_fail(&e, "%s needs Sentinel support, not built yet", scheme_of(u));
+    }
+    if (u->is_tls) {
+        return url_fail(&e, "%s needs TLS support, not built yet", scheme_of(u));
+    }
+    return 0;
 }
 
 const char *sluice_url_default(void) {

@@ -40,6 +40,7 @@
 #include "sluice/redis.h"
 #include "sluice/reply.h"
 #include "sluice/status.h"
+#include "sluice/tls.h"
 
 #include "conn_internal.h"
 #include "uvredis_link.h"
@@ -302,6 +303,7 @@ static void maybe_finish(sluice_aconn *c) {
     void *arg = c->closed_arg;
     memset(&c->url, 0, sizeof(c->url)); /* the password */
     sluice__hs_free(&c->hs);
+    sluice__tls_options_release(&c->o);
     free(c);
     if (closed != NULL) {
         closed(arg);
@@ -759,6 +761,10 @@ sluice_aconn *sluice__uv_new(uv_loop_t *loop, const sluice_url *url, const sluic
     c->loop = loop;
     c->url = *url;
     sluice__conn_options_fill(&c->o, o);
+    if (sluice__tls_options_keep(&c->o) != 0) {
+        free(c);
+        return NULL;
+    }
     snprintf(c->name, sizeof(c->name), "%s", c->o.name != NULL ? c->o.name : "redis");
     snprintf(c->queue, sizeof(c->queue), "%s", c->o.queue != NULL ? c->o.queue : "-");
     c->o.name = c->name;

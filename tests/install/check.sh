@@ -77,15 +77,15 @@ check_exports sluice_producer producer.h aproducer.h
 check_exports sluice_worker worker.h worker_http.h
 
 soname=$(objdump -p "$libdir/libsluice_producer.so" | awk '/SONAME/ { print $2 }')
-[ "$soname" = libsluice_producer.so.0 ] || fail "libsluice_producer.so has SONAME '$soname'"
-# The shared libraries find libsluice.so.0 next to them, with no LD_LIBRARY_PATH and after the
+[ "$soname" = libsluice_producer.so.1 ] || fail "libsluice_producer.so has SONAME '$soname'"
+# The shared libraries find libsluice.so.1 next to them, with no LD_LIBRARY_PATH and after the
 # move, and none of them needs msgpack-c.
 for l in sluice_producer sluice_worker; do
     rp=$(readelf -d "$libdir/lib$l.so" | sed -n 's/.*(RUNPATH).*\[\(.*\)\]/\1/p')
     [ "$rp" = '$ORIGIN' ] || fail "lib$l.so has RUNPATH '$rp', expected \$ORIGIN"
-    dep=$(env -u LD_LIBRARY_PATH ldd "$libdir/lib$l.so" | awk '$1 == "libsluice.so.0" { print $3 }')
-    [ "$dep" -ef "$libdir/libsluice.so.0" ] ||
-        fail "lib$l.so does not find libsluice.so.0 next to it: '$dep'"
+    dep=$(env -u LD_LIBRARY_PATH ldd "$libdir/lib$l.so" | awk '$1 == "libsluice.so.1" { print $3 }')
+    [ "$dep" -ef "$libdir/libsluice.so.1" ] ||
+        fail "lib$l.so does not find libsluice.so.1 next to it: '$dep'"
 done
 for l in sluice sluice_producer sluice_worker; do
     readelf -d "$libdir/lib$l.so" | grep -q 'NEEDED.*msgpack' && fail "lib$l.so needs msgpack-c"

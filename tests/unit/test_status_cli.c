@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_status_cli.c - the status table (messages, names, retry advice), the strict option
- * parsers and formatters of cli.h, the clocks, and the log line format of log.h. No network.
+ * parsers and formatters of cli.h, the TLS settings the binaries take from the environment, the
+ * clocks, and the log line format of log.h. No network.
  */
 #include <limits.h>
 #include <stdint.h>
@@ -14,6 +15,7 @@
 #include "harness.h"
 #include "sluice/cli.h"
 #include "sluice/log.h"
+#include "sluice/redis.h"
 #include "sluice/status.h"
 
 static char err[256];
@@ -53,6 +55,7 @@ static void test_status(void) {
                                     SLUICE_ENOPERM,
                                     SLUICE_EUNKNOWN,
                                     SLUICE_EWRONGTYPE,
+                                    SLUICE_ETLS,
                                     -999};
     for (size_t i = 0; i < sizeof(transient) / sizeof(transient[0]); i++) {
         CHECK(sluice_status_is_transient(transient[i]));
@@ -330,7 +333,55 @@ static void test_log_quote(void) {
     CHECK_STREQ(sluice_log_q("\n\n", b, 4), "\"\""); /* an escape is never cut */
 }
 
+static void test_tls_env(void) {
+    static const char *const vars[] = {"SLUICE_TLS_CA_FILE",     "SLUICE_TLS_CA_DIR",
+                                       "SLUICE_TLS_CERT_FILE",   "SLUICE_TLS_KEY_FILE",
+                                       "SLUICE_TLS_SERVER_NAME", "SLUICE_TLS_INSECURE_SKIP_VERIFY"};
+    sluice_conn_options co;
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+        unsetenv(vars[i]);
+    }
+    sluice_conn_options_init(&co);
+    co.tls_ca_file = "/given.pem";
+    CHECK_OK(sluice_cli_tls_env(&co, err, sizeof(err)), err);
+    CHECK_STREQ(co.tls_ca_file, "/given.pem"); /* unset: left alone */
+    CHECK(co.tls_cert_file == NULL && co.tls_server_name == NULL);
+    CHECK_EQ(co.tls_insecure_skip_verify, 0);
+    setenv("SLUICE_TLS_CA_FILE", "/ca.pem", 1);
+    setenv("SLUICE_TLS_CA_DIR", "/certs", 1);
+    setenv("SLUICE_TLS_CERT_FILE", "/c.crt", 1);
+    setenv("SLUICE_TLS_KEY_FILE", "/c.key", 1);
+    setenv("SLUICE_TLS_SERVER_NAME", "redis.internal", 1);
+    setenv("SLUICE_TLS_INSECURE_SKIP_VERIFY", "1", 1);
+    CHECK_OK(sluice_cli_tls_env(&co, err, sizeof(err)), err);
+    CHECK_STREQ(co.tls_ca_file, "/ca.pem");
+    CHECK_STREQ(co.tls_ca_dir, "/certs");
+    CHECK_STREQ(co.tls_cert_file, "/c.crt");
+    CHECK_STREQ(co.tls_key_file, "/c.key");
+    CHECK_STREQ(co.tls_server_name, "redis.internal");
+    CHECK_EQ(co.tls_insecure_skip_verify, 1);
+    setenv("SLUICE_TLS_INSECURE_SKIP_VERIFY", "0", 1);
+    CHECK_OK(sluice_cli_tls_env(&co, err, sizeof(err)), err);
+    CHECK_EQ(co.tls_insecure_skip_verify, 0);
+    setenv("SLUICE_TLS_INSECURE_SKIP_VERIFY", "yes", 1);
+    CHECK_EQ(sluice_cli_tls_env(&co, err, sizeof(err)), SLUICE_EINVAL);
+    CHECK_STREQ(err, "SLUICE_TLS_INSECURE_SKIP_VERIFY: \"yes\" is not 0 or 1");
+    unsetenv("SLUICE_TLS_INSECURE_SKIP_VERIFY");
+    setenv("SLUICE_TLS_KEY_FILE", "", 1); /* empty is unset */
+    CHECK_EQ(sluice_cli_tls_env(&co, err, sizeof(err)), SLUICE_EINVAL);
+    CHECK_STREQ(err, "SLUICE_TLS_CERT_FILE is set but SLUICE_TLS_KEY_FILE is not: a client "
+                     "certificate needs both");
+    unsetenv("SLUICE_TLS_CERT_FILE");
+    setenv("SLUICE_TLS_KEY_FILE", "/c.key", 1);
+    CHECK_EQ(sluice_cli_tls_env(&co, err, sizeof(err)), SLUICE_EINVAL);
+    CHECK(strstr(err, "SLUICE_TLS_KEY_FILE is set but SLUICE_TLS_CERT_FILE is not") == err);
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+        unsetenv(vars[i]);
+    }
+}
+
 int main(void) {
+    test_tls_env();
     test_log_quote();
     test_listen_addr();
     test_status();
@@ -340,6 +391,6 @@ int main(void) {
     test_fmt_count();
     test_clocks();
     test_log();
-    printf("test_status_cli: 9 groups passed\n");
+    printf("test_status_cli: 10 groups passed\n");
     return 0;
 }

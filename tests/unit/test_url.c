@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_url.c - Redis URL parsing and redaction: every accepted form, and the malformed URLs of
- * docs/faults.md B11, each refused with a message naming the bad part and never the password.
- * No network.
+ * docs/faults.md B11, each refused with a message naming the bad part and never the password;
+ * the TLS (rediss://) and Sentinel (redis+sentinel://) forms and that this build refuses to
+ * connect to them yet. No network.
  */
 #include <stdlib.h>
 
@@ -34,6 +35,7 @@ static void parse_bad_at(int line, const char *s, const char *needle) {
     }
     /* nothing half-parsed is left behind, and the secret never reaches the message */
     CHECK_STREQ(u.password, "");
+    CHECK_STREQ(u.sentinel_password, "");
     CHECK(strstr(err, "hunter2") == NULL);
 }
 
@@ -196,7 +198,7 @@ static void test_bad(void) {
     sluice_url u;
     char long_url[SLUICE_URL_MAX + 16];
     PARSE_BAD("http://host:6379", "unknown scheme \"http\"");
-    PARSE_BAD("rediss://host", "unknown scheme \"rediss\"");
+    PARSE_BAD("redis+tls://host", "unknown scheme \"redis+tls\"");
     PARSE_BAD("host:6379", "URL has no scheme");
     PARSE_BAD("hunter2@host", "URL has no scheme");
     PARSE_BAD("", "URL is empty");
@@ -250,6 +252,121 @@ static void test_bad(void) {
     CHECK_EQ(sluice_url_parse(NULL, "redis://h", err, sizeof(err)), SLUICE_EINVAL);
 }
 
+static void test_tls(void) {
+    sluice_url u = PARSE_OK("rediss://worker:hunter2@cache.example.com:6380/2");
+    CHECK_EQ(u.is_tls, 1);
+    CHECK_EQ(u.is_cluster, 0);
+    CHECK_EQ(u.is_sentinel, 0);
+    CHECK_STREQ(u.host, "cache.example.com");
+    CHECK_EQ(u.port, 6380);
+    CHECK_STREQ(u.user, "worker");
+    CHECK_STREQ(u.password, "hunter2");
+    CHECK_EQ(u.db, 2);
+    u = PARSE_OK("REDISS://[::1]");
+    CHECK_EQ(u.is_tls, 1);
+    CHECK_STREQ(u.host, "::1");
+    CHECK_EQ(u.port, 6379);
+    u = PARSE_OK("redis://host");
+    CHECK_EQ(u.is_tls, 0);
+    u = PARSE_OK("rediss+cluster://u:hunter2@a:7000,b:7001,[::1]");
+    CHECK_EQ(u.is_tls, 1);
+    CHECK_EQ(u.is_cluster, 1);
+    CHECK_EQ(u.nseeds, 3);
+    CHECK_STREQ(u.seeds[1].host, "b");
+    CHECK_EQ(u.seeds[2].port, 6379);
+    CHECK_STREQ(u.password, "hunter2");
+    u = PARSE_OK("redis+cluster://a:7000");
+    CHECK_EQ(u.is_tls, 0);
+    PARSE_BAD("rediss://", "empty host");
+    PARSE_BAD("rediss://host:70000", "port 70000 is out of range 1..65535");
+    PARSE_BAD("rediss://host/x", "db \"x\" is not a non-negative integer");
+    PARSE_BAD("rediss+cluster://a:7000/3", "a rediss+cluster:// URL takes no db");
+    PARSE_BAD("rediss+cluster://a:7000,,b", "seed 2 is empty (two commas in a row)");
+    PARSE_BAD("rediss+cluster://a,b?password=hunter2", "unexpected \"?password=***\"");
+    PARSE_BAD("rediss+unix:///tmp/r.sock", "unknown scheme \"rediss+unix\"");
+}
+
+static void test_sentinel(void) {
+    sluice_url u = PARSE_OK("redis+sentinel://s1,s2:26380,[::1]:26381/mymaster");
+    CHECK_EQ(u.is_sentinel, 1);
+    CHECK_EQ(u.is_cluster, 0);
+    CHECK_EQ(u.is_tls, 0);
+    CHECK_EQ(u.nseeds, 3);
+    CHECK_STREQ(u.seeds[0].host, "s1");
+    CHECK_EQ(u.seeds[0].port, SLUICE_SENTINEL_PORT);
+    CHECK_EQ(u.seeds[1].port, 26380);
+    CHECK_STREQ(u.seeds[2].host, "::1");
+    CHECK_STREQ(u.host, "s1"); /* host/port: the first sentinel */
+    CHECK_EQ(u.port, 26379);
+    CHECK_STREQ(u.master_name, "mymaster");
+    CHECK_EQ(u.db, 0);
+    CHECK_EQ(u.sentinel_auth, 0);
+    CHECK_STREQ(u.user, "");
+    u = PARSE_OK("rediss+sentinel://app:hunter2@s1:26379/my%2Dmaster.1?db=3&sentinel_user=sen&"
+                 "sentinel_password=p%40ss@w");
+    CHECK_EQ(u.is_sentinel, 1);
+    CHECK_EQ(u.is_tls, 1);
+    CHECK_STREQ(u.user, "app");
+    CHECK_STREQ(u.password, "hunter2"); /* a raw '@' in the query is not the credentials' end */
+    CHECK_STREQ(u.master_name, "my-master.1");
+    CHECK_EQ(u.db, 3);
+    CHECK_EQ(u.sentinel_auth, 1);
+    CHECK_STREQ(u.sentinel_user, "sen");
+    CHECK_STREQ(u.sentinel_password, "p@ss@w");
+    /* sentinels without AUTH in front of data nodes with it: both options, empty */
+    u = PARSE_OK("redis+sentinel://:pw@s1/m?sentinel_user=&sentinel_password=");
+    CHECK_EQ(u.sentinel_auth, 1);
+    CHECK_STREQ(u.sentinel_password, "");
+    CHECK_STREQ(u.password, "pw");
+    u = PARSE_OK("redis+sentinel://s1/m?sentinel_password=x");
+    CHECK_EQ(u.sentinel_auth, 1);
+    CHECK_STREQ(u.sentinel_user, "");
+    CHECK_STREQ(u.sentinel_password, "x");
+
+    PARSE_BAD("redis+sentinel://s1", "needs the master's name after the sentinels");
+    PARSE_BAD("redis+sentinel://s1/", "needs the master's name");
+    PARSE_BAD("rediss+sentinel://s1/?db=1", "a rediss+sentinel:// URL needs the master's name");
+    PARSE_BAD("redis+sentinel:///m", "empty host");
+    PARSE_BAD("redis+sentinel://s1,,s2/m", "seed 2 is empty");
+    PARSE_BAD("redis+sentinel://s1:0/m", "port 0 is out of range 1..65535");
+    PARSE_BAD("redis+sentinel://s1/m/2", "unexpected \"/2\" after the master name (a db is given "
+                                         "as ?db=N)");
+    PARSE_BAD("redis+sentinel://s1/m?db=x", "db \"x\" is not a non-negative integer");
+    PARSE_BAD("redis+sentinel://s1/m?db=1&db=2", "option db is given twice");
+    PARSE_BAD("redis+sentinel://s1/m?password=hunter2", "unknown option \"password\"");
+    PARSE_BAD("redis+sentinel://s1/m?sentinel_password", "option sentinel_password has no '='");
+    PARSE_BAD("redis+sentinel://s1/m?sentinel_password=hunter2&sentinel_password=hunter2",
+              "option sentinel_password is given twice");
+    PARSE_BAD("redis+sentinel://s1/m?sentinel_password=hunter2%zz",
+              "sentinel_password has a bad percent-escape");
+    PARSE_BAD("redis+sentinel://s1/m?sentinel_password=hunter2#frag",
+              "unexpected \"#frag\" after the master name");
+    PARSE_BAD("redis+sentinel://s1/m%20x", "master name has a space or control character");
+    PARSE_BAD("redis+sentinel://s1/m%00", "master name contains %00");
+    PARSE_BAD("redis+sentinel://u:hunter2%zz@s1/m", "password has a bad percent-escape");
+}
+
+static void test_supported(void) {
+    static const struct {
+        const char *url, *msg;
+    } cases[] = {
+        {"redis://h", NULL},
+        {"unix:///tmp/r.sock", NULL},
+        {"redis+cluster://a,b", NULL},
+        {"rediss://h", "rediss:// needs TLS support, not built yet"},
+        {"rediss+cluster://a", "rediss+cluster:// needs TLS support, not built yet"},
+        {"redis+sentinel://s/m", "redis+sentinel:// needs Sentinel support, not built yet"},
+        {"rediss+sentinel://s/m", "rediss+sentinel:// needs Sentinel support, not built yet"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        sluice_url u = PARSE_OK(cases[i].url);
+        err[0] = '\0';
+        CHECK_EQ(sluice_url_supported(&u, err, sizeof(err)), cases[i].msg ? SLUICE_EINVAL : 0);
+        CHECK_STREQ(err, cases[i].msg ? cases[i].msg : "");
+    }
+    CHECK_EQ(sluice_url_supported(NULL, NULL, 0), SLUICE_EINVAL);
+}
+
 static void redacts_to_at(int line, const char *url, const char *want) {
     sluice_url u = parse_ok_at(line, url);
     char buf[512];
@@ -278,6 +395,19 @@ static void test_redact(void) {
     REDACTS_TO("redis+cluster://u:hunter2@a:7000,[::1]:7001,b",
                "redis+cluster://u:***@a:7000,[::1]:7001,b:6379");
     REDACTS_TO("redis+cluster://a:7000/0", "redis+cluster://a:7000");
+    REDACTS_TO("rediss://u:hunter2@h:6380/1", "rediss://u:***@h:6380/1");
+    REDACTS_TO("rediss://[::1]", "rediss://[::1]:6379");
+    REDACTS_TO("rediss+cluster://u:hunter2@a,b:7001", "rediss+cluster://u:***@a:6379,b:7001");
+    REDACTS_TO("redis+sentinel://s1,s2:26380/mymaster",
+               "redis+sentinel://s1:26379,s2:26380/mymaster");
+    REDACTS_TO("rediss+sentinel://:hunter2@s1/my%40m?db=2&sentinel_user=s%20u&"
+               "sentinel_password=hunter2",
+               "rediss+sentinel://:***@s1:26379/my%40m?db=2&sentinel_user=s%20u&"
+               "sentinel_password=***");
+    REDACTS_TO("redis+sentinel://s1/m?sentinel_password=hunter2",
+               "redis+sentinel://s1:26379/m?sentinel_user=&sentinel_password=***");
+    REDACTS_TO("redis+sentinel://s1/m?sentinel_user=x&sentinel_password=",
+               "redis+sentinel://s1:26379/m?sentinel_user=x&sentinel_password=");
     /* always NUL-terminated, even when cut short */
     sluice_url_redact(&u, small, sizeof(small));
     CHECK_STREQ(small, "redis://w");
@@ -303,8 +433,11 @@ int main(void) {
     test_unix();
     test_cluster();
     test_bad();
+    test_tls();
+    test_sentinel();
+    test_supported();
     test_redact();
     test_default();
-    printf("test_url: 7 groups passed\n");
+    printf("test_url: 10 groups passed\n");
     return 0;
 }

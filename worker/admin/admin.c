@@ -414,6 +414,9 @@ static int parse_args(admin *a, int argc, char **argv, const struct command **cm
         }
         seen |= option_bit(ch);
     }
+    if (sluice_url_supported(&a->url, err, sizeof(err)) != 0) {
+        return fail_usage(NULL, err);
+    }
     if (optind >= argc) {
         fputs(usage, stderr);
         return SLUICE_EXIT_USAGE;

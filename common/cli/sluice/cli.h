@@ -24,7 +24,21 @@ extern "C" {
 #define SLUICE_EXIT_OK       0 /* done */
 #define SLUICE_EXIT_REJECTED 1 /* rejected (queue full) or nothing to do */
 #define SLUICE_EXIT_USAGE    2 /* usage error or bad input */
-#define SLUICE_EXIT_REDIS    3 /* redis unavailable, timed out or refused the command */
+#define SLUICE_EXIT_REDIS                                                                          \
+    3 /* redis unavailable, timed out or refused the command, or TLS                               \
+         failed (SLUICE_ETLS: "certificate verify failed: ...") */
+
+struct sluice_conn_options;
+/*
+ * The TLS settings every binary takes from its environment, into co's tls_* fields:
+ * SLUICE_TLS_CA_FILE, SLUICE_TLS_CA_DIR, SLUICE_TLS_CERT_FILE, SLUICE_TLS_KEY_FILE,
+ * SLUICE_TLS_SERVER_NAME (unset or empty: the field is left alone) and
+ * SLUICE_TLS_INSECURE_SKIP_VERIFY (1: no certificate or name check, for tests only; 0 or unset:
+ * verify). The strings point into the environment (valid while it is not changed; the
+ * connection copies them). Returns 0, or SLUICE_EINVAL with a message naming the variable in err: a
+ * certificate without its key or the reverse, a skip-verify value other than 0 or 1.
+ */
+int sluice_cli_tls_env(struct sluice_conn_options *co, char *err, size_t errlen);
 
 /* Parses a decimal integer in [min, max] (k/m/g suffixes not accepted). Returns 0 or EINVAL. */
 /* Prints "PROG VERSION (data model 1; hiredis X.Y.Z, libuv X.Y.Z)" on stdout; returns

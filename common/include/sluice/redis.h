@@ -86,6 +86,16 @@ typedef struct sluice_conn_options {
     int no_load;            /* 1: never FUNCTION/SCRIPT LOAD (least-privilege users); default 0 */
     const char *name;       /* the connection in log lines (conn=NAME), default "redis"; copied */
     const char *queue;      /* the queue it serves in log lines (queue=Q), NULL = none; copied */
+    /* TLS, for rediss:// URLs (ignored otherwise). Paths in PEM; each copied, NULL = unset */
+    const char *tls_ca_file;      /* CA bundle to verify the server; NULL and no tls_ca_dir: the
+                                     system store */
+    const char *tls_ca_dir;       /* directory of hashed CA certificates (c_rehash) */
+    const char *tls_cert_file;    /* client certificate (chain), for tls-auth-clients; with key */
+    const char *tls_key_file;     /* its private key */
+    const char *tls_server_name;  /* SNI and the name checked in the certificate; NULL = the
+                                     URL's host (an IP literal is checked as an IP address) */
+    int tls_insecure_skip_verify; /* 1: no certificate or name check, FOR TESTS ONLY (logged as
+                                     a warning at every connect); default 0 */
 } sluice_conn_options;
 
 SLUICE_API void sluice_conn_options_init_sized(sluice_conn_options *o, size_t size);

@@ -41,7 +41,8 @@ extern "C" {
     XX(ENOTFOUND, -20, "not found")                                                                \
     XX(ECONFIG, -21, "invalid queue setting in redis")                                             \
     XX(ECLUSTER, -22, "the server's cluster mode does not match the URL")                          \
-    XX(EMIGRATING, -23, "the queue's cluster slot is being migrated to another node")
+    XX(EMIGRATING, -23, "the queue's cluster slot is being migrated to another node")              \
+    XX(ETLS, -24, "TLS handshake or certificate verification failed")
 
 typedef enum sluice_status {
     SLUICE_OK = 0,

@@ -5,10 +5,16 @@
  * Parses `redis://[user[:password]@]host[:port][/db]` (IPv6 hosts in brackets) and
  * `unix:///path/to/socket[?db=N]` (user and password as in `unix://user:pass@/path`), and the
  * Redis Cluster form `redis+cluster://[user[:password]@]host[:port][,host[:port]...]`: up to
- * SLUICE_URL_SEEDS_MAX seed nodes, db 0 only (a cluster has no other). Pure: no
- * I/O, no allocation. The password never appears in sluice_url_redact()'s output, which is what
- * logs and error messages use. Thread-safe: no state (sluice_url_default reads the
- * environment once per call). Errors: SLUICE_EINVAL with a message naming the bad part.
+ * SLUICE_URL_SEEDS_MAX seed nodes, db 0 only (a cluster has no other). `rediss://` and
+ * `rediss+cluster://` are the same over TLS (is_tls). Sentinel:
+ * `redis+sentinel://[user[:password]@]host[:port][,host[:port]...]/MASTER[?options]` (and
+ * `rediss+sentinel://` over TLS to sentinels and data nodes): up to SLUICE_URL_SEEDS_MAX
+ * sentinels (default port 26379) in `seeds`, the master's name, and the query options `db=N`,
+ * `sentinel_user=U` and `sentinel_password=P` (credentials of the sentinels when they differ
+ * from the data nodes'). Pure: no I/O, no allocation. No password (sentinel_password included)
+ * ever appears in sluice_url_redact()'s output, which is what logs and error messages use.
+ * Thread-safe: no state (sluice_url_default reads the environment once per call). Errors:
+ * SLUICE_EINVAL with a message naming the bad part.
  */
 #ifndef SLUICE_URL_H
 #define SLUICE_URL_H
@@ -23,9 +29,10 @@ extern "C" {
 
 #define SLUICE_DEFAULT_REDIS_URL "redis://127.0.0.1:6379"
 #define SLUICE_URL_MAX           1024 /* bytes, whole URL */
-#define SLUICE_URL_SEEDS_MAX     16   /* seed nodes of a redis+cluster:// URL */
+#define SLUICE_URL_SEEDS_MAX     16   /* seed nodes of a cluster URL, sentinels of a sentinel URL */
+#define SLUICE_SENTINEL_PORT     26379 /* default port of a sentinel in a redis+sentinel:// URL */
 
-/* One seed node of a cluster URL. */
+/* One seed node of a cluster URL, or one sentinel of a sentinel URL. */
 typedef struct sluice_url_seed {
     char host[256]; /* hostname or IP literal, without brackets */
     int port;       /* 1..65535, default 6379 */
@@ -40,8 +47,16 @@ typedef struct sluice_url {
     char password[256]; /* "" = no AUTH */
     int db;             /* 0..15 by default convention; 0..INT_MAX accepted */
     int is_cluster;     /* 1: redis+cluster://; host/port are then the first seed */
-    int nseeds;         /* cluster: 1..SLUICE_URL_SEEDS_MAX seeds in `seeds`; else 0 */
+    int nseeds;         /* cluster/sentinel: 1..SLUICE_URL_SEEDS_MAX in `seeds`; else 0 */
     sluice_url_seed seeds[SLUICE_URL_SEEDS_MAX];
+    /* since 1.0 (SONAME 1): TLS and Sentinel */
+    int is_tls;              /* 1: rediss://, rediss+cluster:// or rediss+sentinel:// */
+    int is_sentinel;         /* 1: redis(s)+sentinel://; host/port are then the first sentinel */
+    char master_name[256];   /* sentinel: the monitored master's name (percent-decoded) */
+    int sentinel_auth;       /* 1: sentinel_user or sentinel_password was given: the sentinels
+                                use those (empty = no AUTH); 0: they use user and password */
+    char sentinel_user[128]; /* ?sentinel_user=, percent-decoded */
+    char sentinel_password[256]; /* ?sentinel_password=, percent-decoded; never shown */
 } sluice_url;
 
 /*
@@ -52,8 +67,17 @@ typedef struct sluice_url {
  */
 SLUICE_API int sluice_url_parse(sluice_url *out, const char *s, char *err, size_t errlen);
 
-/* Writes the URL with any password replaced by "***" into buf (always NUL-terminated). */
+/* Writes the URL with any password (sentinel_password too) replaced by "***" into buf (always
+ * NUL-terminated). */
 SLUICE_API void sluice_url_redact(const sluice_url *u, char *buf, size_t len);
+
+/*
+ * Whether this build of sluice can connect to `u`: 0, or SLUICE_EINVAL with a message in `err`
+ * (may be NULL) naming what is missing (TLS for rediss://, Sentinel for redis+sentinel://).
+ * Every place that turns a parsed URL into a connection checks it first, so such a URL fails
+ * with that message instead of reaching a server the wrong way. Pure, thread-safe.
+ */
+SLUICE_API int sluice_url_supported(const sluice_url *u, char *err, size_t errlen);
 
 /* The URL to use when none is given: $SLUICE_REDIS_URL if set and non-empty, else the default. */
 SLUICE_API const char *sluice_url_default(void);
