@@ -118,3 +118,18 @@ void th_fill(const char *q, sluice_backend b, int n, const char *body) {
     }
     sluice_producer_free(p);
 }
+
+static void *worker_thread(void *arg) {
+    th_worker_run *r = arg;
+    r->rc = sluice_worker_run(r->w, NULL);
+    return NULL;
+}
+
+void th_worker_start(th_worker_run *r) {
+    CHECK(pthread_create(&r->thread, NULL, worker_thread, r) == 0);
+}
+
+int th_worker_join(th_worker_run *r) {
+    CHECK(pthread_join(r->thread, NULL) == 0);
+    return r->rc;
+}

@@ -14,7 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <pthread.h>
+
 #include "sluice/queue.h"
+#include "sluice/worker.h"
 
 #define CHECK(cond)                                                                                \
     do {                                                                                           \
@@ -85,6 +88,17 @@ void th_cleanup_queue(redisContext *c, const char *q);
 /* Admits `n` messages with body `body` into queue `q` of backend `b` (capacity 100000) on the
  * fixture server; every admission must succeed. */
 void th_fill(const char *q, sluice_backend b, int n, const char *body);
+
+/* A worker run on a thread of its own (sluice_worker_run with its own loop). */
+typedef struct th_worker_run {
+    sluice_worker *w; /* set by the test */
+    pthread_t thread;
+    int rc; /* what sluice_worker_run returned, after th_worker_join */
+} th_worker_run;
+
+void th_worker_start(th_worker_run *r);
+/* Joins the thread (after sluice_worker_stop, or a worker that ends by itself); returns rc. */
+int th_worker_join(th_worker_run *r);
 
 /* Directory binaries live in ($SLUICE_BIN_DIR). */
 const char *th_bin_dir(void);

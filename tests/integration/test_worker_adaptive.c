@@ -92,17 +92,6 @@ static void backend_handler(sluice_worker *w, const sluice_job *job, void *arg) 
     fifo_n++;
 }
 
-typedef struct run {
-    sluice_worker *w;
-    int rc;
-} run;
-
-static void *run_thread(void *arg) {
-    run *r = arg;
-    r->rc = sluice_worker_run(r->w, NULL);
-    return NULL;
-}
-
 static int cmp_int(const void *a, const void *b) {
     return *(const int *)a - *(const int *)b;
 }
@@ -153,11 +142,10 @@ static void drive(int min, int max, int n, int warm_ms, int measure_ms, double *
     o.concurrency_min = min;
     o.async_handler = backend_handler;
     o.block_ms = 100;
-    run r = {0};
+    th_worker_run r = {0};
     char err[256];
     CHECK_OK(sluice_worker_new(&o, &r.w, err, sizeof(err)), err);
-    pthread_t t;
-    CHECK(pthread_create(&t, NULL, run_thread, &r) == 0);
+    th_worker_start(&r);
     usleep((useconds_t)warm_ms * 1000);
     uint64_t t0 = sluice_now_ms();
     int c0 = atomic_load(&completions);
@@ -171,8 +159,7 @@ static void drive(int min, int max, int n, int warm_ms, int measure_ms, double *
         then();
     }
     sluice_worker_stop(r.w);
-    CHECK(pthread_join(t, NULL) == 0);
-    CHECK_EQ(r.rc, 0);
+    CHECK_EQ(th_worker_join(&r), 0);
     CHECK(atomic_load(&completions) < n); /* the backlog lasted the whole run */
     *rate = (double)(c1 - c0) * 1000.0 / (double)(t1 - t0);
     int k = atomic_load(&ninside) < SAMPLES ? atomic_load(&ninside) : SAMPLES;

@@ -51,18 +51,7 @@ static sluice_verdict blocking_handler(const sluice_job *job, void *arg) {
     return SLUICE_DONE; /* for the first delivery: ignored */
 }
 
-typedef struct run {
-    sluice_worker *w;
-    int rc;
-} run;
-
-static void *run_thread(void *arg) {
-    run *r = arg;
-    r->rc = sluice_worker_run(r->w, NULL);
-    return NULL;
-}
-
-static void start(run *r, pthread_t *t, sluice_worker_options *o, const char *q) {
+static void start(th_worker_run *r, sluice_worker_options *o, const char *q) {
     char err[256];
     o->redis_url = th_redis_url();
     o->queue = q;
@@ -71,7 +60,7 @@ static void start(run *r, pthread_t *t, sluice_worker_options *o, const char *q)
     o->retry_backoff_ms = 0;
     o->block_ms = 100;
     CHECK_OK(sluice_worker_new(o, &r->w, err, sizeof(err)), err);
-    CHECK(pthread_create(t, NULL, run_thread, r) == 0);
+    th_worker_start(r);
 }
 
 /* One message: first delivery times out, the second is processed. */
@@ -92,11 +81,9 @@ static void check_retried(int blocking) {
         o.abandon_handler = on_abandon;
     }
     o.max_messages = 2; /* the timeout's RETRY and the DONE */
-    run r = {0};
-    pthread_t t;
-    start(&r, &t, &o, q);
-    CHECK(pthread_join(t, NULL) == 0);
-    CHECK_EQ(r.rc, 0);
+    th_worker_run r = {0};
+    start(&r, &o, q);
+    CHECK_EQ(th_worker_join(&r), 0);
     sluice_worker_stats st;
     sluice_worker_get_stats(r.w, &st);
     CHECK_EQ(st.processed, 1);
@@ -126,16 +113,14 @@ static void check_stop_with_held_job(void) {
     o.async_handler = async_handler;
     o.abandon_handler = on_abandon;
     o.grace_ms = 300;
-    run r = {0};
-    pthread_t t;
-    start(&r, &t, &o, q);
+    th_worker_run r = {0};
+    start(&r, &o, q);
     for (int i = 0; i < 500 && atomic_load(&abandons) == 0; i++) {
         usleep(10000);
     }
     CHECK_EQ(atomic_load(&abandons), 1);
     sluice_worker_stop(r.w);
-    CHECK(pthread_join(t, NULL) == 0);
-    CHECK_EQ(r.rc, 0);
+    CHECK_EQ(th_worker_join(&r), 0);
     sluice_worker_free(r.w);
     th_cleanup_queue(c, q);
     redisFree(c);
