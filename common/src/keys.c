@@ -37,6 +37,7 @@ static const struct key_def {
     [SLUICE_KEY_IDEM] = {"idem:", 1, NO_FIELD},
     [SLUICE_KEY_QLIM] = {"qlim:", 1, NO_FIELD},
     [SLUICE_KEY_LIM] = {"lim:", 1, NO_FIELD},
+    [SLUICE_KEY_HOLD] = {"hold:", 1, NO_FIELD},
 };
 
 const char *sluice__key_suffix(sluice_key_kind kind) {

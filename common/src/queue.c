@@ -207,3 +207,8 @@ const char *sluice_key_proc_consumer(const sluice_keys *k, const char *key) {
     const char *consumer = sluice__key_part(k, SLUICE_KEY_PROC, key);
     return consumer != NULL ? consumer : key;
 }
+
+int sluice_key_hold(const sluice_keys *k, const char *target, size_t targetlen, char *buf,
+                    size_t len) {
+    return sluice__key(k, SLUICE_KEY_HOLD, target, targetlen, buf, len);
+}

@@ -34,7 +34,7 @@ for f in include/sluice/producer.h include/sluice/worker.h; do
 done
 # The installed include directory is the public API and nothing else (cli.h, lua.h, reply.h,
 # figures.h and drain.h are sluice's own), and every public header stands on its own.
-public="aproducer.h envelope.h export.h limit.h log.h producer.h queue.h redis.h status.h url.h worker.h"
+public="aproducer.h envelope.h export.h limit.h log.h producer.h queue.h redis.h status.h url.h worker.h worker_http.h"
 got=$(cd "$prefix/include/sluice" && ls | sort | tr '\n' ' ')
 [ "$got" = "$public " ] || fail "installed headers are '$got', expected '$public '"
 for h in $public; do
@@ -74,7 +74,7 @@ check_exports() { # LIB HEADERS...
 }
 check_exports sluice envelope.h limit.h log.h queue.h redis.h status.h url.h
 check_exports sluice_producer producer.h aproducer.h
-check_exports sluice_worker worker.h
+check_exports sluice_worker worker.h worker_http.h
 
 soname=$(objdump -p "$libdir/libsluice_producer.so" | awk '/SONAME/ { print $2 }')
 [ "$soname" = libsluice_producer.so.1 ] || fail "libsluice_producer.so has SONAME '$soname'"

@@ -168,6 +168,19 @@ static void test_keys(void) {
     CHECK_EQ(sluice_keys_init(&k, NULL, NULL, 0), SLUICE_EINVAL);
 }
 
+/* An HTTP target's hold key: under the queue's hash tag, the target as given, bounded. */
+static void test_hold_key(void) {
+    sluice_keys k;
+    char buf[SLUICE_KEY_MAX + 64];
+    CHECK_OK(sluice_keys_init(&k, "notify", err, sizeof(err)), "");
+    CHECK_OK(sluice_key_hold(&k, "hooks.example.com:443", 21, buf, sizeof(buf)), "");
+    CHECK_STREQ(buf, "sluice:{notify}:hold:hooks.example.com:443");
+    CHECK_OK(sluice_key_hold(&k, "[::1]:8080", 10, buf, sizeof(buf)), "");
+    CHECK_STREQ(buf, "sluice:{notify}:hold:[::1]:8080");
+    CHECK_EQ(sluice_key_hold(&k, "a\0b", 3, buf, sizeof(buf)), SLUICE_EINVAL);
+    CHECK_EQ(sluice_key_hold(&k, "hooks.example.com:443", 21, buf, 30), SLUICE_EINVAL);
+}
+
 /* Every key of a queue, as docs/data-model.md lists them: the names are the data model, so a
  * change here is a change of the data model (byte for byte). Named kinds with the part "T". */
 static const char *const orders_keys[SLUICE_KEY_KINDS_] = {
@@ -191,6 +204,7 @@ static const char *const orders_keys[SLUICE_KEY_KINDS_] = {
     [SLUICE_KEY_IDEM] = "sluice:{orders}:idem:T",
     [SLUICE_KEY_QLIM] = "sluice:{orders}:qlim:T",
     [SLUICE_KEY_LIM] = "sluice:{orders}:lim:T",
+    [SLUICE_KEY_HOLD] = "sluice:{orders}:hold:T",
 };
 /* partition 3 of orders: a queue of its own, with its own hash tag */
 static const char *const part3_keys[SLUICE_KEY_KINDS_] = {
@@ -214,6 +228,7 @@ static const char *const part3_keys[SLUICE_KEY_KINDS_] = {
     [SLUICE_KEY_IDEM] = "sluice:{orders~3}:idem:T",
     [SLUICE_KEY_QLIM] = "sluice:{orders~3}:qlim:T",
     [SLUICE_KEY_LIM] = "sluice:{orders~3}:lim:T",
+    [SLUICE_KEY_HOLD] = "sluice:{orders~3}:hold:T",
 };
 
 /* Each kind of `k` is want[kind]; the fields of sluice_keys are the same keys; every key is in
@@ -360,6 +375,7 @@ int main(void) {
     test_partition_growth();
     test_bad_names();
     test_keys();
+    test_hold_key();
     test_key_table();
     test_backend();
     printf("test_queue: 6 groups passed\n");

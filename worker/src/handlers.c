@@ -10,6 +10,9 @@
  *                  SIGKILL EXEC_KILL_GRACE_MS later (the worker retries the entry).
  *   crash-on:TEXT  abort() the whole worker when the payload contains TEXT, else done (for
  *                  testing poison messages)
+ *   http(s)://...  the worker library's HTTP delivery (sluice/worker_http.h); here only its
+ *                  command line: headers and the signing secret read from files
+ * (--record does not see HTTP deliveries: they are settled inside the library.)
  * With --record FILE, each DONE verdict appends "<id> <payload> <wall_ms>\n" to FILE (payload
  * bytes outside 0x21..0x7e as '?'; wall_ms = sluice_wall_ms() at the verdict) with one write(2)
  * before the acknowledgement is sent, so an external checker can prove nothing was lost.
@@ -314,15 +317,102 @@ int sw_handler_parse(const char *spec, const char *queue, sluice_worker_options 
         o->abandon_handler = exec_abandon;
         return 0;
     }
+    if (strncmp(spec, "http://", 7) == 0 || strncmp(spec, "https://", 8) == 0) {
+        o->async_handler = NULL; /* sw_http_new builds the target */
+        return 0;
+    }
     if (strncmp(spec, "crash-on:", 9) == 0 && spec[9] != '\0') {
         crash_text = spec + 9;
         o->async_handler = crash_handler;
         return 0;
     }
     snprintf(err, errlen,
-             "--handler: \"%s\" is not a handler; use noop, sleep:MS, exec:CMD or crash-on:TEXT",
+             "--handler: \"%s\" is not a handler; use noop, sleep:MS, exec:CMD, crash-on:TEXT, "
+             "http://HOST[:PORT]/PATH or https://...",
              spec);
     return -1;
+}
+
+/* ---- http(s):// ---- */
+
+#define HTTP_FILE_MAX 65536 /* bytes of a header or secret file */
+
+/* Reads a whole small file into a NUL-terminated buffer (malloc'ed). NULL with a message. */
+static char *read_small(const char *opt, const char *path, char *err, size_t errlen) {
+    FILE *f = fopen(path, "r");
+    char *buf = f != NULL ? malloc(HTTP_FILE_MAX + 1) : NULL;
+    size_t n = buf != NULL ? fread(buf, 1, HTTP_FILE_MAX + 1, f) : 0;
+    if (f == NULL || buf == NULL || ferror(f) || n > HTTP_FILE_MAX) {
+        snprintf(err, errlen, "%s: cannot read \"%s\"%s", opt, path,
+                 n > HTTP_FILE_MAX ? " (over 64 KiB)" : "");
+        free(buf);
+        buf = NULL;
+    } else {
+        buf[n] = '\0';
+    }
+    if (f != NULL) {
+        fclose(f);
+    }
+    return buf;
+}
+
+/* Splits --http-header-file's text into lines (CR LF or LF; blank lines and # comments
+ * skipped) after the command line's headers. 0 or -1. */
+static int header_lines(char *text, const char **hs, size_t *n, const char *path, char *err,
+                        size_t errlen) {
+    for (char *line = strtok(text, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+        size_t len = strlen(line);
+        if (len > 0 && line[len - 1] == '\r') {
+            line[--len] = '\0';
+        }
+        if (len == 0 || line[0] == '#') {
+            continue;
+        }
+        if (*n == SW_HTTP_HEADERS_MAX) {
+            snprintf(err, errlen, "--http-header-file: \"%s\": more than %d headers in all", path,
+                     SW_HTTP_HEADERS_MAX);
+            return -1;
+        }
+        hs[(*n)++] = line;
+    }
+    return 0;
+}
+
+int sw_http_new(const sw_http_args *a, sluice_http **out, char *err, size_t errlen) {
+    sluice_http_options o;
+    sluice_http_options_init(&o);
+    const char *hs[SW_HTTP_HEADERS_MAX];
+    size_t n = a->nheaders;
+    memcpy(hs, a->headers, n * sizeof(hs[0]));
+    char *htext = NULL, *secret = NULL, msg[300];
+    int rc = -1;
+    if (a->header_file != NULL &&
+        ((htext = read_small("--http-header-file", a->header_file, err, errlen)) == NULL ||
+         header_lines(htext, hs, &n, a->header_file, err, errlen) != 0)) {
+        goto out;
+    }
+    if (a->secret_file != NULL &&
+        (secret = read_small("--sign-secret-file", a->secret_file, err, errlen)) == NULL) {
+        goto out;
+    }
+    o.url = a->url;
+    o.headers = hs;
+    o.nheaders = n;
+    o.sign_secret = secret;
+    o.ca_file = a->ca_file;
+    o.follow_redirects = a->follow;
+    if (sluice_http_new(&o, out, msg, sizeof(msg)) != 0) {
+        snprintf(err, errlen, "--handler %s: %s", a->url, msg);
+        goto out;
+    }
+    rc = 0;
+out:
+    free(htext);
+    if (secret != NULL) {
+        memset(secret, 0, strlen(secret));
+        free(secret);
+    }
+    return rc;
 }
 
 extern char **environ;

@@ -9,11 +9,28 @@
 #include <uv.h>
 
 #include "sluice/worker.h"
+#include "sluice/worker_http.h"
 
-/* Sets o->async_handler from "noop", "sleep:MS", "exec:CMD" or "crash-on:TEXT". Returns 0 or -1
- * with a message naming the value. `spec` and `queue` must outlive the worker. */
+/* Sets o->async_handler from "noop", "sleep:MS", "exec:CMD" or "crash-on:TEXT"; an http:// or
+ * https:// URL sets none (the caller builds the target: sw_http_new). Returns 0 or -1 with a
+ * message naming the value. `spec` and `queue` must outlive the worker. */
 int sw_handler_parse(const char *spec, const char *queue, sluice_worker_options *o, char *err,
                      size_t errlen);
+
+/* The HTTP handler's command line: --handler http(s)://..., --http-header (repeatable),
+ * --http-header-file, --sign-secret-file, --http-ca, --http-follow. */
+#define SW_HTTP_HEADERS_MAX 64
+typedef struct sw_http_args {
+    const char *url; /* NULL: another handler */
+    const char *headers[SW_HTTP_HEADERS_MAX];
+    size_t nheaders;
+    const char *header_file, *secret_file, *ca_file;
+    int follow;
+} sw_http_args;
+
+/* Builds the target from the arguments (reads the files). 0, or -1 with a message naming the
+ * bad value (never a secret) in err. */
+int sw_http_new(const sw_http_args *a, sluice_http **out, char *err, size_t errlen);
 
 /* Opens FILE for --record. Returns 0 or -errno. */
 int sw_handlers_record(const char *path);

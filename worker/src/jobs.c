@@ -17,6 +17,7 @@
 #include "sluice/keys.h"
 #include "sluice/log.h"
 
+#include "http_delivery.h"
 #include "worker_internal.h"
 
 const double sluice_worker_latency_bounds[SLUICE_WORKER_LATENCY_BUCKETS - 1] = {
@@ -244,6 +245,9 @@ static void job_retry(job *j) {
     for (long long i = 1; i < j->pub.deliveries && backoff < w->o.visibility_timeout_ms; i++) {
         backoff *= 2;
     }
+    if (j->retry_after_ms > 0) { /* the back end said when (Retry-After) */
+        backoff = j->retry_after_ms;
+    }
     long long idle = w->o.visibility_timeout_ms - backoff;
     if (idle < 0) {
         idle = 0;
@@ -361,7 +365,9 @@ static void job_expire(job *j) {
     atomic_store(&j->abandoned, 1);
     j->handler_out = 1;
     job_verdict(j, SLUICE_RETRY, NULL);
-    if (w->o.abandon_handler != NULL) {
+    if (w->o.http != NULL) {
+        sluice__http_ops_of(w->o.http)->abandon(j); /* its request, waiting or under way */
+    } else if (w->o.abandon_handler != NULL) {
         w->o.abandon_handler(w, &j->pub, w->o.handler_arg);
     }
 }
@@ -450,10 +456,13 @@ void sluice__job_dispatch(job *j) {
         return;
     }
     if (w->o.handler_timeout_ms > 0 && !uv_is_active((uv_handle_t *)&w->timeout_timer) &&
-        (w->o.async_handler != NULL || w->o.handler_mode != SLUICE_HANDLER_INLINE)) {
+        (w->o.http != NULL || w->o.async_handler != NULL ||
+         w->o.handler_mode != SLUICE_HANDLER_INLINE)) {
         timeout_arm(w);
     }
-    if (w->o.async_handler != NULL) {
+    if (w->o.http != NULL) {
+        sluice__http_ops_of(w->o.http)->dispatch(j);
+    } else if (w->o.async_handler != NULL) {
         w->o.async_handler(w, &j->pub, w->o.handler_arg);
     } else if (w->o.handler_mode == SLUICE_HANDLER_INLINE) {
         job_verdict(j, w->o.handler(&j->pub, w->o.handler_arg), NULL);

@@ -30,13 +30,22 @@ static const char usage[] =
     "  -q, --queue NAME             queue to drain (1-64 of A-Z a-z 0-9 _ . -)\n"
     "  -r, --redis URL              redis://[user:pass@]host:port[/db] or unix:///path\n"
     "                               (default $SLUICE_REDIS_URL, else redis://127.0.0.1:6379)\n"
-    "  -H, --handler SPEC           noop | sleep:MS | exec:CMD | crash-on:TEXT (default noop)\n"
+    "  -H, --handler SPEC           noop | sleep:MS | exec:CMD | crash-on:TEXT |\n"
+    "                               http://HOST[:PORT]/PATH | https://... (default noop)\n"
     "                               exec: payload on stdin; exit 0 done, 75 retry, else failed\n"
+    "                               http(s): one POST per message; 2xx done, 429/503 retry\n"
+    "                               after Retry-After, other 4xx dead (docs/delivery.md)\n"
+    "      --http-header 'N: V'     extra request header (repeatable)\n"
+    "      --http-header-file FILE  extra headers, one a line (secrets: not on the command line)\n"
+    "      --sign-secret-file FILE  sign requests (Standard Webhooks; whsec_BASE64 in FILE)\n"
+    "      --http-ca FILE           https: trust the CAs in FILE (default: the system store)\n"
+    "      --http-follow            follow redirects (default: a 3xx is dead-lettered)\n"
     "  -c, --concurrency N          max in-flight messages, 1..100000 (default 16)\n"
     "  -c, --concurrency auto[:MIN-MAX]  adaptive: follows the handler's latency, between\n"
     "                               MIN and MAX (default 1-256)\n"
     "      --handler-timeout MS     give up a message after MS in the handler: retried\n"
-    "                               (exec: SIGTERM, SIGKILL 2 s later); 0 none (default 600000)\n"
+    "                               (exec: SIGTERM, SIGKILL 2 s later; http: the request's\n"
+    "                               deadline); 0 none (default 600000; http: 30000)\n"
     "  -b, --backend stream|list    (default stream)\n"
     "      --group NAME             consumer group (default workers)\n"
     "      --consumer NAME          consumer name (default HOSTNAME-PID)\n"
@@ -73,6 +82,7 @@ static const char usage[] =
 #define SW_HANDLER_TIMEOUT_MS 600000
 
 static sluice_worker_pool *pool;
+static sluice_http *http_target; /* --handler http(s)://: shared by every partition's worker */
 static int signals_seen;
 
 static void on_signal(uv_signal_t *s, int signum) {
@@ -85,6 +95,20 @@ static void on_signal(uv_signal_t *s, int signum) {
     /* every partition stops reading and finishes its in-flight work within the grace period;
      * then what its handlers still run is ended (abandon) */
     sluice_worker_pool_stop(pool);
+}
+
+/* The summary line's HTTP fields (deliveries by answer), before its newline. */
+static void print_http(void) {
+    if (http_target == NULL) {
+        return;
+    }
+    sluice_http_stats h;
+    sluice_http_get_stats(http_target, &h);
+    printf(" http_ok=%llu http_throttled=%llu http_server_error=%llu http_rejected=%llu "
+           "http_redirect=%llu http_connect_error=%llu http_tls_error=%llu http_timeout=%llu "
+           "http_holds=%llu",
+           h.ok, h.throttled, h.server_error, h.rejected, h.redirect, h.connect_error, h.tls_error,
+           h.timeout, h.holds);
 }
 
 static int bad(const char *msg) {
@@ -107,6 +131,11 @@ enum {
     OPT_METRICS,
     OPT_LOG,
     OPT_HTIMEOUT,
+    OPT_HTTP_HEADER,
+    OPT_HTTP_HEADER_FILE,
+    OPT_SIGN_SECRET_FILE,
+    OPT_HTTP_CA,
+    OPT_HTTP_FOLLOW,
 };
 
 static const struct option longopts[] = {
@@ -128,6 +157,11 @@ static const struct option longopts[] = {
     {"metrics", required_argument, NULL, OPT_METRICS},
     {"log-level", required_argument, NULL, OPT_LOG},
     {"handler-timeout", required_argument, NULL, OPT_HTIMEOUT},
+    {"http-header", required_argument, NULL, OPT_HTTP_HEADER},
+    {"http-header-file", required_argument, NULL, OPT_HTTP_HEADER_FILE},
+    {"sign-secret-file", required_argument, NULL, OPT_SIGN_SECRET_FILE},
+    {"http-ca", required_argument, NULL, OPT_HTTP_CA},
+    {"http-follow", no_argument, NULL, OPT_HTTP_FOLLOW},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -139,6 +173,8 @@ typedef struct args {
     const char *record;
     const char *metrics;
     int log_level;
+    int timeout_given; /* --handler-timeout was given */
+    sw_http_args http;
 } args;
 
 static int int_opt(const char *name, const char *v, long long lo, long long hi, int *out, char *err,
@@ -174,6 +210,34 @@ static int concurrency_opt(sluice_worker_options *o, const char *v, char *err, s
     o->concurrency_min = (int)lo;
     o->concurrency = (int)hi;
     return 0;
+}
+
+static int parse_http(args *a, int ch, const char *v, char *err, size_t n) {
+    sw_http_args *h = &a->http;
+    switch (ch) {
+    case OPT_HTTP_HEADER:
+        if (h->nheaders == SW_HTTP_HEADERS_MAX) {
+            snprintf(err, n, "--http-header: more than %d", SW_HTTP_HEADERS_MAX);
+            return -1;
+        }
+        h->headers[h->nheaders++] = v;
+        return 0;
+    case OPT_HTTP_HEADER_FILE:
+        h->header_file = v;
+        return 0;
+    case OPT_SIGN_SECRET_FILE:
+        h->secret_file = v;
+        return 0;
+    case OPT_HTTP_CA:
+        h->ca_file = v;
+        return 0;
+    case OPT_HTTP_FOLLOW:
+        h->follow = 1;
+        return 0;
+    default:
+        snprintf(err, n, "unknown option");
+        return -1;
+    }
 }
 
 static int parse_one(args *a, int ch, const char *v, char *err, size_t n) {
@@ -217,6 +281,7 @@ static int parse_one(args *a, int ch, const char *v, char *err, size_t n) {
     case OPT_BATCH:
         return int_opt("--read-batch", v, 1, 100000, &o->read_batch, err, n);
     case OPT_HTIMEOUT:
+        a->timeout_given = 1;
         return int_opt("--handler-timeout", v, 0, 86400000, &o->handler_timeout_ms, err, n);
     case OPT_RECORD:
         a->record = v;
@@ -232,8 +297,7 @@ static int parse_one(args *a, int ch, const char *v, char *err, size_t n) {
         }
         return 0;
     default:
-        snprintf(err, n, "unknown option");
-        return -1;
+        return parse_http(a, ch, v, err, n);
     }
 }
 
@@ -270,7 +334,20 @@ static int parse_args(args *a, int argc, char **argv, char *err, size_t n) {
         snprintf(err, n, "--queue is required");
         return -1;
     }
-    return sw_handler_parse(a->handler, a->o.queue, &a->o, err, n);
+    if (sw_handler_parse(a->handler, a->o.queue, &a->o, err, n) != 0) {
+        return -1;
+    }
+    if (a->o.async_handler == NULL) {
+        a->http.url = a->handler; /* http(s)://: main builds the target */
+        if (!a->timeout_given) {
+            a->o.handler_timeout_ms = SLUICE_HTTP_TIMEOUT_DEFAULT_MS;
+        }
+    } else if (a->http.nheaders > 0 || a->http.header_file || a->http.secret_file ||
+               a->http.ca_file || a->http.follow) {
+        snprintf(err, n, "--http-* and --sign-secret-file need an http:// or https:// --handler");
+        return -1;
+    }
+    return 0;
 }
 
 /* After a stop's grace period, on each partition's loop: end what the handlers still run (sleeps
@@ -292,12 +369,18 @@ int main(int argc, char **argv) {
         snprintf(err, sizeof(err), "--record: cannot open \"%s\"", a.record);
         return bad(err);
     }
+    if (a.http.url != NULL && sw_http_new(&a.http, &http_target, err, sizeof(err)) != 0) {
+        return bad(err);
+    }
+    a.o.http = http_target;
+    sw_metrics_http(http_target);
     /* a partitioned queue is drained as a whole (also one partitioned while this runs), and
      * --max-messages counts the process: the pool's workers share one tally */
     sluice_worker_pool_options po;
     sluice_worker_pool_options_init(&po);
     po.on_grace_expired = abandon;
     if (sluice_worker_pool_new(&a.o, &po, &pool, err, sizeof(err)) != 0) {
+        sluice_http_free(http_target);
         return bad(err);
     }
     uv_loop_t *loop = uv_default_loop();
@@ -311,6 +394,7 @@ int main(int argc, char **argv) {
     sluice_metrics *m = NULL;
     if (a.metrics != NULL && sw_metrics_start(loop, a.metrics, pool, &m, err, sizeof(err)) != 0) {
         sluice_worker_pool_free(pool);
+        sluice_http_free(http_target);
         return bad(err);
     }
     int st = sluice_worker_pool_run(pool, loop);
@@ -329,11 +413,13 @@ int main(int argc, char **argv) {
     if (a.o.concurrency_min > 0) {
         printf(" concurrency_limit=%d", sluice_worker_pool_concurrency_limit(pool));
     }
+    print_http();
     printf("\n");
     if (st != 0) {
         fprintf(stderr, "sluice-worker: %s\n", sluice_worker_pool_errstr(pool));
     }
     sluice_worker_pool_free(pool);
+    sluice_http_free(http_target);
     uv_loop_close(loop);
     /* a partition that could not be started is a usage error; a worker's failure, Redis's */
     return st == 0 ? 0 : st == SLUICE_EINVAL ? SLUICE_EXIT_USAGE : SLUICE_EXIT_REDIS;

@@ -202,6 +202,51 @@ static void queue_metrics(sluice_text *b, const sluice_metrics *m) {
                        (double)(sluice_now_ms() - m->q_at_ms) / 1000.0);
 }
 
+static const sluice_http *http_target;
+
+void sw_metrics_http(const sluice_http *h) {
+    http_target = h;
+}
+
+/* The HTTP handler's deliveries by answer (docs/delivery.md's verdict table) and its holds. */
+static void http_metrics(sluice_text *b, const sluice_metrics *m) {
+    if (http_target == NULL) {
+        return;
+    }
+    sluice_http_stats h;
+    sluice_http_get_stats(http_target, &h);
+    const struct {
+        const char *result;
+        unsigned long long v;
+    } rows[] = {{"ok", h.ok},
+                {"throttled", h.throttled},
+                {"server_error", h.server_error},
+                {"rejected", h.rejected},
+                {"redirect", h.redirect},
+                {"connect_error", h.connect_error},
+                {"tls_error", h.tls_error},
+                {"timeout", h.timeout}};
+    const char *l = "sluice_worker_http_deliveries_total";
+    sluice_text_printf(b,
+                       "# HELP %s HTTP deliveries by answer: ok done; throttled, server_error, "
+                       "connect_error, tls_error, timeout retried; rejected, redirect dead.\n"
+                       "# TYPE %s counter\n",
+                       l, l);
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        sluice_text_printf(b, "%s{queue=\"%s\",consumer=\"%s\",result=\"%s\"} %llu\n", l,
+                           m->info.queue, m->label_consumer, rows[i].result, rows[i].v);
+    }
+    counter(b, m, "http_holds_total",
+            "Answers with Retry-After that held the queue's deliveries to the target.", h.holds);
+    sluice_text_printf(
+        b,
+        "# HELP sluice_worker_http_held_seconds_total Time reads and requests waited for a "
+        "Retry-After hold or an unreachable target.\n# TYPE sluice_worker_http_held_seconds_total "
+        "counter\n"
+        "sluice_worker_http_held_seconds_total{queue=\"%s\",consumer=\"%s\"} %.3f\n",
+        m->info.queue, m->label_consumer, (double)h.held_ms / 1000.0);
+}
+
 /* The limit of in-flight messages (fixed or adaptive): the sum over the pool's workers (one, or
  * one per partition, each adapting on its own). */
 static void concurrency_limit(sluice_text *b, const sluice_metrics *m) {
@@ -237,6 +282,7 @@ static void render(sluice_text *b, const sluice_metrics *m) {
                        m->info.queue, m->label_consumer, s.in_flight);
     concurrency_limit(b, m);
     histogram(b, m, &s);
+    http_metrics(b, m);
     queue_metrics(b, m);
 }
 

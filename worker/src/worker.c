@@ -18,6 +18,7 @@
 #include "sluice/options.h"
 #include "sluice/reply.h"
 
+#include "http_delivery.h"
 #include "worker_internal.h"
 
 void sluice_worker_options_init_sized(sluice_worker_options *o, size_t size) {
@@ -46,7 +47,7 @@ static int check_range(const char *name, long long v, long long lo, long long hi
 }
 
 static int check_options(const sluice_worker_options *o, char *err, size_t errlen) {
-    if (o->handler == NULL && o->async_handler == NULL) {
+    if (o->handler == NULL && o->async_handler == NULL && o->http == NULL) {
         snprintf(err, errlen, "no handler given");
         return SLUICE_EINVAL;
     }
@@ -832,6 +833,9 @@ void sluice__worker_kick(sluice_worker *w) {
     if (w->o.backend == SLUICE_BACKEND_STREAM && (!w->paced_known || w->pace_waiting)) {
         return; /* the first answer about pacing, or the next allowance, comes first */
     }
+    if (w->http_client != NULL && sluice__http_ops_of(w->o.http)->held(w)) {
+        return; /* a back end's Retry-After holds the reads: its end kicks again */
+    }
     int polling = uv_is_active((uv_handle_t *)&w->retry_timer);
     if (tally_shared(w) && w->tally_idle) {
         if (!polling) {
@@ -906,6 +910,9 @@ static void close_all(sluice_worker *w) {
                          (uv_handle_t *)&w->pace_timer,    (uv_handle_t *)&w->timeout_timer};
     for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++) {
         uv_close(hs[i], handle_closed);
+    }
+    if (w->http_client != NULL) {
+        sluice__http_ops_of(w->o.http)->close(w, conn_closed, w); /* its jobs are abandoned */
     }
     sluice_aconn_close(w->rd, conn_closed, w);
     sluice_aconn_close(w->cmd, conn_closed, w);
@@ -986,6 +993,9 @@ static void stop_cb(uv_async_t *a) {
     uv_timer_stop(&w->reclaim_timer);
     uv_timer_stop(&w->touch_timer);
     uv_timer_start(&w->grace_timer, grace_cb, (uint64_t)w->o.grace_ms, 0);
+    if (w->http_client != NULL) {
+        sluice__http_ops_of(w->o.http)->stopping(w);
+    }
     check_done(w);
 }
 
@@ -1030,6 +1040,13 @@ static int start_handles(sluice_worker *w) {
     w->handles += (w->cmd != NULL) + (w->rd != NULL);
     if (w->cmd == NULL || w->rd == NULL) {
         return SLUICE_ENOMEM;
+    }
+    if (w->o.http != NULL) {
+        int st = sluice__http_ops_of(w->o.http)->start(w);
+        if (st != 0) {
+            return st;
+        }
+        w->handles++; /* the client: conn_closed when it is closed */
     }
     uint64_t tick = (uint64_t)w->o.visibility_timeout_ms / 3;
     uv_timer_start(&w->touch_timer, sluice__touch_tick, tick, tick);

@@ -47,8 +47,9 @@ struct job {
     unsigned char *raw; /* stream: the envelope; list: the whole element "<seq>:<envelope>" */
     size_t raw_len;
     char *lane; /* fair queue: the tenant whose lane holds the entry; NULL: the queue's stream */
-    size_t lane_len;  /* its length in bytes (a tenant is a byte string) */
-    char reason[200]; /* why it goes to the dead stream */
+    size_t lane_len;          /* its length in bytes (a tenant is a byte string) */
+    char reason[200];         /* why it goes to the dead stream */
+    long long retry_after_ms; /* > 0: a RETRY comes back after this, not after the backoff */
     sluice_header hdrs[SLUICE_ENVELOPE_MAX_HEADERS];
 };
 
@@ -133,6 +134,7 @@ struct sluice_worker {
     uint64_t fair_hold_end; /* when the hold ends (monotonic ms), 0 for none */
     int hz_slack_ms;        /* 1000 / the server's hz: how late it may end a BLPOP */
     int hz_asked;           /* CONFIG GET hz sent (once) */
+    struct sluice__http_client *http_client; /* o.http: its client on this loop */
     sluice_worker_stats st;
     /* concurrency_min > 0: the adaptive limit, fed by every verdict's latency (jobs.c) */
     sluice__adaptive adaptive;

@@ -83,12 +83,16 @@ SLUICE_API int sluice_partition_of(const char *tenant, int parts);
  *   sluice:{Q}:qlim:NAME:ALG:VALUE  the state of queue Q's limit NAME of algorithm ALG ("gcra",
  *                              ...) for VALUE ('' for scopes queue and drain, the tenant, the
  *                              client key; valuelen bytes, NULL = ''): the twin of the function
- *                              library's queue_keys, apart from every standalone key */
+ *                              library's queue_keys, apart from every standalone key
+ *   sluice:{Q}:hold:TARGET     an HTTP target's hold after a 429/503 with Retry-After (TARGET:
+ *                              HOST:PORT, targetlen bytes; the key expires with the hold) */
 SLUICE_API int sluice_key_proc(const sluice_keys *k, const char *consumer, char *buf, size_t len);
 SLUICE_API int sluice_key_idem(const sluice_keys *k, const char *key, size_t keylen, char *buf,
                                size_t len);
 SLUICE_API int sluice_key_limit(const sluice_keys *k, const char *key, size_t keylen, char *buf,
                                 size_t len);
+SLUICE_API int sluice_key_hold(const sluice_keys *k, const char *target, size_t targetlen,
+                               char *buf, size_t len);
 SLUICE_API int sluice_key_queue_limit(const sluice_keys *k, const char *name, const char *alg,
                                       const char *value, size_t valuelen, char *buf, size_t len);
 

@@ -49,6 +49,7 @@ typedef enum sluice_key_kind {
     SLUICE_KEY_IDEM,  /* string: idem:KEY, an idempotency key's record */
     SLUICE_KEY_QLIM,  /* qlim:NAME:ALG:VALUE, the state of the queue's limit NAME */
     SLUICE_KEY_LIM,   /* lim:KEY, a standalone limit's state (the queue is its namespace) */
+    SLUICE_KEY_HOLD,  /* string: hold:HOST:PORT, an HTTP target's hold after a Retry-After */
     SLUICE_KEY_KINDS_ /* how many */
 } sluice_key_kind;
 

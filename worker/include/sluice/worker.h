@@ -55,6 +55,7 @@ typedef enum sluice_verdict {
 } sluice_verdict;
 
 typedef struct sluice_worker sluice_worker;
+typedef struct sluice_http sluice_http; /* sluice/worker_http.h */
 
 /* One message being processed. Borrowed: valid until the verdict is given. */
 typedef struct sluice_job {
@@ -115,7 +116,8 @@ typedef struct sluice_worker_options {
     /* ms, default 0 = none: a job whose verdict has not come this long after it went to the
      * handler is given up: its entry is retried (as a RETRY verdict, with the backoff), its slot
      * is free again, and the handler is told (abandon_handler, sluice_job_abandoned); whatever
-     * verdict the handler gives later is ignored. 0..86400000 */
+     * verdict the handler gives later is ignored. The HTTP handler's request deadline (0 there:
+     * SLUICE_HTTP_TIMEOUT_DEFAULT_MS). 0..86400000 */
     int handler_timeout_ms;
     /* NULL = none: called on the loop thread when a job passes handler_timeout_ms, so the
      * handler can stop its work (kill a child, cancel a request). The job stays valid until the
@@ -125,6 +127,10 @@ typedef struct sluice_worker_options {
      * concurrency_min and concurrency that follows the handler's latency (see
      * sluice_worker_concurrency_limit) */
     int concurrency_min;
+    /* non-NULL: the built-in HTTP handler posts each message to this target
+     * (sluice/worker_http.h; borrowed, may be shared by workers on other threads);
+     * `handler` and `async_handler` are then not used */
+    sluice_http *http;
 } sluice_worker_options;
 
 /* Counters of one worker since it started. */
