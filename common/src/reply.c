@@ -105,3 +105,11 @@ const redisReply *sluice_reply_field(const redisReply *r, const char *name) {
     }
     return NULL;
 }
+
+const redisReply *sluice_reply_entry_field(const redisReply *e, const char *name) {
+    if (e == NULL || e->type != REDIS_REPLY_ARRAY || e->elements != 2) {
+        return NULL;
+    }
+    const redisReply *v = sluice_reply_field(e->element[1], name);
+    return v != NULL && v->type == REDIS_REPLY_STRING ? v : NULL;
+}

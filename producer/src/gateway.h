@@ -92,7 +92,8 @@ typedef struct gw_server {
         int nstreams;
         char token[4097]; /* --admin-token-file's token; token_len 0: actions answer 403 */
         size_t token_len;
-        sluice_aconn *admin; /* the admin actions' Redis connection, with a token only */
+        sluice_aconn *admin;   /* the admin actions' Redis connection, with a token only */
+        sluice_aconn *console; /* the on-demand reads of GET /v1/queues/{q} */
     } dash;
 } gw_server;
 
@@ -113,18 +114,21 @@ void gw_count_response(void *arg, int status);
 struct sluice_text;
 /* Starts the sampler (every served queue, every second). -1: out of memory. */
 int gw_dash_start(gw_server *s);
-/* Ends the event streams, stops the sampler and closes the admin connection (idempotent). */
+/* Ends the event streams, stops the sampler, closes the console's and admin connections
+ * (idempotent). */
 void gw_dash_stop(gw_server *s);
 /* Frees the samples, once the producers are closed. */
 void gw_dash_free(gw_server *s);
 /* Reads and checks --admin-token-file (owner-only regular file, 16..4096 visible bytes). */
 int gw_dash_read_token(gw_server *s, const char *file, char *err, size_t n);
-/* Opens the admin actions' connection when a token was given. -1: out of memory. */
-int gw_dash_admin_connect(gw_server *s, const sluice_url *u);
+/* Opens the console's connection, and the admin actions' when a token was given. -1: out of
+ * memory. */
+int gw_dash_connect(gw_server *s, const sluice_url *u);
 /* Serves /v1/queues, /v1/events, /ui/... and /v1/admin/...: 1 when it answered, else 0. */
 int gw_dash_route(sluice__http_req *c, const char *path, size_t len);
-/* Appends ",\"rates\":{...},\"wait_s\":...,\"history\":{...}" for one queue (NULL: nothing). */
-void gw_dash_detail(struct sluice_text *b, const gw_queue *q);
+/* Completes GET /v1/queues/{q} (b: its figures so far, taken over): appends the rates, the
+ * wait, the 5-minute history, the consumers and the latest dead letters, then answers. */
+void gw_dash_answer_detail(sluice__http_req *c, const gw_queue *q, struct sluice_text *b);
 /* Answers 200 with the JSON in b (500 when it could not be built whole) and frees b. */
 void gw_reply_text(sluice__http_req *c, struct sluice_text *b);
 

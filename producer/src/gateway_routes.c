@@ -430,9 +430,7 @@ static void on_info(sluice_aproducer *ap, int status, const sluice_queue_info *i
         depth >= cap ? sluice_aproducer_retry_after(ap, depth, cap) : 0, in->limited, in->nlimits,
         limits, in->partitions, parts, depth > in->pending ? depth - in->pending : 0, in->pending);
     const char *qn = sluice_aproducer_queue(ap);
-    gw_dash_detail(&b, gw_find_queue(gw_of(c), qn, strlen(qn)));
-    sluice_text_printf(&b, "}\n");
-    gw_reply_text(c, &b);
+    gw_dash_answer_detail(c, gw_find_queue(gw_of(c), qn, strlen(qn)), &b);
 }
 
 static void get_queue(sluice__http_req *c, gw_queue *q) {

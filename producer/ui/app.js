@@ -13,6 +13,7 @@ const SERIES = [ // history columns drawn, with their colour
 ];
 let last = null;
 let selected = null;
+let detail = null; // GET /v1/queues/{selected}: 5-minute history, consumers, dead letters
 
 function el(tag, text, cls) {
   const e = document.createElement(tag);
@@ -104,7 +105,7 @@ function queueRow(q) {
   const h = el('td', null, 'history');
   h.appendChild(chart(q.history, 160, 28, SERIES));
   tr.appendChild(h);
-  tr.addEventListener('click', () => { selected = q.queue; renderDetail(); });
+  tr.addEventListener('click', () => { selected = q.queue; loadDetail(); });
   return tr;
 }
 
@@ -124,8 +125,13 @@ function renderDetail() {
   if (!q || !q.sampled) { section.hidden = true; return; }
   section.hidden = false;
   document.getElementById('detail-name').textContent = q.queue;
+  const d = detail && detail.queue === q.queue ? detail : null;
   const box = document.getElementById('detail-chart');
-  box.replaceChildren(chart(q.history, 640, 160, SERIES));
+  box.replaceChildren(chart(d ? d.history : q.history, 640, 160, SERIES));
+  fillTable('detail-consumers', d ? d.consumer_list.map((c) =>
+    [c.name, c.pending, fmtWait(c.idle_ms / 1000)]) : []);
+  fillTable('detail-dead', d ? d.dead_latest.map((x) =>
+    [x.dead_id, x.id, x.reason, x.consumer, x.deliveries]) : []);
   fillTable('detail-limits', q.limits.map((l) => [l.name, l.scope, l.spec, l.refused]));
   fillTable('detail-parts', q.by_partition.map((p, i) =>
     p.unavailable ? [i, p.unavailable, '', ''] : [i, p.depth, p.capacity, p.in_flight]));
@@ -139,6 +145,15 @@ function render(data) {
   renderDetail();
   document.getElementById('status').textContent =
     'live · ' + new Date().toLocaleTimeString() + (data.admin ? '' : ' · actions disabled');
+}
+
+async function loadDetail() {
+  if (selected === null) return;
+  try {
+    const r = await fetch('/v1/queues/' + encodeURIComponent(selected), { cache: 'no-store' });
+    if (r.ok) detail = await r.json();
+  } catch (e) { /* the next tick tries again */ }
+  renderDetail();
 }
 
 async function act(action, body) {
@@ -166,6 +181,7 @@ function start() {
     e.preventDefault();
     act('capacity', { capacity: Number(document.getElementById('capacity').value) });
   });
+  setInterval(loadDetail, 2000);
   for (const b of document.querySelectorAll('#admin button[data-action]')) {
     b.addEventListener('click', () => act(b.dataset.action));
   }

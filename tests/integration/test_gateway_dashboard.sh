@@ -5,7 +5,7 @@
 # two events, 503 beyond 64 streams, ended by a graceful stop), the page under /ui/ with its
 # Content-Security-Policy and nosniff (only with --dashboard), and the admin actions:
 # 403 without --admin-token-file, 401 without or with a wrong bearer token, capacity set
-# (200, written to the meta), bad JSON (400), unknown queue (404), oversized body (413),
+# (200, written to the meta), the consumers and the latest dead letters' reasons, bad JSON (400), unknown queue (404), oversized body (413),
 # the verbs still to come (501), and a token file readable by others refused at start (exit 2).
 . "$(dirname "$0")/lib.sh"
 
@@ -54,7 +54,7 @@ for i in $(seq 1 50); do
     sleep 0.2
 done
 expect 200 GET /v1/queues
-for f in "\"queue\":\"$q2\"" '"depth":3,"capacity":5,"waiting":3,"in_flight":0' \
+for f in "\"queue\":\"$q2\"" '"depth":3,"capacity":5,"waiting":3,"in_flight":0,' \
     '"admitted":3,' '"rates":{"admitted":' '"wait_s":' '"history":{"interval_ms":1000' \
     '"limits":[]' '"admin":true'; do
     body_has "$f"
@@ -66,6 +66,15 @@ grep -qF '"depth":3,' "$tmp/stats" && grep -qF '"waiting":3,"in_flight":0,' "$tm
 expect 200 GET "/v1/queues/$q"
 body_has '"waiting":3,"in_flight":0,"rates":{'
 body_has '"history":{'
+body_has '"group":null,"consumer_list":[],"dead_latest":[]}'
+# a dead letter with its reason, and a consumer with its idle time
+"$bin/sluice-worker" --redis "$url" --queue "$q" --handler exec:false --max-deliveries 1 \
+    --max-messages 1 --consumer "w-$$" >"$tmp/worker.log" 2>&1 || fail "worker: $(cat "$tmp/worker.log")"
+rcli XGROUP CREATECONSUMER "sluice:{$q}:stream" workers "c-$$" >/dev/null
+expect 200 GET "/v1/queues/$q"
+body_has "\"group\":\"workers\",\"consumer_list\":[{\"name\":\"c-$$\",\"pending\":0,\"idle_ms\":"
+body_has '"reason":"exec: exited with status 1",'
+body_has "\"consumer\":\"w-$$\",\"deliveries\":1}]}"
 expect 404 GET /v1/queues/nope
 expect 405 POST /v1/queues
 expect 405 POST /v1/events

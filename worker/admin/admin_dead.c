@@ -28,17 +28,8 @@
 
 /* ---- reading entries ---- */
 
-/* The value of field `name` of an XRANGE entry [id, [f, v, ...]], or NULL. */
-static const redisReply *entry_field(const redisReply *e, const char *name) {
-    if (e->type != REDIS_REPLY_ARRAY || e->elements != 2) {
-        return NULL;
-    }
-    const redisReply *v = sluice_reply_field(e->element[1], name);
-    return v != NULL && v->type == REDIS_REPLY_STRING ? v : NULL;
-}
-
 static const char *entry_str(const redisReply *e, const char *name) {
-    const redisReply *v = entry_field(e, name);
+    const redisReply *v = sluice_reply_entry_field(e, name);
     return v != NULL ? v->str : "";
 }
 
@@ -92,7 +83,7 @@ static long long dead_len(admin *a, int *rc) {
 /* ---- list, show ---- */
 
 static void list_row(const admin *a, const redisReply *e, int first) {
-    const redisReply *m = entry_field(e, "m");
+    const redisReply *m = sluice_reply_entry_field(e, "m");
     sluice_envelope env;
     sluice_header h[SLUICE_ENVELOPE_MAX_HEADERS];
     int ok = m != NULL && sluice_envelope_decode((const unsigned char *)m->str, m->len, 0, &env, h,
@@ -102,7 +93,7 @@ static void list_row(const admin *a, const redisReply *e, int first) {
         printf("%s{\"dead_id\":\"%s\",\"id\":", first ? "" : ",", e->element[0]->str);
         admin_json_str(stdout, entry_str(e, "id"), strlen(entry_str(e, "id")));
         printf(",\"deliveries\":%lld,\"consumer\":",
-               sluice_reply_ll(entry_field(e, "deliveries"), 0));
+               sluice_reply_ll(sluice_reply_entry_field(e, "deliveries"), 0));
         admin_json_str(stdout, entry_str(e, "consumer"), strlen(entry_str(e, "consumer")));
         printf(",\"reason\":");
         admin_json_str(stdout, reason, strlen(reason));
@@ -131,7 +122,7 @@ static void list_row(const admin *a, const redisReply *e, int first) {
     char consumer[32], why[40], id[SLUICE_STREAM_ID_MAX];
     printf("%-22s %-22s %5lld  %-20.20s %-30.30s ", e->element[0]->str,
            admin_safe(entry_str(e, "id"), id, sizeof(id)),
-           sluice_reply_ll(entry_field(e, "deliveries"), 0),
+           sluice_reply_ll(sluice_reply_entry_field(e, "deliveries"), 0),
            admin_safe(entry_str(e, "consumer"), consumer, sizeof(consumer)),
            admin_safe(reason, why, sizeof(why)));
     if (ok) {
@@ -251,7 +242,7 @@ static int dead_show(admin *a) {
         printf("  deliveries    %s\n  consumer      %s\n  reason        %s\n",
                entry_str(e, "deliveries"), admin_safe(entry_str(e, "consumer"), consumer, 200),
                admin_safe(entry_str(e, "reason"), why, sizeof(why)));
-        show_envelope(entry_field(e, "m"));
+        show_envelope(sluice_reply_entry_field(e, "m"));
     }
     freeReplyObject(r);
     return 0;
@@ -335,7 +326,7 @@ static int replay_call(admin *a, replay *st, const char **ids, size_t n) {
 
 /* Counts a letter that stays because an earlier one did not fit (or it has no body). */
 static void count_kept(replay *st, const redisReply *e) {
-    const redisReply *m = entry_field(e, "m");
+    const redisReply *m = sluice_reply_entry_field(e, "m");
     st->seen++;
     if (m == NULL || m->len == 0) {
         st->skipped++; /* nothing to replay: the entry was gone when it died */

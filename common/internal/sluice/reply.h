@@ -2,7 +2,7 @@
 /*
  * reply.h - reading Redis replies: error replies mapped to sluice statuses, integers that
  * arrive as integers or as decimal strings, and fields of the flat name/value arrays Redis
- * returns for HGETALL and XINFO. Internal to sluice (the library, its binaries and tests).
+ * returns for HGETALL and XINFO and of stream entries (XRANGE). Internal to sluice (the library, its binaries and tests).
  * Pure: no I/O; thread-safe.
  */
 #ifndef SLUICE_REPLY_H
@@ -29,6 +29,10 @@ long long sluice_reply_ll(const redisReply *r, long long dflt);
 /* The value after the name `name` in a flat array of name, value pairs (HGETALL, one group or
  * consumer of XINFO); NULL when absent or `r` is not an array. */
 const redisReply *sluice_reply_field(const redisReply *r, const char *name);
+
+/* The string value of field `name` of a stream entry as XRANGE returns it, [id, [f, v, ...]];
+ * NULL when absent, not a string, or `e` is not such an entry. */
+const redisReply *sluice_reply_entry_field(const redisReply *e, const char *name);
 
 #ifdef __cplusplus
 }
