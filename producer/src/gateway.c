@@ -68,6 +68,8 @@ static const char usage[] =
     "                                (fair lanes, `tenant` limits and shares, partitions)\n"
     "      --dashboard               serve the operator's page at GET /ui/ (the figures are\n"
     "                                GET /v1/queues and GET /v1/events either way)\n"
+    "      --discover                GET /v1/queues also lists the database's other queues\n"
+    "                                (SCAN of their meta keys every 10 s; figures only)\n"
     "      --admin-token-file FILE   enables POST /v1/admin/... with Authorization: Bearer and\n"
     "                                the token in FILE (mode 0600 or stricter; else exit 2)\n"
     "      --log-level LEVEL         error, warn, info, debug or off (default info)\n"
@@ -104,6 +106,7 @@ enum {
     OPT_WAIT_REPLICAS,
     OPT_WAIT_TIMEOUT,
     OPT_DASHBOARD,
+    OPT_DISCOVER,
     OPT_ADMIN_TOKEN,
 };
 
@@ -133,6 +136,7 @@ static const struct option longopts[] = {
     {"require-client-header", no_argument, NULL, OPT_REQUIRE_CLIENT},
     {"tenant-header", required_argument, NULL, OPT_TENANT_HEADER},
     {"dashboard", no_argument, NULL, OPT_DASHBOARD},
+    {"discover", no_argument, NULL, OPT_DISCOVER},
     {"admin-token-file", required_argument, NULL, OPT_ADMIN_TOKEN},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
@@ -305,6 +309,9 @@ static int parse_opt(config *cfg, gw_server *s, int ch, const char *v, char *err
                            n);
     case OPT_DASHBOARD:
         s->dash.ui = 1;
+        return 0;
+    case OPT_DISCOVER:
+        s->dash.disc.on = 1;
         return 0;
     case OPT_ADMIN_TOKEN:
         return gw_dash_read_token(s, v, err, n);

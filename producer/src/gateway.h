@@ -18,6 +18,7 @@
 #include <uv.h>
 
 #include "sluice/aproducer.h"
+#include "sluice/figures.h"
 #include "sluice/http_responder.h"
 #include "sluice/redis.h"
 #include "sluice/url.h"
@@ -48,6 +49,41 @@ typedef struct gw_series {
     int have_last;
     sluice_queue_info last;
 } gw_series;
+
+#define GW_DISCOVER_MAX   256 /* queues --discover lists besides the served ones */
+#define GW_DISCOVER_EVERY 10  /* seconds between two rounds of SCAN */
+
+struct gw_found;
+/* One figures command owed for a discovered queue: its index among the commands. */
+typedef struct gw_found_cmd {
+    struct gw_found *f;
+    size_t i;
+} gw_found_cmd;
+
+/* A queue found by --discover (gateway_discover.c). */
+typedef struct gw_found {
+    char name[SLUICE_QUEUE_NAME_MAX + 1];
+    sluice_keys k;
+    sluice_backend backend;
+    int backend_known;
+    int seen;               /* seen in the current round of SCAN */
+    int owed;               /* replies still to come */
+    int failed;             /* the reading under way failed */
+    int have;               /* fig holds a whole reading */
+    sluice_figures fig;     /* the last whole reading */
+    sluice_figures reading; /* the one being read */
+    gw_found_cmd cmds[SLUICE_FIGURES_MAX_CMDS];
+} gw_found;
+
+typedef struct gw_discovery {
+    int on; /* --discover */
+    gw_found q[GW_DISCOVER_MAX];
+    int n;
+    int scanning, calls;
+    unsigned ticks;
+    uint64_t started_ms;
+    char cursor[32];
+} gw_discovery;
 
 /* One served queue. */
 typedef struct gw_queue {
@@ -93,7 +129,8 @@ typedef struct gw_server {
         char token[4097]; /* --admin-token-file's token; token_len 0: actions answer 403 */
         size_t token_len;
         sluice_aconn *admin;   /* the admin actions' Redis connection, with a token only */
-        sluice_aconn *console; /* the on-demand reads of GET /v1/queues/{q} */
+        sluice_aconn *console; /* the on-demand reads of GET /v1/queues/{q}; --discover */
+        gw_discovery disc;
     } dash;
 } gw_server;
 
@@ -129,6 +166,13 @@ int gw_dash_route(sluice__http_req *c, const char *path, size_t len);
 /* Completes GET /v1/queues/{q} (b: its figures so far, taken over): appends the rates, the
  * wait, the 5-minute history, the consumers and the latest dead letters, then answers. */
 void gw_dash_answer_detail(sluice__http_req *c, const gw_queue *q, struct sluice_text *b);
+/* ---- gateway_discover.c ---- */
+
+/* Once a second: a round of SCAN every GW_DISCOVER_EVERY s, the discovered queues' figures. */
+void gw_discover_tick(gw_server *s);
+/* Appends ",\"discovered\":[...]" with --discover. */
+void gw_discover_json(struct sluice_text *b, const gw_server *s);
+
 /* Answers 200 with the JSON in b (500 when it could not be built whole) and frees b. */
 void gw_reply_text(sluice__http_req *c, struct sluice_text *b);
 

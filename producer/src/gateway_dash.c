@@ -90,6 +90,7 @@ static void on_tick(uv_timer_t *t) {
             q->series->now_ms = uv_now(s->loop);
         }
     }
+    gw_discover_tick(s);
     broadcast(s);
 }
 
@@ -379,7 +380,9 @@ static void queues_json(sluice_text *b, gw_server *s) {
         sluice_text_printf(b, "%s", i ? "," : "");
         put_queue(b, &s->queues[i], now);
     }
-    sluice_text_printf(b, "]}");
+    sluice_text_printf(b, "]");
+    gw_discover_json(b, s);
+    sluice_text_printf(b, "}");
 }
 
 void gw_reply_text(sluice__http_req *c, sluice_text *b) {

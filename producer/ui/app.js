@@ -109,6 +109,18 @@ function queueRow(q) {
   return tr;
 }
 
+// A queue found by --discover: figures only (no rates: the gateway does not sample it).
+function discoveredRow(q) {
+  const tr = el('tr', null, 'discovered');
+  tr.appendChild(el('td', q.queue + ' (discovered)'));
+  const cap = q.capacity === null ? '–' : q.capacity;
+  for (const v of [q.depth + ' / ' + cap, q.waiting, q.in_flight, '–', '–', '–', '–', '–', '–',
+    q.consumers, q.dead, '']) {
+    tr.appendChild(el('td', v));
+  }
+  return tr;
+}
+
 function fillTable(id, rows) {
   const tbody = document.querySelector('#' + id + ' tbody');
   tbody.replaceChildren();
@@ -141,7 +153,7 @@ function renderDetail() {
 function render(data) {
   last = data;
   const tbody = document.querySelector('#queues tbody');
-  tbody.replaceChildren(...data.queues.map(queueRow));
+  tbody.replaceChildren(...data.queues.map(queueRow), ...(data.discovered || []).map(discoveredRow));
   renderDetail();
   document.getElementById('status').textContent =
     'live · ' + new Date().toLocaleTimeString() + (data.admin ? '' : ' · actions disabled');

@@ -6,12 +6,13 @@
 # Content-Security-Policy and nosniff (only with --dashboard), and the admin actions:
 # 403 without --admin-token-file, 401 without or with a wrong bearer token, capacity set
 # (200, written to the meta), the consumers and the latest dead letters' reasons, bad JSON (400), unknown queue (404), oversized body (413),
-# the verbs still to come (501), and a token file readable by others refused at start (exit 2).
+# the verbs still to come (501), --discover listing a queue it does not serve, and a token file readable by others refused at start (exit 2).
 . "$(dirname "$0")/lib.sh"
 
 q="dash-$$"
 q2="dash2-$$"
-keys+=($(queue_keys "$q") $(queue_keys "$q2"))
+q3="dash3-$$" # found by --discover
+keys+=($(queue_keys "$q") $(queue_keys "$q2") $(queue_keys "$q3"))
 tok=$tmp/token
 secret=dash-token-0123456789
 auth="Authorization: Bearer $secret"
@@ -138,11 +139,22 @@ for fd in "${fds[@]}"; do exec {fd}>&-; done
 # without a token file: actions 403; without --dashboard: no page
 kill -TERM "$gw"
 wait "$gw" || fail "gateway exit $?"
-gateway_start --queue "$q"
+"$bin/sluice-admin" --redis "$url" capacity "$q3" 9 >/dev/null
+gateway_start --queue "$q" --discover
 expect 403 POST "/v1/admin/queues/$q/capacity" -H "$auth" -d '{"capacity":7}'
 body_has 'admin-token-file'
 expect 404 GET /ui/
+# --discover: the database's other queues (a SCAN round at the first tick), figures only
+for i in $(seq 1 50); do
+    code GET /v1/queues >/dev/null
+    grep -qF "\"queue\":\"$q3\"" "$tmp/b" && break
+    sleep 0.2
+done
 expect 200 GET /v1/queues
+body_has "{\"queue\":\"$q3\",\"backend\":\"stream\",\"depth\":0,\"capacity\":9,"
+body_has '"counters":{"admitted":0,'
+grep -qF "\"discovered\":[" "$tmp/b" && ! grep -oF "\"discovered\":[.*" "$tmp/b" |
+    grep -qF "\"queue\":\"$q\"" || fail "a served queue is listed as discovered"
 
 # a graceful stop ends an open event stream at once
 curl -s -N --max-time 20 -o "$tmp/events2" "http://127.0.0.1:$port/v1/events" &
