@@ -163,9 +163,15 @@ int gw_dash_read_token(gw_server *s, const char *file, char *err, size_t n);
 int gw_dash_connect(gw_server *s, const sluice_url *u);
 /* Serves /v1/queues, /v1/events, /ui/... and /v1/admin/...: 1 when it answered, else 0. */
 int gw_dash_route(sluice__http_req *c, const char *path, size_t len);
+/* Appends ",\"rates\":{...},\"wait_s\":...,\"history\":{...}" (300 samples) of one queue. */
+void gw_dash_history(struct sluice_text *b, const gw_queue *q);
+/* ---- gateway_detail.c ---- */
+
 /* Completes GET /v1/queues/{q} (b: its figures so far, taken over): appends the rates, the
- * wait, the 5-minute history, the consumers and the latest dead letters, then answers. */
+ * wait, the 5-minute history, the consumers, the latest dead letters and the top fair lanes,
+ * then answers. */
 void gw_dash_answer_detail(sluice__http_req *c, const gw_queue *q, struct sluice_text *b);
+
 /* ---- gateway_discover.c ---- */
 
 /* Once a second: a round of SCAN every GW_DISCOVER_EVERY s, the discovered queues' figures. */

@@ -9,10 +9,9 @@
  *
  * A sampler reads each queue's figures once a second (one pipelined info call per queue, on the
  * queue's own connection, never on the admission path) into a ring of GW_HISTORY samples, from
- * which the rates per second, the drain rate and the Little's-law wait are derived. GET
- * /v1/queues/{q} adds, read on demand on a console connection of its own, the consumers with
- * their idle time and the latest dead letters' reasons (never their payloads). The admission
- * hot path (POST .../messages) is not touched by anything here.
+ * which the rates per second, the drain rate and the Little's-law wait are derived (what GET
+ * /v1/queues/{q} reads on demand besides: gateway_detail.c). The admission hot path (POST
+ * .../messages) is not touched by anything here.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -23,9 +22,7 @@
 #include <unistd.h>
 
 #include "sluice/buf.h"
-#include "sluice/cli.h"
 #include "sluice/log.h"
-#include "sluice/reply.h"
 
 #include "gateway.h"
 
@@ -33,8 +30,6 @@
 #define RATE_WINDOW   5          /* samples the rates per second are measured over */
 #define LIST_HISTORY  60         /* samples of history in /v1/queues and each event */
 #define ADMIN_BODY    4096       /* bytes of an admin action's body */
-#define DEAD_LATEST   "5"        /* dead letters shown by GET /v1/queues/{q}, newest first */
-#define CONSUMERS_MAX 100        /* consumers listed by GET /v1/queues/{q} */
 
 /* The page, embedded by producer/ui/embed.cmake. */
 extern const char gw_ui_index_html[], gw_ui_app_js[], gw_ui_app_css[];
@@ -204,144 +199,13 @@ static void put_rates(sluice_text *b, const gw_queue *q, int with_drain) {
     put_num(b, "wait_s", drain > 0 ? (double)depth / drain : (depth == 0 && drain >= 0 ? 0 : -1));
 }
 
-/* Appends the rates, wait_s and the 300-sample history of one queue (NULL: nothing). */
-static void put_detail(sluice_text *b, const gw_queue *q) {
+void gw_dash_history(sluice_text *b, const gw_queue *q) {
     if (q == NULL) {
         return;
     }
     put_rates(b, q, 0); /* GET /v1/queues/{q} has its own, read just now */
     if (q->series != NULL) {
         put_history(b, q->series, GW_HISTORY);
-    }
-}
-
-/* ---- GET /v1/queues/{q}: consumers and the latest dead letters, read on the console's
- * connection after the queue's figures: XINFO GROUPS, XINFO CONSUMERS, XREVRANGE dead. ---- */
-
-typedef struct detail {
-    sluice__http_req *c;
-    sluice_text b;
-    sluice_keys k;
-    char group[256];
-} detail;
-
-/* User text (consumer names, reasons) as JSON, by the one writer of user text in JSON. */
-static void put_str(sluice_text *b, const char *p, size_t len) {
-    char *out = NULL;
-    size_t n = 0;
-    FILE *f = open_memstream(&out, &n);
-    if (f == NULL) {
-        b->failed = 1;
-        return;
-    }
-    sluice_cli_json_str(f, p, len);
-    if (fclose(f) != 0) {
-        b->failed = 1;
-    } else {
-        sluice_text_printf(b, "%.*s", (int)n, out);
-    }
-    free(out);
-}
-
-static void detail_finish(detail *d) {
-    sluice_text_printf(&d->b, "}\n");
-    if (!sluice__http_release(d->c)) {
-        gw_reply_text(d->c, &d->b);
-    } else {
-        sluice_text_free(&d->b);
-    }
-    free(d);
-}
-
-static void on_dead(sluice_aconn *ac, int status, int sent, struct redisReply *r, void *arg) {
-    detail *d = arg;
-    (void)ac, (void)sent;
-    sluice_text_printf(&d->b, ",\"dead_latest\":[");
-    for (size_t i = 0; status == 0 && r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
-        const redisReply *e = r->element[i], *v;
-        if (e->type != REDIS_REPLY_ARRAY || e->elements != 2) {
-            continue;
-        }
-        sluice_text_printf(&d->b, "%s{\"dead_id\":", i ? "," : "");
-        put_str(&d->b, e->element[0]->str, e->element[0]->len);
-        static const char *const fields[] = {"id", "reason", "consumer"};
-        for (int j = 0; j < 3; j++) {
-            v = sluice_reply_entry_field(e, fields[j]);
-            sluice_text_printf(&d->b, ",\"%s\":", fields[j]);
-            put_str(&d->b, v ? v->str : "", v ? v->len : 0);
-        }
-        sluice_text_printf(&d->b, ",\"deliveries\":%lld}",
-                           sluice_reply_ll(sluice_reply_entry_field(e, "deliveries"), 0));
-    }
-    sluice_text_printf(&d->b, "]");
-    detail_finish(d);
-}
-
-static void read_dead(detail *d, sluice_aconn *ac) {
-    const char *argv[] = {"XREVRANGE", d->k.dead, "+", "-", "COUNT", DEAD_LATEST};
-    if (ac == NULL || sluice_aconn_command(ac, 6, argv, NULL, 0, on_dead, d) != 0) {
-        detail_finish(d);
-    }
-}
-
-static void on_consumers(sluice_aconn *ac, int status, int sent, struct redisReply *r, void *arg) {
-    detail *d = arg;
-    (void)sent;
-    sluice_text_printf(&d->b, ",\"group\":");
-    put_str(&d->b, d->group, strlen(d->group));
-    sluice_text_printf(&d->b, ",\"consumer_list\":[");
-    for (size_t i = 0; status == 0 && r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
-        const redisReply *name = sluice_reply_field(r->element[i], "name");
-        if (i == CONSUMERS_MAX || name == NULL || name->type != REDIS_REPLY_STRING) {
-            break;
-        }
-        sluice_text_printf(&d->b, "%s{\"name\":", i ? "," : "");
-        put_str(&d->b, name->str, name->len);
-        sluice_text_printf(&d->b, ",\"pending\":%lld,\"idle_ms\":%lld}",
-                           sluice_reply_ll(sluice_reply_field(r->element[i], "pending"), 0),
-                           sluice_reply_ll(sluice_reply_field(r->element[i], "idle"), 0));
-    }
-    sluice_text_printf(&d->b, "]");
-    read_dead(d, ac);
-}
-
-static void on_groups(sluice_aconn *ac, int status, int sent, struct redisReply *r, void *arg) {
-    detail *d = arg;
-    (void)sent;
-    /* sluice keeps one group a queue; a queue without stream or group has no consumers */
-    const redisReply *g = status == 0 && r->type == REDIS_REPLY_ARRAY && r->elements > 0
-                              ? sluice_reply_field(r->element[0], "name")
-                              : NULL;
-    if (g == NULL || g->type != REDIS_REPLY_STRING || g->len >= sizeof(d->group)) {
-        sluice_text_printf(&d->b, ",\"group\":null,\"consumer_list\":[]");
-        read_dead(d, status == SLUICE_ECANCELED ? NULL : ac);
-        return;
-    }
-    memcpy(d->group, g->str, g->len + 1);
-    const char *argv[] = {"XINFO", "CONSUMERS", d->k.stream, d->group};
-    if (sluice_aconn_command(ac, 4, argv, NULL, 0, on_consumers, d) != 0) {
-        sluice_text_printf(&d->b, ",\"group\":null,\"consumer_list\":[]");
-        read_dead(d, NULL);
-    }
-}
-
-void gw_dash_answer_detail(sluice__http_req *c, const gw_queue *q, sluice_text *b) {
-    gw_server *s = sluice__http_arg(c);
-    put_detail(b, q);
-    detail *d = calloc(1, sizeof(*d));
-    if (d == NULL || q == NULL || sluice_keys_init(&d->k, q->name, NULL, 0) != 0) {
-        free(d);
-        sluice_text_printf(b, "}\n");
-        gw_reply_text(c, b);
-        return;
-    }
-    d->c = c;
-    d->b = *b;
-    sluice__http_hold(c);
-    const char *argv[] = {"XINFO", "GROUPS", d->k.stream};
-    if (s->dash.console == NULL ||
-        sluice_aconn_command(s->dash.console, 3, argv, NULL, 0, on_groups, d) != 0) {
-        detail_finish(d); /* the console's connection is not up: the figures alone */
     }
 }
 

@@ -143,7 +143,10 @@ function renderDetail() {
   fillTable('detail-consumers', d ? d.consumer_list.map((c) =>
     [c.name, c.pending, fmtWait(c.idle_ms / 1000)]) : []);
   fillTable('detail-dead', d ? d.dead_latest.map((x) =>
-    [x.dead_id, x.id, x.reason, x.consumer, x.deliveries]) : []);
+    [x.dead_id, x.id, x.reason, x.consumer, x.deliveries].map((v) =>
+      typeof v === 'object' ? JSON.stringify(v) : v)) : []);
+  fillTable('detail-lanes', d && d.lanes.top ? d.lanes.top.map((l) =>
+    [typeof l.tenant === 'string' ? l.tenant : JSON.stringify(l.tenant), l.depth, fmt(l.weight)]) : []);
   fillTable('detail-limits', q.limits.map((l) => [l.name, l.scope, l.spec, l.refused]));
   fillTable('detail-parts', q.by_partition.map((p, i) =>
     p.unavailable ? [i, p.unavailable, '', ''] : [i, p.depth, p.capacity, p.in_flight]));

@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # sluice-gateway's operator console over HTTP: GET /v1/queues and /v1/queues/Q (figures equal to
-# `sluice-admin stats --json`, rates and history), GET /v1/events (Server-Sent Events: at least
-# two events, 503 beyond 64 streams, ended by a graceful stop), the page under /ui/ with its
-# Content-Security-Policy and nosniff (only with --dashboard), and the admin actions:
-# 403 without --admin-token-file, 401 without or with a wrong bearer token, capacity set
-# (200, written to the meta), the consumers and the latest dead letters' reasons, bad JSON (400), unknown queue (404), oversized body (413),
-# the verbs still to come (501), --discover listing a queue it does not serve, and a token file readable by others refused at start (exit 2).
+# `sluice-admin stats --json`, rates and history; the consumers with their idle time, the latest
+# dead letters' reasons, the fair lanes' top tenants with their weights), --discover listing a
+# queue it does not serve, GET /v1/events (Server-Sent Events: at least two events, 503 beyond
+# 64 streams, ended by a graceful stop), the page under /ui/ with its Content-Security-Policy and
+# nosniff (only with --dashboard), and the admin actions: 403 without --admin-token-file, 401
+# without or with a wrong bearer token (a cookie does not count), capacity set (200, written to
+# the meta), bad JSON (400), unknown queue (404), oversized body (413), the verbs still to come
+# (501), and a token file readable by others, or missing, refused at start (exit 2).
 . "$(dirname "$0")/lib.sh"
 
 q="dash-$$"
 q2="dash2-$$"
 q3="dash3-$$" # found by --discover
-keys+=($(queue_keys "$q") $(queue_keys "$q2") $(queue_keys "$q3"))
+q4="dash4-$$" # fair, with lanes
+keys+=($(queue_keys "$q") $(queue_keys "$q2") $(queue_keys "$q3") $(queue_keys "$q4"))
+keys+=("sluice:{$q4}:"{lanes,lwait,weights,ring,wake,lane:acme,lane:beta})
 tok=$tmp/token
 secret=dash-token-0123456789
 auth="Authorization: Bearer $secret"
@@ -67,7 +71,7 @@ grep -qF '"depth":3,' "$tmp/stats" && grep -qF '"waiting":3,"in_flight":0,' "$tm
 expect 200 GET "/v1/queues/$q"
 body_has '"waiting":3,"in_flight":0,"rates":{'
 body_has '"history":{'
-body_has '"group":null,"consumer_list":[],"dead_latest":[]}'
+body_has '"group":null,"consumer_list":[],"dead_latest":[],"lanes":{"holding":0,"top":[]}}'
 # a dead letter with its reason, and a consumer with its idle time
 "$bin/sluice-worker" --redis "$url" --queue "$q" --handler exec:false --max-deliveries 1 \
     --max-messages 1 --consumer "w-$$" >"$tmp/worker.log" 2>&1 || fail "worker: $(cat "$tmp/worker.log")"
@@ -75,7 +79,7 @@ rcli XGROUP CREATECONSUMER "sluice:{$q}:stream" workers "c-$$" >/dev/null
 expect 200 GET "/v1/queues/$q"
 body_has "\"group\":\"workers\",\"consumer_list\":[{\"name\":\"c-$$\",\"pending\":0,\"idle_ms\":"
 body_has '"reason":"exec: exited with status 1",'
-body_has "\"consumer\":\"w-$$\",\"deliveries\":1}]}"
+body_has "\"consumer\":\"w-$$\",\"deliveries\":1}],\"lanes\":{\"holding\":0,\"top\":[]}}"
 expect 404 GET /v1/queues/nope
 expect 405 POST /v1/queues
 expect 405 POST /v1/events
@@ -140,10 +144,18 @@ for fd in "${fds[@]}"; do exec {fd}>&-; done
 kill -TERM "$gw"
 wait "$gw" || fail "gateway exit $?"
 "$bin/sluice-admin" --redis "$url" capacity "$q3" 9 >/dev/null
-gateway_start --queue "$q" --discover
+"$bin/sluice-admin" --redis "$url" fair "$q4" on >/dev/null
+"$bin/sluice-admin" --redis "$url" fair "$q4" --weight acme=3 >/dev/null
+for t in acme acme beta; do
+    "$bin/sluice-enqueue" --redis "$url" -q "$q4" --tenant "$t" x >/dev/null
+done
+gateway_start --queue "$q" --queue "$q4" --discover
 expect 403 POST "/v1/admin/queues/$q/capacity" -H "$auth" -d '{"capacity":7}'
 body_has 'admin-token-file'
 expect 404 GET /ui/
+# the fair lanes: the tenants holding the most, with their weights
+expect 200 GET "/v1/queues/$q4"
+body_has '"lanes":{"holding":2,"top":[{"tenant":"acme","depth":2,"weight":3},{"tenant":"beta","depth":1,"weight":1}]}}'
 # --discover: the database's other queues (a SCAN round at the first tick), figures only
 for i in $(seq 1 50); do
     code GET /v1/queues >/dev/null
