@@ -187,11 +187,23 @@ async function act(action, body) {
   }
 }
 
+function poll() {
+  fetch('/v1/queues', { cache: 'no-store' }).then((r) => r.json()).then(render).catch(() => {
+    document.getElementById('status').textContent = 'reconnecting…';
+  });
+}
+
+// Live updates over GET /v1/events; with ?poll=1 in the address, short polling of
+// GET /v1/queues once a second instead (for proxies that buffer event streams).
 function start() {
-  fetch('/v1/queues', { cache: 'no-store' }).then((r) => r.json()).then(render).catch(() => {});
-  const es = new EventSource('/v1/events');
-  es.addEventListener('queues', (e) => render(JSON.parse(e.data)));
-  es.onerror = () => { document.getElementById('status').textContent = 'reconnecting…'; };
+  poll();
+  if (new URLSearchParams(location.search).get('poll') === '1') {
+    setInterval(poll, 1000);
+  } else {
+    const es = new EventSource('/v1/events');
+    es.addEventListener('queues', (e) => render(JSON.parse(e.data)));
+    es.onerror = () => { document.getElementById('status').textContent = 'reconnecting…'; };
+  }
   document.getElementById('admin').addEventListener('submit', (e) => {
     e.preventDefault();
     act('capacity', { capacity: Number(document.getElementById('capacity').value) });
