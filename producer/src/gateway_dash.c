@@ -23,6 +23,7 @@
 
 #include "sluice/buf.h"
 #include "sluice/log.h"
+#include "sluice/reply.h"
 
 #include "gateway.h"
 
@@ -30,6 +31,7 @@
 #define RATE_WINDOW   5          /* samples the rates per second are measured over */
 #define LIST_HISTORY  60         /* samples of history in /v1/queues and each event */
 #define ADMIN_BODY    4096       /* bytes of an admin action's body */
+#define REPLAY_IDS    100        /* dead letters one replay names, at most */
 
 /* The page, embedded by producer/ui/embed.cmake. */
 extern const char gw_ui_index_html[], gw_ui_app_js[], gw_ui_app_css[];
@@ -492,6 +494,102 @@ static void set_capacity(sluice__http_req *c, gw_server *s, gw_queue *q) {
     sluice__http_hold(c);
 }
 
+/* {"ids":["ID",...]} with 1..REPLAY_IDS stream ids (MS-SEQ): writes them NUL-terminated into
+ * buf (ids[i] pointing in it); returns how many, or -1. */
+static int parse_ids_body(const char *p, size_t len, char *buf, const char **ids) {
+    const char *end = p + len;
+    int n = 0;
+    char *out = buf;
+#define SKIP_WS()                                                                                  \
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) {                     \
+        p++;                                                                                       \
+    }
+#define EXPECT(lit)                                                                                \
+    SKIP_WS();                                                                                     \
+    if ((size_t)(end - p) < sizeof(lit) - 1 || memcmp(p, lit, sizeof(lit) - 1) != 0) {             \
+        return -1;                                                                                 \
+    }                                                                                              \
+    p += sizeof(lit) - 1;
+    EXPECT("{");
+    EXPECT("\"ids\"");
+    EXPECT(":");
+    EXPECT("[");
+    for (;;) {
+        EXPECT("\"");
+        const char *q = memchr(p, '"', (size_t)(end - p));
+        size_t il = q ? (size_t)(q - p) : 0, digits = strspn(p, "0123456789");
+        if (q == NULL || il == 0 || il >= SLUICE_STREAM_ID_MAX || n == REPLAY_IDS || digits == 0 ||
+            (digits < il && (p[digits] != '-' || digits + 1 == il ||
+                             strspn(p + digits + 1, "0123456789") != il - digits - 1))) {
+            return -1;
+        }
+        memcpy(out, p, il);
+        out[il] = '\0';
+        ids[n++] = out;
+        out += il + 1;
+        p = q + 1;
+        SKIP_WS();
+        if (p < end && *p == ',') {
+            p++;
+            continue;
+        }
+        break;
+    }
+    EXPECT("]");
+    EXPECT("}");
+    SKIP_WS();
+#undef EXPECT
+#undef SKIP_WS
+    return p == end ? n : -1;
+}
+
+static void on_replayed(sluice_aconn *ac, int status, int sent, struct redisReply *r, void *arg) {
+    sluice__http_req *c = arg;
+    (void)ac, (void)sent;
+    if (sluice__http_release(c)) {
+        return;
+    }
+    if (status != 0 || r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 7 ||
+        !sluice_reply_replay_ok(r, r->element[6]->elements)) {
+        reply_text(c, 503, "Retry-After: 1\r\n", "{\"error\":\"redis unavailable\"}\n");
+        return;
+    }
+    char body[256];
+    snprintf(body, sizeof(body),
+             "{\"replayed\":%lld,\"not_fitted\":%lld,\"skipped_no_body\":%lld,"
+             "\"not_found\":%lld,\"depth\":%lld,\"capacity\":%lld}\n",
+             r->element[0]->integer, r->element[1]->integer, r->element[2]->integer,
+             r->element[3]->integer, r->element[4]->integer, r->element[5]->integer);
+    reply_text(c, 200, NULL, body);
+}
+
+/* The named dead letters back into the queue, in one atomic step (sluice_replay, as
+ * `sluice-admin dead replay Q ID...`): those that fit, in the order named. */
+static void replay_dead(sluice__http_req *c, gw_server *s, gw_queue *q) {
+    size_t len;
+    const char *body = sluice__http_body(c, &len);
+    char buf[ADMIN_BODY + REPLAY_IDS], cap[24];
+    const char *args[1 + REPLAY_IDS];
+    int n = len <= ADMIN_BODY ? parse_ids_body(body ? body : "", len, buf, args + 1) : -1;
+    if (n <= 0) {
+        reply_text(c, 400, NULL,
+                   "{\"error\":\"the body must be {\\\"ids\\\":[\\\"ID\\\",...]}: 1 to 100 dead "
+                   "letter ids (MS-SEQ), as sluice-admin dead list shows them\"}\n");
+        return;
+    }
+    sluice_keys k;
+    snprintf(cap, sizeof(cap), "%lld", q->capacity); /* used while the meta has none */
+    args[0] = cap;
+    const char *keys[] = {k.stream, k.meta, k.stats, k.dead};
+    if (sluice_keys_init(&k, q->name, NULL, 0) != 0 || s->dash.admin == NULL ||
+        sluice_aconn_fcall(s->dash.admin, SLUICE_FN_REPLAY, 4, keys, NULL, 1 + n, args, NULL, 0,
+                           on_replayed, c) != 0) {
+        reply_text(c, 503, "Retry-After: 1\r\n", "{\"error\":\"redis unavailable\"}\n");
+        return;
+    }
+    sluice__http_hold(c);
+}
+
 /* POST /v1/admin/queues/{q}/{action}; rest = what follows "/v1/admin/queues/". */
 static void route_admin(sluice__http_req *c, gw_server *s, const char *rest, size_t len) {
     static const char *const later[] = {"/pause", "/resume", "/clear", "/dead/delete"};
@@ -516,9 +614,7 @@ static void route_admin(sluice__http_req *c, gw_server *s, const char *rest, siz
     } else if (sluice__http_path_is(slash, al, "/capacity")) {
         set_capacity(c, s, q);
     } else if (sluice__http_path_is(slash, al, "/dead/replay")) {
-        reply_text(c, 501, NULL,
-                   "{\"error\":\"not implemented yet in the gateway: use sluice-admin dead "
-                   "replay\"}\n");
+        replay_dead(c, s, q);
     } else {
         for (size_t i = 0; i < sizeof(later) / sizeof(later[0]); i++) {
             if (sluice__http_path_is(slash, al, later[i])) {

@@ -210,7 +210,10 @@ function start() {
   });
   setInterval(loadDetail, 2000);
   for (const b of document.querySelectorAll('#admin button[data-action]')) {
-    b.addEventListener('click', () => act(b.dataset.action));
+    b.addEventListener('click', () => act(b.dataset.action,
+      // replay: the dead letters listed for the queue
+      b.dataset.action === 'dead/replay' && detail
+        ? { ids: detail.dead_latest.map((x) => x.dead_id) } : undefined));
   }
 }
 

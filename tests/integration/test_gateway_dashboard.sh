@@ -7,8 +7,9 @@
 # 64 streams, ended by a graceful stop), the page under /ui/ with its Content-Security-Policy and
 # nosniff (only with --dashboard), and the admin actions: 403 without --admin-token-file, 401
 # without or with a wrong bearer token (a cookie does not count), capacity set (200, written to
-# the meta), bad JSON (400), unknown queue (404), oversized body (413), the verbs still to come
-# (501), and a token file readable by others, or missing, refused at start (exit 2).
+# the meta), a dead letter replayed by id, bad JSON (400), unknown queue (404), oversized body
+# (413), the verbs still to come (501), and a token file readable by others, or missing,
+# refused at start (exit 2).
 . "$(dirname "$0")/lib.sh"
 
 q="dash-$$"
@@ -79,6 +80,7 @@ rcli XGROUP CREATECONSUMER "sluice:{$q}:stream" workers "c-$$" >/dev/null
 expect 200 GET "/v1/queues/$q"
 body_has "\"group\":\"workers\",\"consumer_list\":[{\"name\":\"c-$$\",\"pending\":0,\"idle_ms\":"
 body_has '"reason":"exec: exited with status 1",'
+dead_id=$(grep -oE '"dead_id":"[0-9]+-[0-9]+"' "$tmp/b" | head -1 | cut -d'"' -f4)
 body_has "\"consumer\":\"w-$$\",\"deliveries\":1}],\"lanes\":{\"holding\":0,\"top\":[]}}"
 expect 404 GET /v1/queues/nope
 expect 405 POST /v1/queues
@@ -120,7 +122,14 @@ expect 413 POST "/v1/admin/queues/$q/capacity" -H "$auth" --data-binary "@$tmp/b
 expect 404 POST /v1/admin/queues/nope/capacity -H "$auth" -d '{"capacity":7}'
 expect 404 POST "/v1/admin/queues/$q/unknown" -H "$auth"
 expect 405 GET "/v1/admin/queues/$q/capacity" -H "$auth"
-for a in pause resume clear dead/delete dead/replay; do
+# a dead letter replayed by its id (as sluice-admin dead replay Q ID)
+for b in '{"ids":[]}' '{"ids":["x"]}' '{"ids":["1-"]}' '{"ids":"1-0"}' '{"ids":["1-0"]'; do
+    expect 400 POST "/v1/admin/queues/$q/dead/replay" -H "$auth" -d "$b"
+done
+expect 200 POST "/v1/admin/queues/$q/dead/replay" -H "$auth" -d "{\"ids\":[\"$dead_id\", \"1-0\"]}"
+body_has '{"replayed":1,"not_fitted":0,"skipped_no_body":0,"not_found":1,'
+[ "$(rcli XLEN "sluice:{$q}:dead")" = 0 ] || fail "the dead letter is still there"
+for a in pause resume clear dead/delete; do
     expect 501 POST "/v1/admin/queues/$q/$a" -H "$auth"
     body_has '"error":"not implemented'
 done

@@ -48,6 +48,16 @@ static void test_reply_helpers(void) {
     CHECK(sluice_reply_entry_field(NULL, "reason") == NULL);
     freeReplyObject(r);
 
+    /* the reply of sluice_replay: six integers, then one outcome 0..3 per id */
+    r = th_resp("*7\r\n:1\r\n:1\r\n:0\r\n:0\r\n:5\r\n:5\r\n*2\r\n:0\r\n:1\r\n");
+    CHECK(sluice_reply_replay_ok(r, 2));
+    CHECK(!sluice_reply_replay_ok(r, 3));
+    freeReplyObject(r);
+    r = th_resp("*7\r\n:1\r\n:1\r\n:0\r\n:0\r\n:5\r\n:5\r\n*2\r\n:0\r\n:4\r\n");
+    CHECK(!sluice_reply_replay_ok(r, 2)); /* no outcome 4 */
+    freeReplyObject(r);
+    CHECK(!sluice_reply_replay_ok(NULL, 0));
+
     static const struct {
         const char *text;
         int status;

@@ -264,27 +264,6 @@ static void keep(replay *st, const char *id) {
     }
 }
 
-/* A page of the function's reply: {replayed, not_fit, skipped, missing, depth, capacity,
- * outcomes} with one outcome per id (0 replayed, 1 not fit, 2 skipped, 3 missing). */
-static int replay_reply_ok(const redisReply *r, size_t n) {
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 7 ||
-        r->element[6]->type != REDIS_REPLY_ARRAY || r->element[6]->elements != n) {
-        return 0;
-    }
-    for (size_t i = 0; i < 6; i++) {
-        if (r->element[i]->type != REDIS_REPLY_INTEGER) {
-            return 0;
-        }
-    }
-    for (size_t i = 0; i < n; i++) {
-        const redisReply *o = r->element[6]->element[i];
-        if (o->type != REDIS_REPLY_INTEGER || o->integer < 0 || o->integer > 3) {
-            return 0;
-        }
-    }
-    return 1;
-}
-
 /* FCALL sluice_replay (sluice_list_replay) with ids[0..n): replays them in one atomic step. */
 static int replay_call(admin *a, replay *st, const char **ids, size_t n) {
     int list = a->backend == SLUICE_BACKEND_LIST;
@@ -298,7 +277,7 @@ static int replay_call(admin *a, replay *st, const char **ids, size_t n) {
     redisReply *r = NULL;
     int s = sluice_conn_fcall(a->conn, list ? SLUICE_FN_LIST_REPLAY : SLUICE_FN_REPLAY, 4, keys,
                               NULL, (int)(1 + n), args, NULL, &r, NULL);
-    if (s != 0 || !replay_reply_ok(r, n)) {
+    if (s != 0 || !sluice_reply_replay_ok(r, n)) {
         admin_err(a, "replaying: %s: %s", sluice_strerror(s ? s : SLUICE_EPROTO),
                   r && r->type == REDIS_REPLY_ERROR ? r->str : sluice_conn_errstr(a->conn));
         freeReplyObject(r);

@@ -34,6 +34,11 @@ const redisReply *sluice_reply_field(const redisReply *r, const char *name);
  * NULL when absent, not a string, or `e` is not such an entry. */
 const redisReply *sluice_reply_entry_field(const redisReply *e, const char *name);
 
+/* 1 when `r` is the reply of sluice_replay / sluice_list_replay for n ids: {replayed, not_fit,
+ * skipped, missing, depth, capacity, outcomes}, six integers and one outcome per id (0 replayed,
+ * 1 did not fit, 2 skipped: no body, 3 missing); else 0. */
+int sluice_reply_replay_ok(const redisReply *r, size_t n);
+
 #ifdef __cplusplus
 }
 #endif
