@@ -2,8 +2,8 @@
 /*
  * reply.h - reading Redis replies: error replies mapped to sluice statuses, integers that
  * arrive as integers or as decimal strings, and fields of the flat name/value arrays Redis
- * returns for HGETALL and XINFO and of stream entries (XRANGE). Internal to sluice (the library, its binaries and tests).
- * Pure: no I/O; thread-safe.
+ * returns for HGETALL and XINFO and of stream entries (XRANGE). Internal to sluice (the library,
+ * its binaries and tests). Pure: no I/O; thread-safe.
  */
 #ifndef SLUICE_REPLY_H
 #define SLUICE_REPLY_H
