@@ -198,7 +198,7 @@ static void put_rates(sluice_text *b, const gw_queue *q, int with_drain) {
     if (with_drain) {
         put_num(b, "drain_rate", drain);
     }
-    put_num(b, "wait_s", drain > 0 ? (double)depth / drain : (depth == 0 && drain >= 0 ? 0 : -1));
+    put_num(b, "wait_s", depth == 0 ? 0 : drain > 0 ? (double)depth / drain : -1);
 }
 
 void gw_dash_history(sluice_text *b, const gw_queue *q) {

@@ -65,6 +65,7 @@ for f in "\"queue\":\"$q2\"" '"depth":3,"capacity":5,"waiting":3,"in_flight":0,'
     '"limits":[]' '"admin":true'; do
     body_has "$f"
 done
+grep -qE "\"queue\":\"$q2\",.*\"wait_s\":0\.000," "$tmp/b" || fail "an empty queue's wait is not 0"
 "$bin/sluice-admin" --redis "$url" stats "$q" --json >"$tmp/stats"
 # the same figures as sluice-admin (its capacity is null: the meta has none, the gateway's is 5)
 grep -qF '"depth":3,' "$tmp/stats" && grep -qF '"waiting":3,"in_flight":0,' "$tmp/stats" ||
