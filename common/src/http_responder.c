@@ -28,7 +28,7 @@
 #define LINGER_MS   2000   /* after an answer that closes: wait this long for the client's EOF */
 #define KEEP_BODY   65536  /* body buffer kept between requests, at most */
 
-enum { IDLE = 0, HEADERS, BODY, BUSY };
+enum { IDLE = 0, HEADERS, BODY, BUSY, STREAM };
 
 struct sluice__http_server {
     uv_loop_t *loop;
@@ -77,7 +77,7 @@ struct sluice__http_req {
     int error_status; /* a limit a parser callback hit: 408, 413, 414, 431 */
     int method;
     int keep_alive;
-    int phase;           /* IDLE, HEADERS, BODY, BUSY */
+    int phase;           /* IDLE, HEADERS, BODY, BUSY, STREAM (a streamed answer) */
     int eof;             /* the client closed its side: close after the response */
     int wblocked;        /* stopped parsing until the client reads its responses */
     int closing;         /* uv_close called */
@@ -435,6 +435,52 @@ void sluice__http_respond(sluice__http_req *c, int status, const char *ctype, co
     }
 }
 
+/* A response whose body follows in pieces until the connection closes (no Content-Length,
+ * Connection: close): Server-Sent Events. The request stays held by the streamer. */
+void sluice__http_stream_begin(sluice__http_req *c, const char *ctype, const char *extra) {
+    sluice__http_server *s = c->srv;
+    count_response(s, 200);
+    c->holds++;
+    c->phase = STREAM;
+    uv_timer_stop(&c->timer);
+    if (c->closing || c->lingering) {
+        return;
+    }
+    refresh_date(s);
+    const char *sn = s->o.server_name;
+    char buf[4096];
+    int n = snprintf(buf, sizeof(buf),
+                     "HTTP/1.1 200 OK\r\n%s%s%s%sContent-Type: %s\r\nCache-Control: no-store\r\n"
+                     "Connection: close\r\n%s\r\n",
+                     sn ? "Server: " : "", sn ? sn : "", sn ? "\r\n" : "", s->date, ctype,
+                     extra ? extra : "");
+    if (n < 0 || (size_t)n >= sizeof(buf)) {
+        conn_close(c);
+        return;
+    }
+    send_bytes(c, buf, (size_t)n);
+}
+
+int sluice__http_stream_write(sluice__http_req *c, const char *data, size_t len) {
+    if (c->closing || c->lingering || c->phase != STREAM ||
+        uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) > WRITE_LIMIT) {
+        return -1; /* gone, ended, or a client that does not read */
+    }
+    send_bytes(c, data, len);
+    return c->closing ? -1 : 0;
+}
+
+void sluice__http_stream_end(sluice__http_req *c) {
+    if (c->phase == STREAM) {
+        c->phase = IDLE;
+        if (!c->closing) {
+            linger(c);
+        }
+    }
+    c->holds--;
+    maybe_free(c);
+}
+
 /* Answers an error with a JSON body and ends the connection. */
 static void fail(sluice__http_req *c, int status, const char *msg) {
     char body[256];
@@ -610,7 +656,7 @@ static void serve(sluice__http_req *c) {
 /* Parses what is buffered, serving complete requests one by one. */
 static void process(sluice__http_req *c) {
     c->in_process = 1;
-    while (!c->closing && !c->lingering && c->phase != BUSY && !c->wblocked && c->rlen > 0) {
+    while (!c->closing && !c->lingering && c->phase < BUSY && !c->wblocked && c->rlen > 0) {
         size_t n = http_parser_execute(&c->parser, &settings, c->rbuf + c->roff, c->rlen);
         c->roff += n;
         c->rlen -= n;

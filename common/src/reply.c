@@ -105,3 +105,30 @@ const redisReply *sluice_reply_field(const redisReply *r, const char *name) {
     }
     return NULL;
 }
+
+const redisReply *sluice_reply_entry_field(const redisReply *e, const char *name) {
+    if (e == NULL || e->type != REDIS_REPLY_ARRAY || e->elements != 2) {
+        return NULL;
+    }
+    const redisReply *v = sluice_reply_field(e->element[1], name);
+    return v != NULL && v->type == REDIS_REPLY_STRING ? v : NULL;
+}
+
+int sluice_reply_replay_ok(const redisReply *r, size_t n) {
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 7 ||
+        r->element[6]->type != REDIS_REPLY_ARRAY || r->element[6]->elements != n) {
+        return 0;
+    }
+    for (size_t i = 0; i < 6; i++) {
+        if (r->element[i]->type != REDIS_REPLY_INTEGER) {
+            return 0;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        const redisReply *o = r->element[6]->element[i];
+        if (o->type != REDIS_REPLY_INTEGER || o->integer < 0 || o->integer > 3) {
+            return 0;
+        }
+    }
+    return 1;
+}

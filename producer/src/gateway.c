@@ -32,7 +32,8 @@ static const char usage[] =
     "the queue (202 Accepted, or 429 Too Many Requests with Retry-After when the queue is full\n"
     "or a rate limit refuses it (with RateLimit-Policy and RateLimit headers),\n"
     "or 503 with Retry-After when Redis is unavailable); GET /v1/queues/NAME shows the queue;\n"
-    "GET /metrics (Prometheus) and GET /healthz.\n"
+    "GET /v1/queues (every queue: figures, rates, history), GET /v1/events (the same as\n"
+    "Server-Sent Events), GET /metrics (Prometheus) and GET /healthz.\n"
     "\n"
     "  -l, --listen HOST:PORT        IPv4 or [IPv6] address and port (port 0: any free port,\n"
     "                                logged as event=listening)\n"
@@ -66,6 +67,12 @@ static const char usage[] =
     "      --require-client-header   answer 400 to a request without the client header\n"
     "      --tenant-header NAME      the request header whose value is the message's tenant\n"
     "                                (fair lanes, `tenant` limits and shares, partitions)\n"
+    "      --dashboard               serve the operator's page at GET /ui/ (the figures are\n"
+    "                                GET /v1/queues and GET /v1/events either way)\n"
+    "      --discover                GET /v1/queues also lists the database's other queues\n"
+    "                                (SCAN of their meta keys every 10 s; figures only)\n"
+    "      --admin-token-file FILE   enables POST /v1/admin/... with Authorization: Bearer and\n"
+    "                                the token in FILE (mode 0600 or stricter; else exit 2)\n"
     "      --log-level LEVEL         error, warn, info, debug or off (default info)\n"
     "  -h, --help                    this text\n"
     "\n"
@@ -99,6 +106,9 @@ enum {
     OPT_TENANT_HEADER,
     OPT_WAIT_REPLICAS,
     OPT_WAIT_TIMEOUT,
+    OPT_DASHBOARD,
+    OPT_DISCOVER,
+    OPT_ADMIN_TOKEN,
 };
 
 static const struct option longopts[] = {
@@ -126,6 +136,9 @@ static const struct option longopts[] = {
     {"trusted-proxies", required_argument, NULL, OPT_TRUSTED_PROXIES},
     {"require-client-header", no_argument, NULL, OPT_REQUIRE_CLIENT},
     {"tenant-header", required_argument, NULL, OPT_TENANT_HEADER},
+    {"dashboard", no_argument, NULL, OPT_DASHBOARD},
+    {"discover", no_argument, NULL, OPT_DISCOVER},
+    {"admin-token-file", required_argument, NULL, OPT_ADMIN_TOKEN},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -295,6 +308,14 @@ static int parse_opt(config *cfg, gw_server *s, int ch, const char *v, char *err
     case OPT_TENANT_HEADER:
         return header_name("--tenant-header", v, s->tenant_header, sizeof(s->tenant_header), err,
                            n);
+    case OPT_DASHBOARD:
+        s->dash.ui = 1;
+        return 0;
+    case OPT_DISCOVER:
+        s->dash.disc.on = 1;
+        return 0;
+    case OPT_ADMIN_TOKEN:
+        return gw_dash_read_token(s, v, err, n);
     case OPT_LOG_LEVEL:
         cfg->log_level = sluice_log_level_parse(v);
         if (cfg->log_level == -2) {
@@ -407,6 +428,7 @@ static void finish(gw_server *s) {
     uv_close((uv_handle_t *)&s->sigterm, NULL);
     uv_close((uv_handle_t *)&s->sigint, NULL);
     uv_close((uv_handle_t *)&stop_timer, NULL);
+    gw_dash_stop(s);
 }
 
 static size_t open_conns(const gw_server *s) {
@@ -426,6 +448,7 @@ static void close_http(gw_server *s) {
 static void hard_stop(gw_server *s) {
     SLUICE_LOG(SLUICE_LOG_WARN, "event=stop_now connections=%zu", open_conns(s));
     s->stopping = 2;
+    gw_dash_stop(s);
     close_http(s);
     finish(s);
 }
@@ -461,6 +484,7 @@ static void on_signal(uv_signal_t *h, int signum) {
     SLUICE_LOG(SLUICE_LOG_INFO, "event=stopping signal=%s connections=%zu",
                signum == SIGTERM ? "TERM" : "INT", open_conns(s));
     sluice__http_stop(s->http);
+    gw_dash_stop(s); /* ends the event streams: they would hold the stop until --grace */
     stop_deadline = uv_now(s->loop) + (uint64_t)s->grace_ms;
     uv_timer_start(&stop_timer, on_stop_tick, 0, 20);
 }
@@ -505,7 +529,16 @@ int main(int argc, char **argv) {
     s->sigterm.data = s->sigint.data = stop_timer.data = s;
     uv_signal_start(&s->sigterm, on_signal, SIGTERM);
     uv_signal_start(&s->sigint, on_signal, SIGINT);
+    sluice_url u;
+    sluice_url_parse(&u, cfg.redis_url, NULL, 0);
+    if (gw_dash_start(s) != 0 || gw_dash_connect(s, &u) != 0) {
+        fprintf(stderr, "sluice-gateway: out of memory\n");
+        return SLUICE_EXIT_USAGE;
+    }
+    memset(&u, 0, sizeof(u));
     uv_run(s->loop, UV_RUN_DEFAULT);
     uv_loop_close(s->loop);
+    gw_dash_free(s);
+    memset(s->dash.token, 0, sizeof(s->dash.token));
     return SLUICE_EXIT_OK;
 }

@@ -18,12 +18,72 @@
 #include <uv.h>
 
 #include "sluice/aproducer.h"
+#include "sluice/figures.h"
 #include "sluice/http_responder.h"
+#include "sluice/redis.h"
+#include "sluice/url.h"
 
 #define GW_MAX_QUEUES  64
 #define GW_LAT_BUCKETS 14
 
 #define GW_LIMIT_NAMES 32 /* rate limits counted by name per queue; others count as "other" */
+
+#define GW_HISTORY     300 /* samples kept per queue, one a second: 5 minutes */
+#define GW_COUNTERS    4   /* admitted, rejected, limited, acked */
+#define GW_MAX_STREAMS 64  /* open GET /v1/events streams; beyond: 503 */
+
+/* One reading of a queue's figures by the dashboard's sampler. */
+typedef struct gw_sample {
+    uint64_t t_ms; /* loop time when the reading was asked for */
+    long long depth, capacity, in_flight, consumers, dead;
+    double drain_rate;        /* the producer's smoothed acks/s; < 0 unknown */
+    long long c[GW_COUNTERS]; /* the monotonic counters */
+} gw_sample;
+
+/* The samples of one queue (a ring) and its last full reading. */
+typedef struct gw_series {
+    gw_sample ring[GW_HISTORY];
+    int head, n;
+    int busy;        /* a reading is on its way */
+    uint64_t now_ms; /* when it was asked for */
+    int have_last;
+    sluice_queue_info last;
+} gw_series;
+
+#define GW_DISCOVER_MAX   256 /* queues --discover lists besides the served ones */
+#define GW_DISCOVER_EVERY 10  /* seconds between two rounds of SCAN */
+
+struct gw_found;
+/* One figures command owed for a discovered queue: its index among the commands. */
+typedef struct gw_found_cmd {
+    struct gw_found *f;
+    size_t i;
+} gw_found_cmd;
+
+/* A queue found by --discover (gateway_discover.c). */
+typedef struct gw_found {
+    char name[SLUICE_QUEUE_NAME_MAX + 1];
+    sluice_keys k;
+    sluice_backend backend;
+    int backend_known;
+    int seen;               /* seen in the current round of SCAN */
+    int owed;               /* replies still to come */
+    int failed;             /* the reading under way failed */
+    int have;               /* fig holds a whole reading */
+    sluice_figures fig;     /* the last whole reading */
+    sluice_figures reading; /* the one being read */
+    gw_found_cmd cmds[SLUICE_FIGURES_MAX_CMDS];
+} gw_found;
+
+typedef struct gw_discovery {
+    int on; /* --discover */
+    gw_found q[GW_DISCOVER_MAX];
+    int n;
+    int scanning, calls;
+    unsigned ticks;
+    uint64_t started_ms;
+    char cursor[32];
+} gw_discovery;
 
 /* One served queue. */
 typedef struct gw_queue {
@@ -35,6 +95,7 @@ typedef struct gw_queue {
         unsigned long long n;
     } limited[GW_LIMIT_NAMES]; /* 429s by the refusing limit, for /metrics */
     int nlimited;
+    gw_series *series; /* the dashboard's samples (gateway_dash.c) */
 } gw_queue;
 
 /* Counters behind GET /metrics (the connections' come from the responder). */
@@ -60,6 +121,17 @@ typedef struct gw_server {
                                right (1 = the rightmost); default 1 */
     int require_client;     /* 1: a request without the client header is answered 400 */
     char tenant_header[64]; /* lower case; "" = messages carry no tenant */
+    struct {
+        uv_timer_t tick;                           /* the sampler, every second */
+        int ui;                                    /* --dashboard: serve /ui/ */
+        sluice__http_req *streams[GW_MAX_STREAMS]; /* GET /v1/events */
+        int nstreams;
+        char token[4097]; /* --admin-token-file's token; token_len 0: actions answer 403 */
+        size_t token_len;
+        sluice_aconn *admin;   /* the admin actions' Redis connection, with a token only */
+        sluice_aconn *console; /* the on-demand reads of GET /v1/queues/{q}; --discover */
+        gw_discovery disc;
+    } dash;
 } gw_server;
 
 /* ---- gateway_routes.c ---- */
@@ -73,5 +145,41 @@ void gw_route(sluice__http_req *r, void *arg);
 
 /* The responder's on_response (arg: the gw_server): counts a response for /metrics. */
 void gw_count_response(void *arg, int status);
+
+/* ---- gateway_dash.c ---- */
+
+struct sluice_text;
+/* Starts the sampler (every served queue, every second). -1: out of memory. */
+int gw_dash_start(gw_server *s);
+/* Ends the event streams, stops the sampler, closes the console's and admin connections
+ * (idempotent). */
+void gw_dash_stop(gw_server *s);
+/* Frees the samples, once the producers are closed. */
+void gw_dash_free(gw_server *s);
+/* Reads and checks --admin-token-file (owner-only regular file, 16..4096 visible bytes). */
+int gw_dash_read_token(gw_server *s, const char *file, char *err, size_t n);
+/* Opens the console's connection, and the admin actions' when a token was given. -1: out of
+ * memory. */
+int gw_dash_connect(gw_server *s, const sluice_url *u);
+/* Serves /v1/queues, /v1/events, /ui/... and /v1/admin/...: 1 when it answered, else 0. */
+int gw_dash_route(sluice__http_req *c, const char *path, size_t len);
+/* Appends ",\"rates\":{...},\"wait_s\":...,\"history\":{...}" (300 samples) of one queue. */
+void gw_dash_history(struct sluice_text *b, const gw_queue *q);
+/* ---- gateway_detail.c ---- */
+
+/* Completes GET /v1/queues/{q} (b: its figures so far, taken over): appends the rates, the
+ * wait, the 5-minute history, the consumers, the latest dead letters and the top fair lanes,
+ * then answers. */
+void gw_dash_answer_detail(sluice__http_req *c, const gw_queue *q, struct sluice_text *b);
+
+/* ---- gateway_discover.c ---- */
+
+/* Once a second: a round of SCAN every GW_DISCOVER_EVERY s, the discovered queues' figures. */
+void gw_discover_tick(gw_server *s);
+/* Appends ",\"discovered\":[...]" with --discover. */
+void gw_discover_json(struct sluice_text *b, const gw_server *s);
+
+/* Answers 200 with the JSON in b (500 when it could not be built whole) and frees b. */
+void gw_reply_text(sluice__http_req *c, struct sluice_text *b);
 
 #endif

@@ -417,17 +417,20 @@ static void on_info(sluice_aproducer *ap, int status, const sluice_queue_info *i
     if (pp != parts) {
         snprintf(pp, sizeof(parts) - (size_t)(pp - parts), "],\"unavailable\":%d", in->unavailable);
     }
-    reply_json(c, 200, NULL,
-               "{\"queue\":\"%s\",\"depth\":%lld,\"capacity\":%lld,\"pending\":%lld,"
-               "\"consumers\":%lld,\"admitted\":%lld,\"rejected\":%lld,\"acked\":%lld,"
-               "\"retried\":%lld,\"dead\":%lld,\"drain_rate\":%s,\"full\":%s,"
-               "\"retry_after\":%u,\"limited\":%lld,\"limits_total\":%zu,\"limits\":%s,"
-               "\"partitions\":%d%s}\n",
-               sluice_aproducer_queue(ap), depth, cap, in->pending, in->consumers, in->admitted,
-               in->rejected, in->acked, in->retried, in->dead, rate,
-               depth >= cap ? "true" : "false",
-               depth >= cap ? sluice_aproducer_retry_after(ap, depth, cap) : 0, in->limited,
-               in->nlimits, limits, in->partitions, parts);
+    sluice_text b = {.max = 1u << 20};
+    sluice_text_printf(
+        &b,
+        "{\"queue\":\"%s\",\"depth\":%lld,\"capacity\":%lld,\"pending\":%lld,"
+        "\"consumers\":%lld,\"admitted\":%lld,\"rejected\":%lld,\"acked\":%lld,"
+        "\"retried\":%lld,\"dead\":%lld,\"drain_rate\":%s,\"full\":%s,"
+        "\"retry_after\":%u,\"limited\":%lld,\"limits_total\":%zu,\"limits\":%s,"
+        "\"partitions\":%d%s,\"waiting\":%lld,\"in_flight\":%lld",
+        sluice_aproducer_queue(ap), depth, cap, in->pending, in->consumers, in->admitted,
+        in->rejected, in->acked, in->retried, in->dead, rate, depth >= cap ? "true" : "false",
+        depth >= cap ? sluice_aproducer_retry_after(ap, depth, cap) : 0, in->limited, in->nlimits,
+        limits, in->partitions, parts, depth > in->pending ? depth - in->pending : 0, in->pending);
+    const char *qn = sluice_aproducer_queue(ap);
+    gw_dash_answer_detail(c, gw_find_queue(gw_of(c), qn, strlen(qn)), &b);
 }
 
 static void get_queue(sluice__http_req *c, gw_queue *q) {
@@ -623,7 +626,7 @@ void gw_route(sluice__http_req *c, void *arg) {
         }
     } else if (plen > sizeof(prefix) - 1 && memcmp(path, prefix, sizeof(prefix) - 1) == 0) {
         route_queue(c, path + sizeof(prefix) - 1, plen - (sizeof(prefix) - 1));
-    } else {
+    } else if (!gw_dash_route(c, path, plen)) {
         not_found(c);
     }
 }

@@ -4,7 +4,9 @@
  * its own, on loopback (no Redis): pipelined requests answered in order when one of them is
  * answered later under a hold, the client's half-close, Date and Content-Length, HEAD, the
  * body, header line and header timeout limits (413, 431, 408), a handler that forgets to answer
- * (500), one request per connection (close_each), and the close callback.
+ * (500), one request per connection (close_each), a streamed answer (Server-Sent Events: no
+ * Content-Length, pieces until the end, and a stream whose client went away reported by the
+ * next write), and the close callback.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -41,6 +43,38 @@ static void on_later(uv_timer_t *t) {
     uv_close((uv_handle_t *)t, later_closed);
 }
 
+/* /stream: "one" now, "two" 30 ms later, then the end. /stream-gone: a piece every 10 ms until
+ * a write reports the client gone (at most 500). */
+typedef struct streamer {
+    uv_timer_t timer;
+    sluice__http_req *req;
+    int forever, ticks;
+} streamer;
+
+static int streams_gone;
+
+static void on_stream_tick(uv_timer_t *t) {
+    streamer *st = t->data;
+    int gone = sluice__http_stream_write(st->req, "two\n", 4) != 0;
+    if (!st->forever || gone || ++st->ticks == 500) {
+        streams_gone += gone;
+        sluice__http_stream_end(st->req);
+        uv_close((uv_handle_t *)t, later_closed);
+    }
+}
+
+static void stream(sluice__http_req *r, int forever) {
+    streamer *st = calloc(1, sizeof(*st));
+    CHECK(st != NULL);
+    st->req = r;
+    st->forever = forever;
+    st->timer.data = st;
+    uv_timer_init(&loop, &st->timer);
+    sluice__http_stream_begin(r, "text/event-stream", "X-Stream: 1\r\n");
+    CHECK_EQ(sluice__http_stream_write(r, "one\n", 4), 0);
+    uv_timer_start(&st->timer, on_stream_tick, forever ? 10 : 30, forever ? 10 : 0);
+}
+
 static void handler(sluice__http_req *r, void *arg) {
     size_t plen, blen;
     const char *path = sluice__http_path(r, &plen);
@@ -54,6 +88,10 @@ static void handler(sluice__http_req *r, void *arg) {
         uv_timer_init(&loop, &l->timer);
         uv_timer_start(&l->timer, on_later, 30, 0);
         sluice__http_hold(r);
+        return;
+    }
+    if (path != NULL && plen >= 7 && memcmp(path, "/stream", 7) == 0) {
+        stream(r, plen > 7);
         return;
     }
     if (path != NULL && plen == 5 && memcmp(path, "/none", 5) == 0) {
@@ -183,6 +221,26 @@ int main(void) {
     check_has(r, "HTTP/1.1 500 ");
     free(r);
 
+    /* a streamed answer: no length, the pieces in order, then the server closes */
+    r = exchange(port, "GET /stream HTTP/1.1\r\nHost: x\r\n\r\n", 0);
+    check_has(r, "HTTP/1.1 200 OK\r\n");
+    check_has(r, "Content-Type: text/event-stream\r\n");
+    check_has(r, "Connection: close\r\nX-Stream: 1\r\n\r\none\ntwo\n");
+    CHECK(strstr(r, "Content-Length") == NULL);
+    free(r);
+    /* a client that goes away: a later write says so, and the streamer ends it */
+    {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        static const char req[] = "GET /stream-gone HTTP/1.1\r\nHost: x\r\n\r\n";
+        char buf[256];
+        CHECK_EQ(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+        CHECK_EQ(write(fd, req, sizeof(req) - 1), (long long)sizeof(req) - 1);
+        CHECK(read(fd, buf, sizeof(buf)) > 0);
+        close(fd);
+    }
+
     /* close_each: one answer, Connection: close, then the server closes (no half-close) */
     r = exchange(port1, "GET /echo HTTP/1.1\r\nHost: x\r\n\r\nGET /echo HTTP/1.1\r\n\r\n", 0);
     CHECK_EQ(count(r, "HTTP/1.1 200 OK\r\n"), 1);
@@ -192,6 +250,7 @@ int main(void) {
     uv_async_send(&stop_async);
     CHECK_EQ(pthread_join(th, NULL), 0);
     CHECK_EQ(closed_count, 2);
+    CHECK_EQ(streams_gone, 1);
     CHECK_EQ(uv_loop_close(&loop), 0);
     printf("test_http_responder: ok\n");
     return 0;

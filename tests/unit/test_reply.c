@@ -39,6 +39,25 @@ static void test_reply_helpers(void) {
     CHECK(sluice_reply_field(NULL, "x") == NULL);
     freeReplyObject(r);
 
+    /* a stream entry [id, [field, value, ...]]: string values only */
+    r = th_resp("*2\r\n$3\r\n1-0\r\n*4\r\n$6\r\nreason\r\n$4\r\nboom\r\n$1\r\nn\r\n:5\r\n");
+    CHECK_STREQ(sluice_reply_entry_field(r, "reason")->str, "boom");
+    CHECK(sluice_reply_entry_field(r, "n") == NULL);
+    CHECK(sluice_reply_entry_field(r, "consumer") == NULL);
+    CHECK(sluice_reply_entry_field(r->element[1], "reason") == NULL); /* not an entry */
+    CHECK(sluice_reply_entry_field(NULL, "reason") == NULL);
+    freeReplyObject(r);
+
+    /* the reply of sluice_replay: six integers, then one outcome 0..3 per id */
+    r = th_resp("*7\r\n:1\r\n:1\r\n:0\r\n:0\r\n:5\r\n:5\r\n*2\r\n:0\r\n:1\r\n");
+    CHECK(sluice_reply_replay_ok(r, 2));
+    CHECK(!sluice_reply_replay_ok(r, 3));
+    freeReplyObject(r);
+    r = th_resp("*7\r\n:1\r\n:1\r\n:0\r\n:0\r\n:5\r\n:5\r\n*2\r\n:0\r\n:4\r\n");
+    CHECK(!sluice_reply_replay_ok(r, 2)); /* no outcome 4 */
+    freeReplyObject(r);
+    CHECK(!sluice_reply_replay_ok(NULL, 0));
+
     static const struct {
         const char *text;
         int status;

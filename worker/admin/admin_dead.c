@@ -28,17 +28,8 @@
 
 /* ---- reading entries ---- */
 
-/* The value of field `name` of an XRANGE entry [id, [f, v, ...]], or NULL. */
-static const redisReply *entry_field(const redisReply *e, const char *name) {
-    if (e->type != REDIS_REPLY_ARRAY || e->elements != 2) {
-        return NULL;
-    }
-    const redisReply *v = sluice_reply_field(e->element[1], name);
-    return v != NULL && v->type == REDIS_REPLY_STRING ? v : NULL;
-}
-
 static const char *entry_str(const redisReply *e, const char *name) {
-    const redisReply *v = entry_field(e, name);
+    const redisReply *v = sluice_reply_entry_field(e, name);
     return v != NULL ? v->str : "";
 }
 
@@ -92,7 +83,7 @@ static long long dead_len(admin *a, int *rc) {
 /* ---- list, show ---- */
 
 static void list_row(const admin *a, const redisReply *e, int first) {
-    const redisReply *m = entry_field(e, "m");
+    const redisReply *m = sluice_reply_entry_field(e, "m");
     sluice_envelope env;
     sluice_header h[SLUICE_ENVELOPE_MAX_HEADERS];
     int ok = m != NULL && sluice_envelope_decode((const unsigned char *)m->str, m->len, 0, &env, h,
@@ -102,7 +93,7 @@ static void list_row(const admin *a, const redisReply *e, int first) {
         printf("%s{\"dead_id\":\"%s\",\"id\":", first ? "" : ",", e->element[0]->str);
         admin_json_str(stdout, entry_str(e, "id"), strlen(entry_str(e, "id")));
         printf(",\"deliveries\":%lld,\"consumer\":",
-               sluice_reply_ll(entry_field(e, "deliveries"), 0));
+               sluice_reply_ll(sluice_reply_entry_field(e, "deliveries"), 0));
         admin_json_str(stdout, entry_str(e, "consumer"), strlen(entry_str(e, "consumer")));
         printf(",\"reason\":");
         admin_json_str(stdout, reason, strlen(reason));
@@ -131,7 +122,7 @@ static void list_row(const admin *a, const redisReply *e, int first) {
     char consumer[32], why[40], id[SLUICE_STREAM_ID_MAX];
     printf("%-22s %-22s %5lld  %-20.20s %-30.30s ", e->element[0]->str,
            admin_safe(entry_str(e, "id"), id, sizeof(id)),
-           sluice_reply_ll(entry_field(e, "deliveries"), 0),
+           sluice_reply_ll(sluice_reply_entry_field(e, "deliveries"), 0),
            admin_safe(entry_str(e, "consumer"), consumer, sizeof(consumer)),
            admin_safe(reason, why, sizeof(why)));
     if (ok) {
@@ -251,7 +242,7 @@ static int dead_show(admin *a) {
         printf("  deliveries    %s\n  consumer      %s\n  reason        %s\n",
                entry_str(e, "deliveries"), admin_safe(entry_str(e, "consumer"), consumer, 200),
                admin_safe(entry_str(e, "reason"), why, sizeof(why)));
-        show_envelope(entry_field(e, "m"));
+        show_envelope(sluice_reply_entry_field(e, "m"));
     }
     freeReplyObject(r);
     return 0;
@@ -273,27 +264,6 @@ static void keep(replay *st, const char *id) {
     }
 }
 
-/* A page of the function's reply: {replayed, not_fit, skipped, missing, depth, capacity,
- * outcomes} with one outcome per id (0 replayed, 1 not fit, 2 skipped, 3 missing). */
-static int replay_reply_ok(const redisReply *r, size_t n) {
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 7 ||
-        r->element[6]->type != REDIS_REPLY_ARRAY || r->element[6]->elements != n) {
-        return 0;
-    }
-    for (size_t i = 0; i < 6; i++) {
-        if (r->element[i]->type != REDIS_REPLY_INTEGER) {
-            return 0;
-        }
-    }
-    for (size_t i = 0; i < n; i++) {
-        const redisReply *o = r->element[6]->element[i];
-        if (o->type != REDIS_REPLY_INTEGER || o->integer < 0 || o->integer > 3) {
-            return 0;
-        }
-    }
-    return 1;
-}
-
 /* FCALL sluice_replay (sluice_list_replay) with ids[0..n): replays them in one atomic step. */
 static int replay_call(admin *a, replay *st, const char **ids, size_t n) {
     int list = a->backend == SLUICE_BACKEND_LIST;
@@ -307,7 +277,7 @@ static int replay_call(admin *a, replay *st, const char **ids, size_t n) {
     redisReply *r = NULL;
     int s = sluice_conn_fcall(a->conn, list ? SLUICE_FN_LIST_REPLAY : SLUICE_FN_REPLAY, 4, keys,
                               NULL, (int)(1 + n), args, NULL, &r, NULL);
-    if (s != 0 || !replay_reply_ok(r, n)) {
+    if (s != 0 || !sluice_reply_replay_ok(r, n)) {
         admin_err(a, "replaying: %s: %s", sluice_strerror(s ? s : SLUICE_EPROTO),
                   r && r->type == REDIS_REPLY_ERROR ? r->str : sluice_conn_errstr(a->conn));
         freeReplyObject(r);
@@ -335,7 +305,7 @@ static int replay_call(admin *a, replay *st, const char **ids, size_t n) {
 
 /* Counts a letter that stays because an earlier one did not fit (or it has no body). */
 static void count_kept(replay *st, const redisReply *e) {
-    const redisReply *m = entry_field(e, "m");
+    const redisReply *m = sluice_reply_entry_field(e, "m");
     st->seen++;
     if (m == NULL || m->len == 0) {
         st->skipped++; /* nothing to replay: the entry was gone when it died */

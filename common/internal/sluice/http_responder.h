@@ -7,7 +7,8 @@
  * with Debian's http-parser under explicit limits (header line, header total, request target,
  * body size, header/body/idle timeouts), keep-alive and pipelining (requests on one connection
  * are served one at a time, in order), the client's half-close (every complete request is still
- * answered), responses with Date and Content-Length, and the graceful and the hard stop. It
+ * answered), responses with Date and Content-Length (or streamed until the close, for
+ * Server-Sent Events), and the graceful and the hard stop. It
  * knows nothing of what a request means: for each complete request it calls the user's handler,
  * which answers with sluice__http_respond, at once or later. A limit hit closes only the
  * offending connection, after an answer (400, 408, 413, 414, 431) and a lingering close.
@@ -110,6 +111,18 @@ int sluice__http_release(sluice__http_req *r);
  */
 void sluice__http_respond(sluice__http_req *r, int status, const char *ctype, const char *extra,
                           const char *body, size_t len, int close_after);
+
+/*
+ * A streamed answer (Server-Sent Events): instead of sluice__http_respond, the handler calls
+ * stream_begin, which sends a 200 with `ctype`, `extra` header lines and Connection: close, and
+ * takes a hold for the streamer. Each stream_write sends `len` bytes; it returns -1 (nothing
+ * sent) once the connection is closed or the client has not read WRITE_LIMIT bytes of it, else
+ * 0. stream_end, called exactly once (also after a -1), closes the connection gracefully if it
+ * is open and drops the hold: the request must not be touched after it.
+ */
+void sluice__http_stream_begin(sluice__http_req *r, const char *ctype, const char *extra);
+int sluice__http_stream_write(sluice__http_req *r, const char *data, size_t len);
+void sluice__http_stream_end(sluice__http_req *r);
 
 /* The reason phrase of a status code. */
 const char *sluice__http_reason(int status);

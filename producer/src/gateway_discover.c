@@ -1,0 +1,217 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * gateway_discover.c - sluice-gateway --discover: the queues of the database it does not serve.
+ *
+ * Every GW_DISCOVER_EVERY seconds a round of SCAN MATCH sluice:{*}:meta on the console's
+ * connection lists the queues that have a meta hash (every queue a producer or sluice-admin
+ * configured), bounded to SCAN_CALLS calls and SCAN_MS of time and GW_DISCOVER_MAX queues;
+ * a queue no longer seen in a whole round is dropped. Every second each discovered queue's
+ * figures are read with the queue-figures commands (sluice/figures.h: one meaning for every
+ * reader), pipelined, into the "discovered" list of GET /v1/queues. Partitions (Q~N) are
+ * left out: their queue is listed. Served queues are not repeated.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sluice/buf.h"
+#include "sluice/reply.h"
+
+#include "gateway.h"
+
+#define SCAN_CALLS 50   /* SCAN calls of one round, at most */
+#define SCAN_MS    2000 /* time of one round, at most */
+#define SCAN_COUNT "500"
+
+/* "sluice:{NAME}:meta" -> NAME into out; 0, or -1 when not a queue's meta or a partition's. */
+static int meta_queue(const char *key, size_t len, char *out, size_t outlen) {
+    static const char pre[] = "sluice:{", post[] = "}:meta";
+    size_t pl = sizeof(pre) - 1, sl = sizeof(post) - 1;
+    if (len <= pl + sl || len - pl - sl >= outlen || memcmp(key, pre, pl) != 0 ||
+        memcmp(key + len - sl, post, sl) != 0) {
+        return -1;
+    }
+    size_t n = len - pl - sl;
+    memcpy(out, key + pl, n);
+    out[n] = '\0';
+    const char *tilde = strrchr(out, '~');
+    if (tilde != NULL && tilde[1] != '\0' && strspn(tilde + 1, "0123456789") == strlen(tilde + 1)) {
+        return -1; /* a partition: its queue is listed */
+    }
+    return sluice_queue_name_check(out, NULL, 0) == 0 ? 0 : -1;
+}
+
+static void found_add(gw_server *s, const char *name) {
+    gw_discovery *d = &s->dash.disc;
+    size_t nl = strlen(name);
+    if (gw_find_queue(s, name, nl) != NULL) {
+        return;
+    }
+    for (int i = 0; i < d->n; i++) {
+        if (strcmp(d->q[i].name, name) == 0) {
+            d->q[i].seen = 1;
+            return;
+        }
+    }
+    if (d->n == GW_DISCOVER_MAX) {
+        return;
+    }
+    gw_found *f = &d->q[d->n];
+    memset(f, 0, sizeof(*f));
+    if (sluice_keys_init(&f->k, name, NULL, 0) != 0) {
+        return;
+    }
+    memcpy(f->name, name, nl + 1);
+    f->seen = 1;
+    d->n++;
+}
+
+/* The end of a round: queues not seen in it are gone. Not while their figures are read. */
+static void round_end(gw_server *s) {
+    gw_discovery *d = &s->dash.disc;
+    d->scanning = 0;
+    for (int i = 0; i < d->n;) {
+        if (!d->q[i].seen && d->q[i].owed == 0) {
+            d->q[i] = d->q[--d->n];
+        } else {
+            i++;
+        }
+    }
+}
+
+static void scan_next(gw_server *s);
+
+static void on_scan(sluice_aconn *ac, int status, int sent, struct redisReply *r, void *arg) {
+    gw_server *s = arg;
+    gw_discovery *d = &s->dash.disc;
+    (void)ac, (void)sent;
+    if (status != 0 || r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_ARRAY ||
+        r->element[0]->len >= sizeof(d->cursor)) {
+        round_end(s);
+        return;
+    }
+    for (size_t i = 0; i < r->element[1]->elements; i++) {
+        const redisReply *k = r->element[1]->element[i];
+        char name[SLUICE_QUEUE_NAME_MAX + 1];
+        if (k->type == REDIS_REPLY_STRING && meta_queue(k->str, k->len, name, sizeof(name)) == 0) {
+            found_add(s, name);
+        }
+    }
+    memcpy(d->cursor, r->element[0]->str, r->element[0]->len + 1);
+    if (strcmp(d->cursor, "0") == 0 || ++d->calls >= SCAN_CALLS ||
+        uv_now(s->loop) - d->started_ms >= SCAN_MS || s->dash.console == NULL) {
+        round_end(s);
+        return;
+    }
+    scan_next(s);
+}
+
+static void scan_next(gw_server *s) {
+    gw_discovery *d = &s->dash.disc;
+    const char *argv[] = {"SCAN", d->cursor, "MATCH", "sluice:{*}:meta", "COUNT", SCAN_COUNT};
+    if (sluice_aconn_command(s->dash.console, 6, argv, NULL, 0, on_scan, s) != 0) {
+        round_end(s);
+    }
+}
+
+/* ---- the figures of each discovered queue ---- */
+
+static void on_figure(sluice_aconn *ac, int status, int sent, struct redisReply *r, void *arg) {
+    gw_found_cmd *fc = arg;
+    gw_found *f = fc->f;
+    (void)ac, (void)sent;
+    if (status != 0 && r == NULL) {
+        f->failed = 1;
+    } else if (sluice_figures_parse(&f->reading, f->backend, NULL, fc->i, r) != 0) {
+        f->failed = 1;
+    }
+    if (--f->owed == 0 && !f->failed) {
+        sluice_figures_finish(&f->reading, f->backend);
+        f->fig = f->reading;
+        f->have = 1;
+    }
+}
+
+static void on_backend(sluice_aconn *ac, int status, int sent, struct redisReply *r, void *arg) {
+    gw_found *f = arg;
+    (void)ac, (void)sent;
+    f->owed--;
+    if (status == 0) {
+        f->backend = sluice_reply_ll(r, 0) == 1 ? SLUICE_BACKEND_LIST : SLUICE_BACKEND_STREAM;
+        f->backend_known = 1;
+    }
+}
+
+static void read_figures(gw_server *s, gw_found *f) {
+    sluice_aconn *ac = s->dash.console;
+    if (f->owed > 0) {
+        return; /* the last reading is still on its way */
+    }
+    if (!f->backend_known) { /* a list queue keeps list_depth in its meta (the functions do) */
+        const char *argv[] = {"HEXISTS", f->k.meta, "list_depth"};
+        f->owed += sluice_aconn_command(ac, 3, argv, NULL, 0, on_backend, f) == 0;
+        return;
+    }
+    sluice_figures_cmd cmds[SLUICE_FIGURES_MAX_CMDS];
+    size_t n = sluice_figures_commands(&f->k, f->backend, cmds);
+    sluice_figures_init(&f->reading);
+    f->failed = 0;
+    for (size_t i = 0; i < n; i++) {
+        f->cmds[i] = (gw_found_cmd){f, i};
+        if (sluice_aconn_command(ac, cmds[i].argc, cmds[i].argv, NULL, 0, on_figure, &f->cmds[i]) !=
+            0) {
+            f->failed = 1;
+            break;
+        }
+        f->owed++;
+    }
+}
+
+void gw_discover_tick(gw_server *s) {
+    gw_discovery *d = &s->dash.disc;
+    if (!d->on || s->dash.console == NULL || !sluice_aconn_ready(s->dash.console)) {
+        return;
+    }
+    if (!d->scanning && (d->ticks++ % GW_DISCOVER_EVERY) == 0) {
+        d->scanning = 1;
+        d->calls = 0;
+        d->started_ms = uv_now(s->loop);
+        snprintf(d->cursor, sizeof(d->cursor), "0");
+        for (int i = 0; i < d->n; i++) {
+            d->q[i].seen = 0;
+        }
+        scan_next(s);
+    }
+    for (int i = 0; i < d->n; i++) {
+        read_figures(s, &d->q[i]);
+    }
+}
+
+void gw_discover_json(sluice_text *b, const gw_server *s) {
+    const gw_discovery *d = &s->dash.disc;
+    if (!d->on) {
+        return;
+    }
+    sluice_text_printf(b, ",\"discovered\":[");
+    for (int i = 0, first = 1; i < d->n; i++) {
+        const gw_found *f = &d->q[i];
+        if (!f->have) {
+            continue;
+        }
+        const sluice_figures *g = &f->fig;
+        sluice_text_printf(b, "%s{\"queue\":\"%s\",\"backend\":\"%s\",\"depth\":%lld,\"capacity\":",
+                           first ? "" : ",", f->name, sluice_backend_name(f->backend), g->depth);
+        sluice_text_printf(b, g->capacity >= 0 ? "%lld" : "null", g->capacity);
+        sluice_text_printf(b,
+                           ",\"waiting\":%lld,\"in_flight\":%lld,\"consumers\":%lld,\"dead\":%lld",
+                           g->waiting, g->in_flight, g->consumers, g->dead);
+        for (int k = 0; k < SLUICE_COUNTER_COUNT_; k++) {
+            sluice_text_printf(b, "%s\"%s\":%lld", k ? "," : ",\"counters\":{",
+                               sluice_counter_name((sluice_counter)k), g->counters[k]);
+        }
+        sluice_text_printf(b, "}}");
+        first = 0;
+    }
+    sluice_text_printf(b, "]");
+}

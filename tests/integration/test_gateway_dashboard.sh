@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# sluice-gateway's operator console over HTTP: GET /v1/queues and /v1/queues/Q (figures equal to
+# `sluice-admin stats --json`, rates and history; the consumers with their idle time, the latest
+# dead letters' reasons, the fair lanes' top tenants with their weights), --discover listing a
+# queue it does not serve, GET /v1/events (Server-Sent Events: at least two events, 503 beyond
+# 64 streams, ended by a graceful stop), the page under /ui/ with its Content-Security-Policy and
+# nosniff (only with --dashboard), and the admin actions: 403 without --admin-token-file, 401
+# without or with a wrong bearer token (a cookie does not count), capacity set (200, written to
+# the meta), a dead letter replayed by id, bad JSON (400), unknown queue (404), oversized body
+# (413), the verbs still to come (501), and a token file readable by others, or missing,
+# refused at start (exit 2).
+. "$(dirname "$0")/lib.sh"
+
+q="dash-$$"
+q2="dash2-$$"
+q3="dash3-$$" # found by --discover
+q4="dash4-$$" # fair, with lanes
+keys+=($(queue_keys "$q") $(queue_keys "$q2") $(queue_keys "$q3") $(queue_keys "$q4"))
+keys+=("sluice:{$q4}:"{lanes,lwait,weights,ring,wake,lane:acme,lane:beta})
+tok=$tmp/token
+secret=dash-token-0123456789
+auth="Authorization: Bearer $secret"
+
+# code METHOD PATH [curl args...]: the status code (headers in $tmp/h, body in $tmp/b)
+code() {
+    local m=$1 p=$2
+    shift 2
+    curl -s -X "$m" --max-time 10 -D "$tmp/h" -o "$tmp/b" -w '%{http_code}' "$@" \
+        "http://127.0.0.1:$port$p" || true
+}
+expect() {
+    local want=$1 got
+    shift
+    got=$(code "$@")
+    [ "$got" = "$want" ] || fail "$1 $2: got $got, want $want: $(cat "$tmp/b" 2>/dev/null)"
+}
+body_has() { grep -qF -- "$1" "$tmp/b" || fail "body lacks $1: $(head -c 600 "$tmp/b")"; }
+header_has() { grep -qiF -- "$1" "$tmp/h" || fail "headers lack $1: $(cat "$tmp/h")"; }
+
+# the token file: readable by others, or missing, is refused at start
+printf '%s\n' "$secret" >"$tok"
+chmod 644 "$tok"
+run 2 'admin-token-file.*readable by its owner only' \
+    "$bin/sluice-gateway" --listen 127.0.0.1:0 --redis "$url" --queue "$q" --admin-token-file "$tok"
+run 2 'admin-token-file.*No such file' \
+    "$bin/sluice-gateway" --listen 127.0.0.1:0 --redis "$url" --queue "$q" \
+    --admin-token-file "$tmp/missing"
+chmod 600 "$tok"
+
+gateway_start --queue "$q:5" --queue "$q2" --dashboard --admin-token-file "$tok"
+gw=${pids[-1]}
+for i in 1 2 3; do expect 202 POST "/v1/queues/$q/messages" --data-binary "m$i"; done
+
+# /v1/queues: the sampler catches up within a few seconds
+for i in $(seq 1 50); do
+    code GET /v1/queues >/dev/null
+    grep -qF "\"queue\":\"$q\",\"ready\":true,\"sampled\":true" "$tmp/b" &&
+        grep -qF '"depth":3,' "$tmp/b" && break
+    sleep 0.2
+done
+expect 200 GET /v1/queues
+for f in "\"queue\":\"$q2\"" '"depth":3,"capacity":5,"waiting":3,"in_flight":0,' \
+    '"admitted":3,' '"rates":{"admitted":' '"wait_s":' '"history":{"interval_ms":1000' \
+    '"limits":[]' '"admin":true'; do
+    body_has "$f"
+done
+grep -qE "\"queue\":\"$q2\",.*\"wait_s\":0\.000," "$tmp/b" || fail "an empty queue's wait is not 0"
+"$bin/sluice-admin" --redis "$url" stats "$q" --json >"$tmp/stats"
+# the same figures as sluice-admin (its capacity is null: the meta has none, the gateway's is 5)
+grep -qF '"depth":3,' "$tmp/stats" && grep -qF '"waiting":3,"in_flight":0,' "$tmp/stats" ||
+    fail "sluice-admin stats differs: $(cat "$tmp/stats")"
+expect 200 GET "/v1/queues/$q"
+body_has '"waiting":3,"in_flight":0,"rates":{'
+body_has '"history":{'
+body_has '"group":null,"consumer_list":[],"dead_latest":[],"lanes":{"holding":0,"top":[]}}'
+# a dead letter with its reason, and a consumer with its idle time
+"$bin/sluice-worker" --redis "$url" --queue "$q" --handler exec:false --max-deliveries 1 \
+    --max-messages 1 --consumer "w-$$" >"$tmp/worker.log" 2>&1 || fail "worker: $(cat "$tmp/worker.log")"
+rcli XGROUP CREATECONSUMER "sluice:{$q}:stream" workers "c-$$" >/dev/null
+expect 200 GET "/v1/queues/$q"
+body_has "\"group\":\"workers\",\"consumer_list\":[{\"name\":\"c-$$\",\"pending\":0,\"idle_ms\":"
+body_has '"reason":"exec: exited with status 1",'
+dead_id=$(grep -oE '"dead_id":"[0-9]+-[0-9]+"' "$tmp/b" | head -1 | cut -d'"' -f4)
+body_has "\"consumer\":\"w-$$\",\"deliveries\":1}],\"lanes\":{\"holding\":0,\"top\":[]}}"
+expect 404 GET /v1/queues/nope
+expect 405 POST /v1/queues
+expect 405 POST /v1/events
+
+# the page and its parts
+expect 200 GET /ui/
+header_has "Content-Security-Policy: default-src 'self'; script-src 'self'"
+header_has 'X-Content-Type-Options: nosniff'
+header_has 'Content-Type: text/html'
+body_has '<script src="app.js" defer></script>'
+expect 200 GET /ui/app.js
+header_has 'Content-Type: text/javascript'
+body_has "new EventSource('/v1/events')"
+expect 200 GET /ui/app.css
+header_has 'Content-Type: text/css'
+expect 404 GET /ui/other
+
+# Server-Sent Events: one event at once, then one a second
+curl -s -N --max-time 3 -o "$tmp/events" "http://127.0.0.1:$port/v1/events" || true
+n=$(grep -c '^event: queues$' "$tmp/events" || true)
+[ "$n" -ge 2 ] || fail "$n events in 3 s: $(head -c 400 "$tmp/events")"
+grep -q "^data: {\"interval_ms\":1000,.*\"queue\":\"$q\"" "$tmp/events" || fail "event data"
+
+# admin actions: the token, the body, the queue, the verbs not there yet
+expect 401 POST "/v1/admin/queues/$q/capacity" -d '{"capacity":7}'
+header_has 'WWW-Authenticate: Bearer'
+expect 401 POST "/v1/admin/queues/$q/capacity" -H 'Authorization: Bearer wrong' -d '{"capacity":7}'
+expect 401 POST "/v1/admin/queues/$q/capacity" -H "Authorization: Bearer ${secret}x" \
+    -d '{"capacity":7}'
+expect 401 POST "/v1/admin/queues/$q/capacity" -H "Cookie: token=$secret" -d '{"capacity":7}'
+expect 200 POST "/v1/admin/queues/$q/capacity" -H "$auth" -d '{ "capacity" : 7 }'
+[ "$(rcli HGET "sluice:{$q}:meta" capacity)" = 7 ] || fail "capacity not written"
+for b in '{"capacity":-1}' '{"capacity":"7"}' '{"capacity":7' '{"cap":7}' 'x' ''; do
+    expect 400 POST "/v1/admin/queues/$q/capacity" -H "$auth" -d "$b"
+done
+head -c 5000 /dev/zero | tr '\0' ' ' >"$tmp/big"
+expect 413 POST "/v1/admin/queues/$q/capacity" -H "$auth" --data-binary "@$tmp/big"
+expect 404 POST /v1/admin/queues/nope/capacity -H "$auth" -d '{"capacity":7}'
+expect 404 POST "/v1/admin/queues/$q/unknown" -H "$auth"
+expect 405 GET "/v1/admin/queues/$q/capacity" -H "$auth"
+# a dead letter replayed by its id (as sluice-admin dead replay Q ID)
+for b in '{"ids":[]}' '{"ids":["x"]}' '{"ids":["1-"]}' '{"ids":"1-0"}' '{"ids":["1-0"]'; do
+    expect 400 POST "/v1/admin/queues/$q/dead/replay" -H "$auth" -d "$b"
+done
+expect 200 POST "/v1/admin/queues/$q/dead/replay" -H "$auth" -d "{\"ids\":[\"$dead_id\", \"1-0\"]}"
+body_has '{"replayed":1,"not_fitted":0,"skipped_no_body":0,"not_found":1,'
+[ "$(rcli XLEN "sluice:{$q}:dead")" = 0 ] || fail "the dead letter is still there"
+for a in pause resume clear dead/delete; do
+    expect 501 POST "/v1/admin/queues/$q/$a" -H "$auth"
+    body_has '"error":"not implemented'
+done
+
+# beyond 64 event streams: 503 (the 64 are raw connections that never read)
+fds=()
+for i in $(seq 1 64); do
+    exec {fd}<>"/dev/tcp/127.0.0.1/$port"
+    printf 'GET /v1/events HTTP/1.1\r\nHost: x\r\n\r\n' >&"$fd"
+    fds+=("$fd")
+done
+for i in $(seq 1 50); do
+    [ "$(code GET /v1/events --max-time 1)" = 503 ] && break
+    sleep 0.1
+done
+expect 503 GET /v1/events --max-time 1
+body_has 'too many event streams'
+for fd in "${fds[@]}"; do exec {fd}>&-; done
+
+# without a token file: actions 403; without --dashboard: no page
+kill -TERM "$gw"
+wait "$gw" || fail "gateway exit $?"
+"$bin/sluice-admin" --redis "$url" capacity "$q3" 9 >/dev/null
+"$bin/sluice-admin" --redis "$url" fair "$q4" on >/dev/null
+"$bin/sluice-admin" --redis "$url" fair "$q4" --weight acme=3 >/dev/null
+for t in acme acme beta; do
+    "$bin/sluice-enqueue" --redis "$url" -q "$q4" --tenant "$t" x >/dev/null
+done
+gateway_start --queue "$q" --queue "$q4" --discover
+expect 403 POST "/v1/admin/queues/$q/capacity" -H "$auth" -d '{"capacity":7}'
+body_has 'admin-token-file'
+expect 404 GET /ui/
+# the fair lanes: the tenants holding the most, with their weights
+expect 200 GET "/v1/queues/$q4"
+body_has '"lanes":{"holding":2,"top":[{"tenant":"acme","depth":2,"weight":3},{"tenant":"beta","depth":1,"weight":1}]}}'
+# --discover: the database's other queues (a SCAN round at the first tick), figures only
+for i in $(seq 1 50); do
+    code GET /v1/queues >/dev/null
+    grep -qF "\"queue\":\"$q3\"" "$tmp/b" && break
+    sleep 0.2
+done
+expect 200 GET /v1/queues
+body_has "{\"queue\":\"$q3\",\"backend\":\"stream\",\"depth\":0,\"capacity\":9,"
+body_has '"counters":{"admitted":0,'
+grep -qF "\"discovered\":[" "$tmp/b" && ! grep -oF "\"discovered\":[.*" "$tmp/b" |
+    grep -qF "\"queue\":\"$q\"" || fail "a served queue is listed as discovered"
+
+# a graceful stop ends an open event stream at once
+curl -s -N --max-time 20 -o "$tmp/events2" "http://127.0.0.1:$port/v1/events" &
+c=$!
+pids+=("$c")
+sleep 1
+gw=${pids[-2]}
+kill -TERM "$gw"
+wait "$gw" || fail "gateway exit $? with an event stream open"
+wait "$c" || fail "curl exit $?: the stream did not end cleanly"
+grep -q '^event: queues$' "$tmp/events2" || fail "no event before the stop"
+echo "test_gateway_dashboard: ok"
