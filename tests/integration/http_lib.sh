@@ -12,6 +12,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 backend_start() {
     local name=$1 i
     shift
+    rm -f "$tmp/$name.port" # a previous back end's port must not be taken for this one's
     python3 "$here/http_backend.py" --port-file "$tmp/$name.port" --log "$tmp/$name.log" "$@" \
         2>"$tmp/$name.err" &
     pids+=("$!")

@@ -48,6 +48,9 @@ wait_lines() {
 # gateway_start ARGS...: sluice-gateway on a free loopback port (killed on exit); sets $port.
 # A --redis in ARGS overrides the fixture's server (the last one given wins).
 gateway_start() {
+    # the log is emptied here, not only by the child's redirection: the loop below may read it
+    # before the child opens it, and a previous gateway's address would be taken for this one's
+    : >"$tmp/gw.log"
     "$bin/sluice-gateway" --listen 127.0.0.1:0 --redis "$url" "$@" 2>"$tmp/gw.log" &
     pids+=("$!")
     port=""
