@@ -25,7 +25,7 @@ twin() {
     echo "$a" "$b" | awk -v c="$name w=$w $*" '{
         ok = $1 == $6 && $2 == $7 && $3 == $8
         for (i = 4; i <= 5; i++) { d = $i - $(i + 5); if (d < -1000 || d > 1000) ok = 0 }
-        if (!ok) { print "FAIL: " c ": shortcut \"" $1 " " $2 " " $3 " " $4 " " $5 "\" general \"" $6 " " $7 " " $8 " " $9 " " $10 "\""; exit 1 }
+        if (!ok) { print "FAIL: " c ": shortcut \"" $1 " " $2 " " $3 " " $4 " " $5 "\" general \"" $6 " " $7 " " $8 " " $9 " " $10 "\"" > "/dev/stderr"; exit 1 }
         print $1 }' || exit 1
 }
 # fixed: two limits, allowed until the second is spent, refused by it, weights, never
@@ -41,6 +41,10 @@ out=$(twin fixed f3 1 fixed:1:3600000 fixed:5:60000)$(twin fixed f3 1 fixed:1:36
 [ "$out" = 10 ] || fail "fixed over a string: allowed $out"
 [ "$(rcli TYPE "$ns:f3:1")" = hash ] || fail "fixed did not replace a string: $(rcli TYPE "$ns:f3:1")"
 [ "$(rcli HGET "$ns:f3:1" c)" = 1 ] && [ "$(rcli PTTL "$ns:f3:1")" -gt 0 ] || fail "fixed state"
+# refused by a spent limit while another is empty: reset_ms is the spent one's (the empty one,
+# with the longer window, has nothing to refill)
+out=$(twin fixed f5 1 fixed:1:60000)$(twin fixed f5 1 fixed:1:60000 fixed:5:3600000)
+[ "$out" = 10 ] || fail "fixed, a spent and an empty limit: allowed $out"
 out=$(twin fixed f4 20 fixed:10:3600000) # never: the weight is above COUNT
 [ "$out" = -1 ] || fail "fixed never: $out"
 # gate: open, then closed by the first of two gates
