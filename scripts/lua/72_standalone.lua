@@ -1,9 +1,11 @@
 ---------------------------------------------------------------------------------------------------
 -- standalone: sluice_limit, the limiter's call for the standalone limiter (sluice-limit and the
--- C API's sluice_limit): its checks of N limits at once, and the fast path of log limits. The
--- calling convention and what each algorithm promises: the comment at the top of the limiter.
+-- C API's sluice_limit): its checks of N limits at once, and its shortcuts. The
+-- calling convention and what each algorithm promises: the comment at the top of the limiter. A
+-- call of fixed limits only, or of log limits only, is served without per-limit states; a call of
+-- gates only reads no clock.
 -- keys:  the caller's (sluice:{NS}:lim:KEY)
--- state: scratch tables reused call after call (the specs, states and log counts of a call)
+-- state: scratch tables reused call after call (the specs, states, log and fixed counts of a call)
 ---------------------------------------------------------------------------------------------------
 
 --[[ sluice_limit's usual call, every limit a log and weight 1 (a global and a per-category
@@ -73,6 +75,50 @@ local function log_limits(cs, keys, nl, now)
     return {1, 0, left, 0, m_ceil(full / 1000)}
 end
 
+--[[ sluice_limit's call of fixed limits only: the general path's commands and answer, without
+its states and its two calls per limit (fixed limits never share a key). ]]
+local fixed_counts, fixed_live, fixed_foreign -- scratch, call after call
+
+local function fixed_limits(cs, keys, nl, w, now)
+    local counts, live, foreign = fixed_counts, fixed_live, fixed_foreign
+    if nl > LIMIT_SCRATCH_MAX then
+        counts, live, foreign = {}, {}, {}
+    end
+    local ok, by, retry = true, 0, 0
+    local rem, full, rem0, full0 = 2 ^ 53, 0, 2 ^ 53, 0 -- as limit's: after, and as things are
+    for i = 1, nl do
+        local c = cs[i]
+        local n, lv, fg, ends = fixed_read(c, keys[i], now)
+        counts[i], live[i], foreign[i] = n, lv, fg
+        local left = c.n - n
+        if left - w < rem then
+            rem = left - w
+        end
+        if ends > full then
+            full = ends
+        end
+        if left < w then
+            ok, left = false, 0
+            if by == 0 or ends > retry then
+                by, retry = i, ends
+            end
+        end
+        if left < rem0 then
+            rem0 = left
+        end
+        if n > 0 and ends > full0 then
+            full0 = ends
+        end
+    end
+    if not ok then
+        return {0, by, rem0, m_ceil(retry / 1000), m_ceil(full0 / 1000)}
+    end
+    for i = 1, nl do
+        fixed_write(cs[i], keys[i], counts[i] + w, live[i], foreign[i], now)
+    end
+    return {1, 0, rem, 0, m_ceil(full / 1000)}
+end
+
 -- sluice_limit's specs and states, reused call after call (a call sets what it reads); a call
 -- of more limits than LIMIT_SCRATCH_MAX makes its own.
 local limit_specs, limit_states
@@ -113,7 +159,7 @@ local function limit(keys, args)
         cs, sts = {}, {}
     end
     local seen = nl > 8 and {} or nil
-    local windows, never, logs, nlogs = false, nil, w == 1, 0
+    local windows, never, logs, nlogs, fixeds, gates = false, nil, w == 1, 0, true, true
     for i = 1, nl do
         local c = spec_cache[args[i + 1]]
         if not c then
@@ -149,6 +195,12 @@ local function limit(keys, args)
         else
             nlogs = nlogs + 1
         end
+        if c.alg ~= 'fixed' then
+            fixeds = false
+        end
+        if c.alg ~= 'gate' then
+            gates = false
+        end
     end
     if never then -- the first limit whose COUNT is below the weight
         return {-1, never, 0, -1, 0}
@@ -161,9 +213,15 @@ local function limit(keys, args)
     end
     if logs then
         return log_limits(cs, keys, nl, now_us())
+    elseif fixeds then
+        return fixed_limits(cs, keys, nl, w, now_us())
     end
-    -- every limit checked: the figures of both answers are gathered as they come
-    local now = now_us()
+    -- every limit checked: the figures of both answers are gathered as they come (a gate reads
+    -- no clock, its key's TTL is its time: a call of gates only does without TIME)
+    local now = 0
+    if not gates then
+        now = now_us()
+    end
     local ok, by, retry = true, 0, 0
     local rem, full = 2 ^ 53, 0 -- allowed: smallest left, longest until full (after)
     local rem0, full0 = 2 ^ 53, 0 -- refused: the same as things are now
@@ -241,5 +299,6 @@ end
 -- sluice_limit's scratch on a fresh Lua state.
 on_fresh_state(function()
     log_counts = {}
+    fixed_counts, fixed_live, fixed_foreign = {}, {}, {}
     limit_specs, limit_states = {}, {}
 end)

@@ -3,14 +3,14 @@
 -- admission calls admit and list_admit on top of them.
 -- keys:  sluice:{Q}:stream or :list, :meta, :stats, :idem:KEY; derived: :limits, :qlim:...,
 --        :tdepth, the lanes
--- state: none
+-- state: the stream a plain admission appends to (append_stream, set by admit2 before each call)
 ---------------------------------------------------------------------------------------------------
 
 -- ARGV[3] of admit2: the stride (1, or 3 for tenant, client, envelope) and whether the call is
 -- tentative ('1t', '3t'); nil for anything else.
 local function admit_stride(a)
     local tentative = a == '1t' or a == '3t'
-    local stride = tonumber(tentative and string.sub(a, 1, 1) or a)
+    local stride = to_number(tentative and string.sub(a, 1, 1) or a)
     return (stride == 1 or stride == 3) and stride or nil, tentative
 end
 
@@ -26,7 +26,7 @@ local EMPTY = {} -- never written
 local function admit_each(keys, args, cap, depth, nlimits, append, share)
     local stride, tentative = admit_stride(args[3])
     local n = stride and (#args - 3) / stride
-    if (stride ~= 1 and stride ~= 3) or n < 1 or n ~= math.floor(n) then
+    if (stride ~= 1 and stride ~= 3) or n < 1 or n ~= m_floor(n) then
         return redis.error_reply('SLUICECONFIG sluice_admit2 takes a capacity, a TTL, a stride ' ..
             '(1 or 3) and per message an envelope (1) or tenant, client, envelope (3)')
     end
@@ -38,7 +38,10 @@ local function admit_each(keys, args, cap, depth, nlimits, append, share)
                 ' of message ' .. i .. ' has a NUL byte')
         end
     end
-    local lims, now, K = EMPTY, 0, queue_keys_of(keys[2], 'meta')
+    local lims, now, K = EMPTY, 0, nil -- K: the queue's keys, for limits and shares only
+    if nlimits > 0 or share > 0 then
+        K = queue_keys_of(keys[2], 'meta')
+    end
     if nlimits > 0 then
         lims = queue_limits(K, ADMISSION_SCOPES)
         if lims.err then
@@ -122,7 +125,7 @@ local function admit_each(keys, args, cap, depth, nlimits, append, share)
     end
     reply[1], reply[2] = admitted, depth
     if admitted > 0 then
-        redis.call('HINCRBY', keys[3], 'admitted', admitted)
+        r_call('HINCRBY', keys[3], 'admitted', admitted)
     end
     if limited > 0 then
         redis.call('HINCRBY', keys[3], 'limited', limited)
@@ -170,6 +173,19 @@ local function admit_keys_here(keys, args, nlimits, share, fair)
     return slot_keys_here(K, list)
 end
 
+-- Appends an entry to the stream append_stream (set by admit2 before its call: no closure made
+-- per call), with its tenant when the entry counts in a share.
+local append_stream
+local function stream_append(env, tenant, counted)
+    if counted then
+        return r_call('XADD', append_stream, '*', 'm', env, 'k', tenant)
+    end
+    return r_call('XADD', append_stream, '*', 'm', env)
+end
+on_fresh_state(function()
+    append_stream = ''
+end)
+
 --[[ admit2 (stream backend; data model 2 of admission: limits and per-message outcomes)
 KEYS[1] stream, KEYS[2] meta, KEYS[3] stats, KEYS[4] idempotency key (optional)
 ARGV[1] default capacity, ARGV[2] idempotency TTL ms (with KEYS[4]: exactly one message)
@@ -185,7 +201,7 @@ reply: {admitted, depth_after, capacity, duplicate(0|1), acked, outcome_1, ..., 
   arguments), WRONGTYPE. ]]
 local function admit2(keys, args, v1)
     local cap, _, nlimits, share, fair, lane_depth = queue_settings(keys[2], args[1], 'stream')
-    if type(cap) == 'table' then
+    if l_type(cap) == 'table' then
         return cap
     end
     if v1 and nlimits > 0 then
@@ -197,23 +213,18 @@ local function admit2(keys, args, v1)
             return err
         end
     end
-    local depth = redis.call('XLEN', keys[1]) + lane_depth
+    local depth = r_call('XLEN', keys[1]) + lane_depth
     if keys[4] then
         local seen = redis.call('GET', keys[4])
         if seen then
             return {1, depth, cap, 1, -1, seen}
         end
     end
-    local append, finish
+    local append, finish = stream_append, nil
     if fair then
         append, finish = fair_appender(queue_keys_of(keys[2], 'meta'))
     else
-        append = function(env, tenant, counted)
-            if counted then
-                return redis.call('XADD', keys[1], '*', 'm', env, 'k', tenant)
-            end
-            return redis.call('XADD', keys[1], '*', 'm', env)
-        end
+        append_stream = keys[1]
     end
     local reply = admit_each(keys, args, cap, depth, nlimits, append, share)
     if finish then

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# sluice_limit's shortcuts answer as its general path does: a call of fixed limits only (checked
+# without per-limit states) and a call of gate limits only (no TIME read) give, call after call,
+# the replies the same limits give on twin keys in a call the general path serves (the same
+# limits and one gcra limit that never binds and is full again within 1 ms).
+. "$(dirname "$0")/lib.sh"
+ns="sluice:{limpaths}:lim:$$"
+rcli -x FUNCTION LOAD REPLACE <"$bin/../common/sluice_lua.c.lua" >/dev/null
+big=gcra:1000000000:1 # never binds; its reset is below 1 ms
+# twin ALG NAME WEIGHT SPEC...: the same call on the keys NAME:i (shortcut) and NAME:g:i (general
+# path, with the gcra limit last); prints "allowed", both replies agreeing (retry and reset within
+# a second: separate calls, on a loaded machine), else FAIL and the replies
+twin() {
+    local name=$2 w=$3 i a b
+    shift 3
+    local ka=() kg=()
+    for ((i = 1; i <= $#; i++)); do
+        ka+=("$ns:$name:$i") kg+=("$ns:$name:g:$i")
+    done
+    keys+=("${ka[@]}" "${kg[@]}" "$ns:$name:g:big")
+    a=$(rcli FCALL sluice_limit $# "${ka[@]}" "$w" "$@" | paste -sd' ')
+    b=$(rcli FCALL sluice_limit $(($# + 1)) "${kg[@]}" "$ns:$name:g:big" "$w" "$@" "$big" |
+        paste -sd' ')
+    echo "$a" "$b" | awk -v c="$name w=$w $*" '{
+        ok = $1 == $6 && $2 == $7 && $3 == $8
+        for (i = 4; i <= 5; i++) { d = $i - $(i + 5); if (d < -1000 || d > 1000) ok = 0 }
+        if (!ok) { print "FAIL: " c ": shortcut \"" $1 " " $2 " " $3 " " $4 " " $5 "\" general \"" $6 " " $7 " " $8 " " $9 " " $10 "\"" > "/dev/stderr"; exit 1 }
+        print $1 }' || exit 1
+}
+# fixed: two limits, allowed until the second is spent, refused by it, weights, never
+out=""
+for w in 1 2 1 1 3 1; do
+    out+=$(twin fixed f2 "$w" fixed:10:3600000 fixed:4:3600000)
+done
+[ "$out" = "111000" ] || fail "fixed, two limits: allowed $out"
+# a refusing first limit with the longer window wins limited_by; a key of another type
+rcli SET "$ns:f3:1" x >/dev/null
+rcli SET "$ns:f3:g:1" x >/dev/null
+out=$(twin fixed f3 1 fixed:1:3600000 fixed:5:60000)$(twin fixed f3 1 fixed:1:3600000 fixed:5:60000)
+[ "$out" = 10 ] || fail "fixed over a string: allowed $out"
+[ "$(rcli TYPE "$ns:f3:1")" = hash ] || fail "fixed did not replace a string: $(rcli TYPE "$ns:f3:1")"
+[ "$(rcli HGET "$ns:f3:1" c)" = 1 ] && [ "$(rcli PTTL "$ns:f3:1")" -gt 0 ] || fail "fixed state"
+# refused by a spent limit while another is empty: reset_ms is the spent one's (the empty one,
+# with the longer window, has nothing to refill)
+out=$(twin fixed f5 1 fixed:1:60000)$(twin fixed f5 1 fixed:1:60000 fixed:5:3600000)
+[ "$out" = 10 ] || fail "fixed, a spent and an empty limit: allowed $out"
+out=$(twin fixed f4 20 fixed:10:3600000) # never: the weight is above COUNT
+[ "$out" = -1 ] || fail "fixed never: $out"
+# gate: open, then closed by the first of two gates
+out=$(twin gate g2 1 gate:1:3600000 gate:5:1000)$(twin gate g2 1 gate:1:3600000 gate:5:1000)
+[ "$out" = 10 ] || fail "gate, two limits: allowed $out"
+echo "test_limit_paths: ok"
