@@ -4,6 +4,7 @@
  * producer library is built with its own copy (pure, no state), see common/CMakeLists.txt.
  */
 #include <stddef.h>
+#include <stdio.h>
 
 #include "sluice/client.h"
 #include "sluice/status.h"
@@ -21,4 +22,26 @@ int sluice_client_setup(const char *redis_url, int connect_timeout_ms, int comma
     co->force_eval = force_eval;
     co->name = name;
     return 0;
+}
+
+int sluice__client_async_check(const sluice_url *url, char *err, size_t errlen) {
+    if (url->is_tls) {
+        if (err != NULL && errlen > 0) {
+            snprintf(err, errlen, "rediss:// is not supported by the async connection yet");
+        }
+        return SLUICE_EINVAL;
+    }
+    return 0;
+}
+
+void sluice__client_tls(sluice_conn_options *co, const sluice_conn_options *tls) {
+    if (tls == NULL) {
+        return;
+    }
+    co->tls_ca_file = tls->tls_ca_file;
+    co->tls_ca_dir = tls->tls_ca_dir;
+    co->tls_cert_file = tls->tls_cert_file;
+    co->tls_key_file = tls->tls_key_file;
+    co->tls_server_name = tls->tls_server_name;
+    co->tls_insecure_skip_verify = tls->tls_insecure_skip_verify;
 }

@@ -722,8 +722,8 @@ int sluice_url_supported(const sluice_url *u, char *err, size_t errlen) {
     if (u->is_sentinel) {
         return url_fail(&e, "%s needs Sentinel support, not built yet", scheme_of(u));
     }
-    if (u->is_tls) {
-        return url_fail(&e, "%s needs TLS support, not built yet", scheme_of(u));
+    if (u->is_tls && u->is_cluster) {
+        return url_fail(&e, "%s needs TLS support for clusters, not built yet", scheme_of(u));
     }
     return 0;
 }

@@ -730,8 +730,9 @@ int sluice_aproducer_new(uv_loop_t *loop, const sluice_producer_options *o,
     sluice__admit_cfg cfg; /* checks the options before anything is started */
     int st = sluice__admit_cfg_init(&cfg, o, err, errlen);
     if (st == 0 &&
-        sluice_client_setup(o->redis_url, o->connect_timeout_ms, o->command_timeout_ms,
-                            o->force_eval, "producer", &ap->url, &ap->co, err, errlen) != 0) {
+        (sluice_client_setup(o->redis_url, o->connect_timeout_ms, o->command_timeout_ms,
+                             o->force_eval, "producer", &ap->url, &ap->co, err, errlen) != 0 ||
+         sluice__client_async_check(&ap->url, err, errlen) != 0)) {
         st = SLUICE_EINVAL;
     }
     if (st == 0) {

@@ -17,6 +17,7 @@
 
 #include "sluice/cli.h"
 #include "sluice/producer.h"
+#include "sluice/redis.h"
 #include "sluice/url.h"
 
 static const char usage[] =
@@ -443,6 +444,12 @@ int main(int argc, char **argv) {
     if (r.idem != NULL && argc - optind != 1) {
         return fail_usage("--idempotency-key needs exactly one PAYLOAD argument");
     }
+    sluice_conn_options tls;
+    sluice_conn_options_init(&tls);
+    if (sluice_cli_tls_env(&tls, err, sizeof(err)) != 0) {
+        return fail_usage(err);
+    }
+    r.o.tls = &tls;
     if (sluice_producer_new(&r.o, &r.p, err, sizeof(err)) != 0) {
         return fail_usage(err);
     }

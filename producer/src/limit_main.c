@@ -13,6 +13,7 @@
 
 #include "sluice/cli.h"
 #include "sluice/limit.h"
+#include "sluice/redis.h"
 #include "sluice/status.h"
 
 static const char usage[] =
@@ -176,6 +177,12 @@ int main(int argc, char **argv) {
             return fail_usage(err);
         }
     }
+    sluice_conn_options tls;
+    sluice_conn_options_init(&tls);
+    if (sluice_cli_tls_env(&tls, err, sizeof(err)) != 0) {
+        return fail_usage(err);
+    }
+    o.tls = &tls;
     sluice_limiter *l;
     if (sluice_limiter_new(&o, &l, err, sizeof(err)) != 0) {
         return fail_usage(err);

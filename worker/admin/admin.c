@@ -471,7 +471,13 @@ int main(int argc, char **argv) {
         return rc;
     }
     sluice_url_redact(&a.url, a.where, sizeof(a.where));
-    a.conn = sluice_conn_new(&a.url, NULL);
+    sluice_conn_options co;
+    char err[512];
+    sluice_conn_options_init(&co);
+    if (sluice_cli_tls_env(&co, err, sizeof(err)) != 0) {
+        return fail_usage(NULL, err);
+    }
+    a.conn = sluice_conn_new(&a.url, &co);
     if (a.conn == NULL) {
         admin_err(&a, "out of memory");
         return SLUICE_EXIT_REDIS;

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# rediss:// on the blocking connection (sluice-enqueue, sluice-admin, sluice-limit) against a
+# TLS-only redis-server with a private CA: admission and stats through the CA of
+# SLUICE_TLS_CA_FILE; another CA and another server name are each refused with exit 3 and the
+# reason; a server that requires client certificates is reached with SLUICE_TLS_CERT_FILE /
+# KEY_FILE and refuses a client without; AUTH over TLS; a restart of the server while a
+# producer runs is followed by a reconnect; the async binaries refuse rediss:// clearly.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/tls_lib.sh"
+
+tls_redis_start no
+export SLUICE_TLS_CA_FILE=$tls_dir/ca.crt SLUICE_REDIS_URL=$tls_url
+q=tlsq.$$
+
+run 0 'admitted=2 rejected=0' "$bin/sluice-enqueue" -q "$q" one two
+[ "$(tls_cli XLEN "sluice:{$q}:stream")" = 2 ] || fail "not in the stream over TLS"
+run 0 '' "$bin/sluice-admin" --json stats "$q"
+grep -q '"depth":2' "$tmp/out" || fail "stats over TLS: $(cat "$tmp/out")"
+run 0 'allowed' "$bin/sluice-limit" "ns$$" "k=5/s"
+# the name in the URL is checked too: localhost is in the certificate
+run 0 'admitted=1' "$bin/sluice-enqueue" -r "rediss://localhost:$tls_port" -q "$q" three
+
+# another CA, another server name: exit 3 with the reason, nothing sent
+run 3 'certificate verify failed: [a-z]' \
+    env SLUICE_TLS_CA_FILE="$tls_dir/other-ca.crt" "$bin/sluice-admin" stats "$q"
+run 3 'certificate verify failed: .*(hostname|Hostname) mismatch' \
+    env SLUICE_TLS_SERVER_NAME=other.example "$bin/sluice-enqueue" -q "$q" four
+run 3 'certificate verify failed' \
+    env SLUICE_TLS_CA_FILE="$tls_dir/other-ca.crt" "$bin/sluice-limit" "ns$$" "k=5/s"
+# the insecure switch: no check, loudly
+run 0 'event=tls_insecure_skip_verify' env SLUICE_TLS_CA_FILE="$tls_dir/other-ca.crt" \
+    SLUICE_TLS_INSECURE_SKIP_VERIFY=1 "$bin/sluice-enqueue" --log-level warn -q "$q" five
+# plain TCP to the TLS port is not mistaken for a server
+run 3 '' env SLUICE_REDIS_URL="redis://127.0.0.1:$tls_port" "$bin/sluice-enqueue" \
+    --timeout 500 -q "$q" six
+
+# the async connection refuses rediss:// up front
+run 2 'rediss:// is not supported by the async connection yet' "$bin/sluice-worker" -q "$q"
+run 2 'rediss:// is not supported by the async connection yet' "$bin/sluice-gateway" \
+    --listen 127.0.0.1:0 --queue "$q" --redis "$tls_url"
+
+# client certificates required: refused without, admitted with
+tls_cli CONFIG SET tls-auth-clients yes >/dev/null
+run 3 'alert certificate required' "$bin/sluice-enqueue" -q "$q" seven
+run 0 'admitted=1' env SLUICE_TLS_CERT_FILE="$tls_dir/client.crt" \
+    SLUICE_TLS_KEY_FILE="$tls_dir/client.key" "$bin/sluice-enqueue" -q "$q" eight
+run 2 'SLUICE_TLS_KEY_FILE' env SLUICE_TLS_CERT_FILE="$tls_dir/client.crt" \
+    "$bin/sluice-admin" stats "$q"
+export SLUICE_TLS_CERT_FILE=$tls_dir/client.crt SLUICE_TLS_KEY_FILE=$tls_dir/client.key
+
+# AUTH over TLS
+tls_cli CONFIG SET requirepass 's3cret' >/dev/null
+run 3 'NOAUTH|AUTH' "$bin/sluice-admin" stats "$q"
+run 0 'admitted=1' "$bin/sluice-enqueue" -r "rediss://:s3cret@127.0.0.1:$tls_port" -q "$q" nine
+tls_cli -a s3cret --no-auth-warning CONFIG SET requirepass '' >/dev/null
+
+# a restart of the server under a running producer: the next payload reconnects (and reloads
+# the library on the empty server)
+n0=$(tls_cli XLEN "sluice:{$q}:stream")
+{ # one line now, one once the server is back (a pipe: the new server inherits no end of it)
+    echo before
+    for i in $(seq 1 100); do [ -e "$tmp/go" ] && break; sleep 0.1; done
+    echo after
+} | "$bin/sluice-enqueue" -q "$q" --batch 1 --log-level info >"$tmp/enq.out" 2>&1 &
+enq=$!
+pids+=("$enq")
+for i in $(seq 1 50); do
+    [ "$(tls_cli XLEN "sluice:{$q}:stream")" = $((n0 + 1)) ] && break
+    sleep 0.1
+done
+[ "$(tls_cli XLEN "sluice:{$q}:stream")" = $((n0 + 1)) ] || fail "before the restart: $(cat "$tmp/enq.out")"
+tls_redis_restart yes
+touch "$tmp/go"
+rc=0
+wait "$enq" || rc=$?
+[ "$rc" = 0 ] || fail "enqueue across a restart exited $rc: $(cat "$tmp/enq.out")"
+grep -q 'admitted=2 rejected=0' "$tmp/enq.out" || fail "across a restart: $(cat "$tmp/enq.out")"
+grep -q 'event=reconnect' "$tmp/enq.out" || fail "no reconnect logged: $(cat "$tmp/enq.out")"
+[ "$(tls_cli XLEN "sluice:{$q}:stream")" = 1 ] ||
+    fail "after the restart: $(tls_cli XLEN "sluice:{$q}:stream")"
+echo "test_tls_conn: ok"
