@@ -29,6 +29,7 @@ static const char usage[] =
     "  -q, --queue NAME            queue (1-64 of A-Z a-z 0-9 _ . -)\n"
     "  -r, --redis URL             redis://[user:pass@]host:port[/db] or unix:///path\n"
     "                              (default $SLUICE_REDIS_URL, else redis://127.0.0.1:6379)\n"
+    "                              rediss://...: TLS, options in $SLUICE_TLS_* (docs/tls.md)\n"
     "  -C, --capacity N            capacity when the queue has none set (default 1000)\n"
     "  -b, --backend stream|list   (default stream)\n"
     "  -n, --batch N               payloads per round trip from stdin, 1..10000 (default 100)\n"

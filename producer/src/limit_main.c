@@ -32,6 +32,7 @@ static const char usage[] =
     "  -w, --weight N              the request's cost, 1..1000000000 (default 1)\n"
     "  -r, --redis URL             redis://[user:pass@]host:port[/db] or unix:///path\n"
     "                              (default $SLUICE_REDIS_URL, else redis://127.0.0.1:6379)\n"
+    "                              rediss://...: TLS, options in $SLUICE_TLS_* (docs/tls.md)\n"
     "      --no-scripts            fixed windows with MULTI/INCRBY/PEXPIRE NX, for proxies that\n"
     "                              refuse scripts: allowed requests stay exact, but refused ones\n"
     "                              are counted too (the counter passes N)\n"

@@ -79,6 +79,7 @@ static const char usage[] =
     "Options:\n"
     "  -r, --redis URL              redis://[user:pass@]host:port[/db] or unix:///path\n"
     "                               (default $SLUICE_REDIS_URL, else redis://127.0.0.1:6379)\n"
+    "                               rediss://...: TLS, options in $SLUICE_TLS_* (docs/tls.md)\n"
     "  -b, --backend stream|list    the queue's backend (default: detected)\n"
     "      --group NAME             consumer group (default workers)\n"
     "      --json                   print one JSON object (watch: one per refresh)\n"
