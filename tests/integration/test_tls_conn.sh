@@ -22,6 +22,16 @@ run 0 'allowed' "$bin/sluice-limit" "ns$$" "k=5/s"
 # the name in the URL is checked too: localhost is in the certificate
 run 0 'admitted=1' "$bin/sluice-enqueue" -r "rediss://localhost:$tls_port" -q "$q" three
 
+# batches of about 1 MB each way: many TLS records per call, read back in pieces
+seq 1 3000 | awk '{ printf "%s-%01000d\n", $1, 0 }' >"$tmp/big"
+run 0 'admitted=3000 rejected=0' "$bin/sluice-enqueue" -q "$q.big" -C 100000 --batch 1000 \
+    <"$tmp/big"
+[ "$(tls_cli XLEN "sluice:{$q.big}:stream")" = 3000 ] || fail "the big batches"
+# a server that does not answer: the connect timeout bounds the handshake
+kill -STOP "$tls_pid"
+run 3 'timed out' "$bin/sluice-admin" stats "$q"
+kill -CONT "$tls_pid"
+
 # another CA, another server name: exit 3 with the reason, nothing sent
 run 3 'certificate verify failed: [a-z]' \
     env SLUICE_TLS_CA_FILE="$tls_dir/other-ca.crt" "$bin/sluice-admin" stats "$q"
