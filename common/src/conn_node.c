@@ -212,7 +212,7 @@ static int node_ensure(sluice__node *n) {
     uint64_t now = sluice_now_ms();
     if (now < n->next_attempt_ms) {
         /* keep the last error: it says why we are backing off */
-        return n->wrong_mode ? SLUICE_ECLUSTER : SLUICE_ECONN;
+        return n->wrong_mode ? SLUICE_ECLUSTER : n->tls_refused ? SLUICE_ETLS : SLUICE_ECONN;
     }
     const sluice__node_env *e = n->env;
     int ct = e->o->connect_timeout_ms, mt = e->o->command_timeout_ms;
@@ -223,6 +223,7 @@ static int node_ensure(sluice__node *n) {
     if (e->url->is_tls) {
         int st = tls_connect(n, host, e->member ? n->port : e->url->port);
         if (st != 0) {
+            n->tls_refused = st == SLUICE_ETLS;
             return st;
         }
     } else {
@@ -242,6 +243,7 @@ static int node_ensure(sluice__node *n) {
     }
     int st = handshake(n);
     n->wrong_mode = st == SLUICE_ECLUSTER;
+    n->tls_refused = st == SLUICE_ETLS;
     if (st != 0) {
         if (n->ctx != NULL) {
             char keep[512];

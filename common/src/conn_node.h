@@ -45,6 +45,7 @@ typedef struct sluice__node {
     uint64_t next_attempt_ms; /* no connect before this (monotonic ms) */
     int attempt;              /* failed connects since the last success */
     int wrong_mode;           /* the last handshake found a server of the other kind */
+    int tls_refused;          /* the last connect failed in TLS (verification, an alert) */
     int lost;                 /* a call failed and dropped the connection (sluice__node_lost) */
     char where[300];          /* redacted URL or "cluster node HOST:PORT", for messages */
     sluice__tls_link *tls;    /* rediss://: the TLS transport (made at the first connect) */
