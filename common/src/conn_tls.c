@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "sluice/clock.h"
+#include "sluice/log.h"
 #include "sluice/status.h"
 
 #include "conn_tls.h"
@@ -251,6 +252,8 @@ int sluice__tls_link_open(sluice__tls_link *l, const sluice_conn_options *o, con
         close(fd);
         return st;
     }
+    SLUICE_LOG(SLUICE_LOG_DEBUG, "event=tls_connected server=%s resumed=%d", where,
+               sluice__tls_stream_resumed(l->s));
     return 0;
 }
 

@@ -4,8 +4,10 @@
 # TLS-only redis-server with a private CA: admission and stats through the CA of
 # SLUICE_TLS_CA_FILE; another CA and another server name are each refused with exit 3 and the
 # reason; a server that requires client certificates is reached with SLUICE_TLS_CERT_FILE /
-# KEY_FILE and refuses a client without; AUTH over TLS; a restart of the server while a
-# producer runs is followed by a reconnect; the async binaries refuse rediss:// clearly.
+# KEY_FILE and refuses a client without; AUTH over TLS; batches of about 1 MB; a stopped
+# server times the handshake out; a connection the server closed comes back resuming its TLS
+# session; a restart of the server while a producer runs is followed by a reconnect; the async
+# binaries refuse rediss:// clearly.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/tls_lib.sh"
@@ -37,6 +39,7 @@ run 3 'certificate verify failed: [a-z]' \
     env SLUICE_TLS_CA_FILE="$tls_dir/other-ca.crt" "$bin/sluice-admin" stats "$q"
 mismatch='certificate verify failed: hostname mismatch \(the certificate does not name other.example'
 run 3 "$mismatch" env SLUICE_TLS_SERVER_NAME=other.example "$bin/sluice-enqueue" -q "$q" four
+grep -q unavailable "$tmp/out" && fail "a verification failure reported as unavailable"
 run 3 'certificate verify failed' \
     env SLUICE_TLS_CA_FILE="$tls_dir/other-ca.crt" "$bin/sluice-limit" "ns$$" "k=5/s"
 # the insecure switch: no check, loudly
@@ -65,6 +68,26 @@ tls_cli CONFIG SET requirepass 's3cret' >/dev/null
 run 3 'NOAUTH|AUTH' "$bin/sluice-admin" stats "$q"
 run 0 'admitted=1' "$bin/sluice-enqueue" -r "rediss://:s3cret@127.0.0.1:$tls_port" -q "$q" nine
 tls_cli -a s3cret --no-auth-warning CONFIG SET requirepass '' >/dev/null
+
+# a connection the server closed comes back resuming its TLS session (a shorter handshake)
+n1=$(tls_cli XLEN "sluice:{$q}:stream")
+{
+    echo first
+    for i in $(seq 1 50); do [ -e "$tmp/killed" ] && break; sleep 0.1; done
+    echo second
+} | "$bin/sluice-enqueue" -q "$q" --batch 1 --log-level debug >"$tmp/resume.out" 2>&1 &
+res=$!
+pids+=("$res")
+for i in $(seq 1 50); do
+    [ "$(tls_cli XLEN "sluice:{$q}:stream")" -gt "$n1" ] && break
+    sleep 0.1
+done
+tls_cli CLIENT KILL TYPE normal >/dev/null
+touch "$tmp/killed"
+wait "$res" || fail "enqueue across CLIENT KILL: $(cat "$tmp/resume.out")"
+grep -q 'event=tls_connected .*resumed=0' "$tmp/resume.out" &&
+    grep -q 'event=tls_connected .*resumed=1' "$tmp/resume.out" ||
+    fail "no resumed session: $(cat "$tmp/resume.out")"
 
 # a restart of the server under a running producer: the next payload reconnects (and reloads
 # the library on the empty server)
