@@ -43,6 +43,8 @@ static const char usage[] =
     "                               admit dead letters again through the admission function:\n"
     "                               what fits is removed from the dead stream, the rest is\n"
     "                               reported and kept (exit 1)\n"
+    "  dead delete QUEUE DEAD_ID... delete the dead letters named; says how many were\n"
+    "                               found (exit 1 when some were not)\n"
     "  dead purge QUEUE [DEAD_ID...] --yes\n"
     "                               delete dead letters (all, or the ones named)\n"
     "  consumers QUEUE [--prune IDLE_MS]\n"
@@ -440,7 +442,7 @@ static int take_queue(admin *a) {
     char err[256];
     int at = strcmp(a->cmd, "dead") == 0 ? 1 : 0;
     if (a->nargs <= at) {
-        return fail_usage(a->cmd, at ? "usage: dead list|show|replay|purge QUEUE ..."
+        return fail_usage(a->cmd, at ? "usage: dead list|show|replay|delete|purge QUEUE ..."
                                      : "QUEUE is required");
     }
     if (sluice_keys_init(&a->keys, a->args[at], err, sizeof(err)) != 0) {

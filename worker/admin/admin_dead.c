@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * admin_dead.c - `sluice-admin dead list | show | replay | purge`: the dead-letter stream.
+ * admin_dead.c - `sluice-admin dead list | show | replay | delete | purge`: the dead-letter stream.
  *
  * Each dead letter (sluice:{Q}:dead) has the fields id (the original entry id), m (the
  * envelope), deliveries, consumer and reason; both backends share it.
@@ -481,6 +481,7 @@ static int dead_replay(admin *a) {
 
 /* ---- purge ---- */
 
+/* XDEL of the named letters (args[2..]); reports how many were found (and so deleted). */
 static int purge_named(admin *a) {
     const char **argv = calloc((size_t)a->nargs, sizeof(*argv));
     if (argv == NULL) {
@@ -502,7 +503,11 @@ static int purge_named(admin *a) {
     if (a->json) {
         printf("{\"queue\":\"%s\",\"deleted\":%lld,\"not_found\":%lld}\n", a->queue, n, asked - n);
     } else {
-        printf("deleted %lld of %lld dead letters of %s\n", n, asked, a->queue);
+        printf("deleted %lld of %lld dead letters of %s", n, asked, a->queue);
+        if (n < asked) {
+            printf(" (%lld not found)", asked - n);
+        }
+        printf("\n");
     }
     return n == asked ? SLUICE_EXIT_OK : SLUICE_EXIT_REJECTED;
 }
@@ -549,6 +554,19 @@ static int dead_purge(admin *a) {
     return a->nargs > 2 ? purge_named(a) : purge_all(a);
 }
 
+/* dead delete QUEUE DEAD_ID...: the named letters, no --yes (each one is named). */
+static int dead_delete(admin *a) {
+    if (a->nargs < 3) {
+        admin_err(a, "usage: dead delete QUEUE DEAD_ID... (the ids `dead list` shows)");
+        return SLUICE_EXIT_USAGE;
+    }
+    int rc = check_ids(a, 2);
+    if (rc != 0 || (rc = admin_connect(a)) != 0) {
+        return rc;
+    }
+    return purge_named(a);
+}
+
 int admin_dead(admin *a) {
     const char *act = a->args[0];
     if (strcmp(act, "list") == 0) {
@@ -563,6 +581,9 @@ int admin_dead(admin *a) {
     if (strcmp(act, "purge") == 0) {
         return dead_purge(a);
     }
-    admin_err(a, "unknown action '%s': use list, show, replay or purge", act);
+    if (strcmp(act, "delete") == 0) {
+        return dead_delete(a);
+    }
+    admin_err(a, "unknown action '%s': use list, show, replay, delete or purge", act);
     return SLUICE_EXIT_USAGE;
 }
