@@ -422,12 +422,12 @@ static void on_info(sluice_aproducer *ap, int status, const sluice_queue_info *i
                "\"consumers\":%lld,\"admitted\":%lld,\"rejected\":%lld,\"acked\":%lld,"
                "\"retried\":%lld,\"dead\":%lld,\"drain_rate\":%s,\"full\":%s,"
                "\"retry_after\":%u,\"limited\":%lld,\"limits_total\":%zu,\"limits\":%s,"
-               "\"partitions\":%d%s}\n",
+               "\"paused\":%s,\"partitions\":%d%s}\n",
                sluice_aproducer_queue(ap), depth, cap, in->pending, in->consumers, in->admitted,
                in->rejected, in->acked, in->retried, in->dead, rate,
                depth >= cap ? "true" : "false",
                depth >= cap ? sluice_aproducer_retry_after(ap, depth, cap) : 0, in->limited,
-               in->nlimits, limits, in->partitions, parts);
+               in->nlimits, limits, in->paused > 0 ? "true" : "false", in->partitions, parts);
 }
 
 static void get_queue(sluice__http_req *c, gw_queue *q) {

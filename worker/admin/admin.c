@@ -5,7 +5,7 @@
  * This file parses the command line (one option table; each subcommand names the options that
  * apply to it, so `--prune` on `stats` is a usage error rather than silently ignored), checks
  * the queue name before any Redis call, connects, and dispatches. The subcommands live in
- * admin_stats.c, admin_dead.c and admin_consumers.c.
+ * admin_stats.c, admin_dead.c, admin_consumers.c and admin_queue.c.
  *
  * Exit codes: 0 ok, 1 nothing to do or some entries did not fit, 2 usage or bad input,
  * 3 Redis unavailable or refusing.
@@ -52,6 +52,11 @@ static const char usage[] =
     "                               IDLE_MS, after moving their pending entries to a live\n"
     "                               consumer (a consumer whose entries cannot move is kept)\n"
     "  purge QUEUE --yes            delete every key of the queue (both backends)\n"
+    "  pause QUEUE                  workers (every process, every partition) take no new\n"
+    "                               entries within about a second; entries in flight\n"
+    "                               finish, crashed workers' entries are still reclaimed;\n"
+    "                               producers still admit until the bucket is full\n"
+    "  resume QUEUE                 workers take entries again within about a second\n"
     "  limit QUEUE set NAME SCOPE RATE [--algorithm A]\n"
     "                               a rate limit the admission checks: SCOPE queue (all\n"
     "                               admissions), tenant (per envelope tenant) or client (per\n"
@@ -177,6 +182,8 @@ static const struct command {
     {"limit", admin_limit, A_ALGORITHM},
     {"fair", admin_fair, A_GROUP | A_WEIGHT | A_LIMIT},
     {"partitions", admin_partitions, 0},
+    {"pause", admin_pause, A_BACKEND},
+    {"resume", admin_resume, A_BACKEND},
 };
 
 static int fail_usage(const char *cmd, const char *msg) {
