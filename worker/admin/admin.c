@@ -57,6 +57,9 @@ static const char usage[] =
     "                               finish, crashed workers' entries are still reclaimed;\n"
     "                               producers still admit until the bucket is full\n"
     "  resume QUEUE                 workers take entries again within about a second\n"
+    "  clear QUEUE --yes            delete the waiting entries (not those in flight), keeping\n"
+    "                               capacity, limits, weights and counters; depth, tenant\n"
+    "                               shares and fair lanes are counted again\n"
     "  limit QUEUE set NAME SCOPE RATE [--algorithm A]\n"
     "                               a rate limit the admission checks: SCOPE queue (all\n"
     "                               admissions), tenant (per envelope tenant) or client (per\n"
@@ -100,7 +103,7 @@ static const char usage[] =
     "                               dead replay: entries replayed at most (default all)\n"
     "      --default-capacity N     dead replay: capacity when the queue has none set\n"
     "                               (default 1000, the producers' default)\n"
-    "      --yes                    purge, dead purge: really delete\n"
+    "      --yes                    purge, dead purge, clear: really delete\n"
     "      --log-level LEVEL        error, warn, info, debug or off (default off): the\n"
     "                               connection's events (reconnects, redirects) on stderr\n"
     "  -h, --help                   this text\n"
@@ -184,6 +187,7 @@ static const struct command {
     {"partitions", admin_partitions, 0},
     {"pause", admin_pause, A_BACKEND},
     {"resume", admin_resume, A_BACKEND},
+    {"clear", admin_clear, A_BACKEND | A_GROUP | A_YES},
 };
 
 static int fail_usage(const char *cmd, const char *msg) {

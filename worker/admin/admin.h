@@ -6,7 +6,7 @@
  *   admin_stats.c      stats, watch, capacity
  *   admin_dead.c       dead list | show | replay | purge
  *   admin_consumers.c  consumers [--prune], purge
- *   admin_queue.c      pause, resume
+ *   admin_queue.c      pause, resume, clear
  *
  * sluice-admin talks to Redis over one blocking connection (sluice_conn). Every subcommand
  * returns an exit code: 0 ok, 1 nothing to do or some did not fit, 2 usage, 3 Redis
@@ -120,6 +120,7 @@ int admin_fair(admin *a);       /* admin_fair.c */
 int admin_partitions(admin *a); /* admin_parts.c */
 int admin_pause(admin *a);      /* admin_queue.c */
 int admin_resume(admin *a);
+int admin_clear(admin *a);
 /* capacity QUEUE N on a partitioned queue: N in all, spread; *handled 0 when not partitioned */
 int admin_partitioned_capacity(admin *a, long long total, int *handled);
 
