@@ -13,9 +13,9 @@
  * order named): once one did not fit, the ones after it are only counted, not replayed, even if
  * room appears meanwhile. Whatever did not fit stays and is reported (exit 1).
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "sluice/cli.h"
 #include "sluice/envelope.h"
@@ -28,36 +28,14 @@
 
 /* ---- reading entries ---- */
 
-/* The value of field `name` of an XRANGE entry [id, [f, v, ...]], or NULL. */
-static const redisReply *entry_field(const redisReply *e, const char *name) {
-    if (e->type != REDIS_REPLY_ARRAY || e->elements != 2) {
-        return NULL;
-    }
-    const redisReply *v = sluice_reply_field(e->element[1], name);
-    return v != NULL && v->type == REDIS_REPLY_STRING ? v : NULL;
-}
-
 static const char *entry_str(const redisReply *e, const char *name) {
-    const redisReply *v = entry_field(e, name);
+    const redisReply *v = admin_entry_field(e, name);
     return v != NULL ? v->str : "";
-}
-
-/* 1 when s looks like a stream id: MS or MS-SEQ, digits only. */
-static int is_stream_id(const char *s) {
-    size_t n = strspn(s, "0123456789");
-    if (n == 0 || n > 20) {
-        return 0;
-    }
-    if (s[n] == '\0') {
-        return 1;
-    }
-    size_t m = strspn(s + n + 1, "0123456789");
-    return s[n] == '-' && m > 0 && m <= 20 && s[n + 1 + m] == '\0';
 }
 
 static int check_ids(admin *a, int from) {
     for (int i = from; i < a->nargs; i++) {
-        if (!is_stream_id(a->args[i])) {
+        if (!admin_is_stream_id(a->args[i])) {
             admin_err(a, "\"%s\" is not a dead-letter id (MS-SEQ, as `dead list` shows)",
                       a->args[i]);
             return SLUICE_EXIT_USAGE;
@@ -92,7 +70,7 @@ static long long dead_len(admin *a, int *rc) {
 /* ---- list, show ---- */
 
 static void list_row(const admin *a, const redisReply *e, int first) {
-    const redisReply *m = entry_field(e, "m");
+    const redisReply *m = admin_entry_field(e, "m");
     sluice_envelope env;
     sluice_header h[SLUICE_ENVELOPE_MAX_HEADERS];
     int ok = m != NULL && sluice_envelope_decode((const unsigned char *)m->str, m->len, 0, &env, h,
@@ -102,36 +80,19 @@ static void list_row(const admin *a, const redisReply *e, int first) {
         printf("%s{\"dead_id\":\"%s\",\"id\":", first ? "" : ",", e->element[0]->str);
         admin_json_str(stdout, entry_str(e, "id"), strlen(entry_str(e, "id")));
         printf(",\"deliveries\":%lld,\"consumer\":",
-               sluice_reply_ll(entry_field(e, "deliveries"), 0));
+               sluice_reply_ll(admin_entry_field(e, "deliveries"), 0));
         admin_json_str(stdout, entry_str(e, "consumer"), strlen(entry_str(e, "consumer")));
         printf(",\"reason\":");
         admin_json_str(stdout, reason, strlen(reason));
-        printf(",\"tenant\":");
-        ok &&env.tenant != NULL ? admin_json_str(stdout, env.tenant, env.tenant_len)
-                                : (void)printf("null");
-        printf(",\"headers\":");
-        if (ok) {
-            printf("{");
-            for (size_t i = 0; i < env.nheaders; i++) {
-                printf("%s", i > 0 ? "," : "");
-                admin_json_str(stdout, h[i].name, h[i].name_len);
-                printf(":");
-                admin_json_str(stdout, h[i].value, h[i].value_len);
-            }
-            printf("}");
-        } else {
-            printf("null");
-        }
-        printf(",\"payload\":");
-        ok ? admin_json_str(stdout, (const char *)env.payload, env.payload_len)
-           : (void)printf("null");
+        printf(",");
+        admin_json_envelope(m != NULL ? m->str : NULL, m != NULL ? m->len : 0, SIZE_MAX);
         printf("}");
         return;
     }
     char consumer[32], why[40], id[SLUICE_STREAM_ID_MAX];
     printf("%-22s %-22s %5lld  %-20.20s %-30.30s ", e->element[0]->str,
            admin_safe(entry_str(e, "id"), id, sizeof(id)),
-           sluice_reply_ll(entry_field(e, "deliveries"), 0),
+           sluice_reply_ll(admin_entry_field(e, "deliveries"), 0),
            admin_safe(entry_str(e, "consumer"), consumer, sizeof(consumer)),
            admin_safe(reason, why, sizeof(why)));
     if (ok) {
@@ -176,47 +137,6 @@ static int dead_list(admin *a) {
     return 0;
 }
 
-/* The wall-clock time in a stream id's millisecond part, as "YYYY-MM-DD HH:MM:SS.mmm UTC". */
-static char *id_time(const char *id, char *buf, size_t len) {
-    long long ms = strtoll(id, NULL, 10);
-    time_t t = (time_t)(ms / 1000);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    size_t n = strftime(buf, len, "%Y-%m-%d %H:%M:%S", &tm);
-    snprintf(buf + n, len - n, ".%03lld UTC", ms % 1000);
-    return buf;
-}
-
-static void show_envelope(const redisReply *m) {
-    sluice_envelope env;
-    sluice_header h[SLUICE_ENVELOPE_MAX_HEADERS];
-    char err[200];
-    if (m == NULL || m->len == 0) {
-        printf("  envelope      (no body: the entry was gone when it was dead-lettered)\n");
-        return;
-    }
-    if (sluice_envelope_decode((const unsigned char *)m->str, m->len, 0, &env, h,
-                               SLUICE_ENVELOPE_MAX_HEADERS, err, sizeof(err)) != 0) {
-        printf("  envelope      undecodable (%zu bytes): %s\n", m->len, err);
-        return;
-    }
-    if (env.tenant != NULL) {
-        printf("  tenant        ");
-        admin_print_safe(stdout, env.tenant, env.tenant_len, 200);
-        printf("\n");
-    }
-    for (size_t i = 0; i < env.nheaders; i++) {
-        printf("  header        ");
-        admin_print_safe(stdout, h[i].name, h[i].name_len, 200);
-        printf(": ");
-        admin_print_safe(stdout, h[i].value, h[i].value_len, 500);
-        printf("\n");
-    }
-    printf("  payload       %zu bytes: ", env.payload_len);
-    admin_print_safe(stdout, (const char *)env.payload, env.payload_len, 4096);
-    printf("\n");
-}
-
 static int dead_show(admin *a) {
     if (a->nargs != 3) {
         admin_err(a, "usage: dead show QUEUE DEAD_ID");
@@ -242,16 +162,21 @@ static int dead_show(admin *a) {
     } else {
         char t1[64], t2[64];
         printf("dead letter %s of %s\n", e->element[0]->str, a->queue);
-        printf("  dead-lettered %s\n", id_time(e->element[0]->str, t1, sizeof(t1)));
+        printf("  dead-lettered %s\n", admin_id_time(e->element[0]->str, t1, sizeof(t1)));
         char oid[64];
         printf("  original id   %s (admitted %s)\n",
                admin_safe(entry_str(e, "id"), oid, sizeof(oid)),
-               id_time(entry_str(e, "id"), t2, sizeof(t2)));
+               admin_id_time(entry_str(e, "id"), t2, sizeof(t2)));
         char consumer[200], why[600];
         printf("  deliveries    %s\n  consumer      %s\n  reason        %s\n",
                entry_str(e, "deliveries"), admin_safe(entry_str(e, "consumer"), consumer, 200),
                admin_safe(entry_str(e, "reason"), why, sizeof(why)));
-        show_envelope(entry_field(e, "m"));
+        const redisReply *m = admin_entry_field(e, "m");
+        if (m == NULL || m->len == 0) {
+            printf("  envelope      (no body: the entry was gone when it was dead-lettered)\n");
+        } else {
+            admin_show_envelope(m->str, m->len, 4096);
+        }
     }
     freeReplyObject(r);
     return 0;
@@ -335,7 +260,7 @@ static int replay_call(admin *a, replay *st, const char **ids, size_t n) {
 
 /* Counts a letter that stays because an earlier one did not fit (or it has no body). */
 static void count_kept(replay *st, const redisReply *e) {
-    const redisReply *m = entry_field(e, "m");
+    const redisReply *m = admin_entry_field(e, "m");
     st->seen++;
     if (m == NULL || m->len == 0) {
         st->skipped++; /* nothing to replay: the entry was gone when it died */
