@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # sluice-admin pause / resume: a running worker takes nothing new within a few seconds of a
-# pause while producers still admit until the bucket is full, and drains the queue after resume;
+# pause (it still reclaims a crashed consumer's entry) while producers still admit until the
+# bucket is full, and drains the queue after resume;
 # for the plain stream read, the paced read (sluice_take), a fair queue (sluice_fair_take) and
 # the list backend, side by side. The paused state shows in stats (human and JSON), the worker's
 # /metrics (sluice_queue_paused) and the gateway's queue info; a partitioned queue is paused in
@@ -37,7 +38,7 @@ for m in "${modes[@]}"; do
     A capacity "$q-$m" 20 >/dev/null
     E --backend "$(backend "$m")" --queue "$q-$m" a1 a2 a3 >/dev/null
     extra=()
-    [ "$m" = plain ] && extra=(--metrics 127.0.0.1:0 --log-level info)
+    [ "$m" = plain ] && extra=(--metrics 127.0.0.1:0 --log-level info --visibility-timeout 1000)
     "$bin/sluice-worker" --redis "$url" --queue "$q-$m" --backend "$(backend "$m")" \
         --handler noop --concurrency 4 --record "$tmp/r-$m" --log-level error "${extra[@]}" \
         2>"$tmp/log-$m" >/dev/null &
@@ -61,6 +62,10 @@ sleep 2
 for m in "${modes[@]}"; do
     [ "$(lines "$m")" = 3 ] || fail "$m: a paused worker took entries ($(lines "$m") processed)"
 done
+# a crashed consumer's entry is still reclaimed (and processed) by a paused worker
+rcli XREADGROUP GROUP workers ghost COUNT 1 STREAMS "sluice:{$q-plain}:stream" '>' >/dev/null
+for i in $(seq 1 100); do [ "$(lines plain)" -ge 4 ] && break; sleep 0.1; done
+[ "$(lines plain)" = 4 ] || fail "plain: the ghost's entry was not reclaimed ($(lines plain))"
 run 0 "PAUSED +workers take no new entries" A stats "$q-plain" --sample 0
 A stats "$q-list" --sample 0 --json >"$tmp/j"
 grep -q '"paused":true' "$tmp/j" || fail "stats --json: $(cat "$tmp/j")"
