@@ -105,7 +105,8 @@ paused_metric 0
 
 # ---- a partitioned queue: every partition ----
 A partitions "$q-parts" 3 >/dev/null
-run 0 "^paused queue $q-parts \(every partition\)" A pause "$q-parts"
+E --queue "$q-parts" $(seq 1 6) >/dev/null
+run 0 "^paused queue $q-parts \(every partition\).*\(depth 6 / capacity" A pause "$q-parts"
 for p in "$q-parts" "$q-parts~1" "$q-parts~2"; do
     [ "$(rcli HGET "sluice:{$p}:meta" paused)" = 1 ] || fail "partition $p not paused"
 done

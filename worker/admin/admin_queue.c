@@ -56,6 +56,21 @@ static int verb_start(admin *a, long long *parts) {
     return rc;
 }
 
+/* The figures of every partition added up (one queue: its own). */
+static int all_figures(admin *a, long long parts, sluice_figures *sum) {
+    memset(sum, 0, sizeof(*sum));
+    for (long long i = 0; i < parts; i++) {
+        sluice_keys k;
+        sluice_figures f;
+        int rc = admin_part_keys(a, i, &k);
+        if (rc != 0 || (rc = admin_part_figures(a, &k, &f)) != 0) {
+            return rc;
+        }
+        sluice_figures_add(sum, &f);
+    }
+    return 0;
+}
+
 /* pause QUEUE / resume QUEUE */
 static int pause_or_resume(admin *a, int on) {
     long long parts = 1, unchanged = 0;
@@ -65,7 +80,7 @@ static int pause_or_resume(admin *a, int on) {
         rc = set_paused(a, on, parts, &unchanged);
     }
     if (rc == 0) {
-        rc = admin_part_figures(a, &a->keys, &f);
+        rc = all_figures(a, parts, &f);
     }
     if (rc != 0) {
         return rc;
@@ -91,7 +106,7 @@ static int pause_or_resume(admin *a, int on) {
     if (f.capacity >= 0) {
         printf(" / capacity %lld", f.capacity);
     }
-    printf("%s)\n", parts > 1 ? " in partition 0" : "");
+    printf(")\n");
     return SLUICE_EXIT_OK;
 }
 
@@ -134,21 +149,6 @@ static int clear_part(admin *a, const sluice_keys *k, long long *cleared) {
         if (more != 1 || (d == 0 && lanes == 0)) {
             return 0;
         }
-    }
-    return 0;
-}
-
-/* The figures of every partition added up (one queue: its own). */
-static int all_figures(admin *a, long long parts, sluice_figures *sum) {
-    memset(sum, 0, sizeof(*sum));
-    for (long long i = 0; i < parts; i++) {
-        sluice_keys k;
-        sluice_figures f;
-        int rc = admin_part_keys(a, i, &k);
-        if (rc != 0 || (rc = admin_part_figures(a, &k, &f)) != 0) {
-            return rc;
-        }
-        sluice_figures_add(sum, &f);
     }
     return 0;
 }
