@@ -500,6 +500,7 @@ static void list_entries(sluice_worker *w, redisReply *r) {
 #define HZ_SLACK_MS      100 /* 1000 / Redis's default hz */
 
 static void pace_timer_cb(uv_timer_t *t);
+static void pace_end(sluice_worker *w);
 
 static void on_hz(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
     (void)c, (void)sent;
@@ -541,8 +542,8 @@ static void pause_set(sluice_worker *w, int paused) {
     SLUICE_LOG(SLUICE_LOG_INFO, "event=%s queue=%s", paused ? "paused" : "resumed", w->queue);
     w->paused = paused;
     if (!paused && w->pace_waiting && !w->pace_lease) {
-        uv_timer_stop(&w->pace_timer);
-        w->pace_waiting = 0;
+        uv_timer_stop(&w->pace_timer); /* a rate's hold ends too: the next take says it again */
+        pace_end(w);
     }
 }
 
@@ -610,9 +611,9 @@ static void on_pace_check(sluice_aconn *c, int status, int sent, redisReply *r, 
     sluice__worker_kick(w);
 }
 
-/* Asks (at most once per PACE_CHECK_MS) whether the queue has drain limits and whether it is
- * fair: a change made with sluice-admin limit or fair reaches every worker within about a
- * second. */
+/* Asks (at most once per PACE_CHECK_MS) whether the queue has drain limits, whether it is
+ * fair and whether it is paused (the list backend: paused only): a change made with
+ * sluice-admin limit, fair or pause reaches every worker within about a second. */
 static void pace_check(sluice_worker *w) {
     if (w->pace_checking ||
         (w->paced_known && sluice_now_ms() - w->pace_check_ms < PACE_CHECK_MS)) {

@@ -112,7 +112,7 @@ struct sluice_worker {
      * sluice_take, which reserves rate before it reads */
     int paced;         /* the last answer of meta `drain`: reads go through sluice_take */
     int paced_known;   /* that answer came (the first read waits for it) */
-    int pace_checking; /* HGET meta drain outstanding */
+    int pace_checking; /* HMGET meta drain ... paused outstanding */
     /* a paused queue (meta `paused`, `sluice-admin pause`): read with the pacing answer (both
      * backends), no new entry is taken while it is set; reclaims and settles go on */
     int paused;
