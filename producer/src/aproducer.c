@@ -987,6 +987,7 @@ static void info_total(ainfo_all *all) {
         t->retried += in->retried;
         t->dead += in->dead;
         t->limited += in->limited;
+        t->paused += in->paused;
         for (size_t j = 0; j < t->nlimits && j < SLUICE_QUEUE_INFO_LIMITS; j++) {
             for (size_t k = 0; k < in->nlimits && k < SLUICE_QUEUE_INFO_LIMITS; k++) {
                 if (strcmp(t->limits[j].name, in->limits[k].name) == 0) {
@@ -1029,6 +1030,7 @@ static void info_round_done(ainfo *ai, int status) {
         info->retried = f->counters[SLUICE_COUNTER_RETRIED];
         info->dead = f->counters[SLUICE_COUNTER_DEAD];
         info->limited = f->counters[SLUICE_COUNTER_LIMITED];
+        info->paused = (int)f->paused;
     } else if (all->status == 0) {
         all->status = ai->status;
     }
