@@ -14,13 +14,13 @@ read -ra qk <<<"$(queue_keys "$q")"
 keys+=("${qk[@]}")
 
 sink_start() { # NAME ARGS...: the back end, reporting to $tmp/NAME.out; sets $sport and $spid
-    local name=$1 i
+    local name=$1 _i
     shift
     "$bin/sluice-bench-backend" --port-file "$tmp/$name.port" "$@" >"$tmp/$name.out" \
         2>"$tmp/$name.err" &
     spid=$!
     pids+=("$spid")
-    for i in $(seq 1 100); do
+    for _i in $(seq 1 100); do
         [ -s "$tmp/$name.port" ] && break
         sleep 0.05
     done
@@ -78,8 +78,9 @@ auto_rate=$rate auto_inside=$inside
 run fixed 64 6
 fixed_rate=$rate fixed_inside=$inside
 [ "$fixed_inside" -ge 48 ] || fail "a fixed 64 kept only $fixed_inside inside the back end"
-[ "$auto_inside" -ge 1 ] && [ "$auto_inside" -le 16 ] ||
+if [ "$auto_inside" -lt 1 ] || [ "$auto_inside" -gt 16 ]; then
     fail "auto kept a median of $auto_inside inside (at most 16)"
+fi
 best=320
 [ "$fixed_rate" -lt "$best" ] && best=$fixed_rate # a loaded machine: what it could do
 [ $((auto_rate * 100)) -ge $((best * 85)) ] ||
