@@ -310,7 +310,7 @@ int main(int argc, char **argv) {
     const char *port_file = NULL;
     B.service_ms = 25;
     B.report_ms = 1000;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* every option takes a value */
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
         long n = v ? strtol(v, &end, 10) : -1;
@@ -332,7 +332,6 @@ int main(int argc, char **argv) {
         } else {
             return bad(o, v);
         }
-        i++;
     }
     signal(SIGPIPE, SIG_IGN);
     static char a204[] = "HTTP/1.1 204 No Content\r\n\r\n";
