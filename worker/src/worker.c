@@ -305,9 +305,10 @@ static void worker_error(sluice_worker *w, const char *what, int status, const c
         SLUICE_LOG(SLUICE_LOG_WARN, "event=%s status=%s detail=%s", what, sluice_err_name(status),
                    sluice_log_q(detail, q, sizeof(q)));
     }
-    /* a wrong key type, a missing permission or a queue set up for another group or backend
-     * does not heal by retrying */
-    if (status == SLUICE_EWRONGTYPE || status == SLUICE_ENOPERM || status == SLUICE_ECONFIG) {
+    /* a wrong key type, a missing permission, credentials refused or a queue set up for another
+     * group or backend does not heal by retrying */
+    if (status == SLUICE_EWRONGTYPE || status == SLUICE_ENOPERM || status == SLUICE_EAUTH ||
+        status == SLUICE_ECONFIG) {
         w->fatal = status;
         sluice_worker_stop(w);
     }
@@ -947,9 +948,9 @@ static void on_state(sluice_aconn *c, int ready, int status, void *arg) {
             snprintf(w->err, sizeof(w->err), "%s", sluice_aconn_errstr(c));
             w->fatal = status;
             sluice_worker_stop(w);
-        } else if (status == SLUICE_ENOPERM && !w->fatal) {
-            /* the ACL refused the connection's set-up: no retry heals that (e.g. EXISTS or
-             * CLUSTER on a cluster) */
+        } else if ((status == SLUICE_ENOPERM || status == SLUICE_EAUTH) && !w->fatal) {
+            /* the ACL refused the connection's set-up (e.g. EXISTS or CLUSTER on a cluster), or
+             * AUTH refused the credentials: no retry heals that */
             sluice__worker_error(w, "connect_refused", status, sluice_aconn_errstr(c));
         }
         return; /* the connection logged it (event=redis_down conn=read|cmd queue=Q) */
