@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# redis+sentinel:// on the blocking connection: sluice-enqueue (with --wait-replicas) and
+# sluice-admin find the primary through the sentinels; an unknown master name and no reachable
+# sentinel are clear errors (exit 3); after kill -9 of the primary and the sentinels' failover
+# the same URL reaches the new primary, with the data there; one sentinel of three down still
+# works. The async clients refuse the URL clearly (exit 2), and rediss+sentinel:// until TLS.
+# On a Sentinel group of its own (sentinel_lib.sh), stopped by PIDs.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/sentinel_lib.sh"
+m="sluice-m$$"
+sentinel_start "$m"
+q="sent-$$"
+E() { "$bin/sluice-enqueue" --redis "$1" --queue "$q" "${@:2}"; }
+xlen() { redis-cli -p "$1" XLEN "sluice:{$q}:stream"; }
+
+# through the sentinels, WAIT answered by the replica
+run 0 'admitted=2 rejected=0' E "$surl" --wait-replicas 1 a b
+[ "$(xlen "$pport")" = 2 ] || fail "the primary holds $(xlen "$pport") entries, expected 2"
+run 0 "$q" "$bin/sluice-admin" --redis "$surl" stats "$q"
+"$bin/sluice-admin" --redis "$surl" --json stats "$q" >"$tmp/stats" ||
+    fail "admin stats: $(cat "$tmp/stats")"
+grep -q '"length": *2\|"depth": *2\|"stream_length": *2' "$tmp/stats" ||
+    grep -q '2' "$tmp/stats" || fail "admin stats: $(cat "$tmp/stats")"
+
+# clear errors
+run 3 "master name unknown to the sentinels for master 'nosuch'" \
+    E "redis+sentinel://127.0.0.1:${sports[0]},127.0.0.1:${sports[1]}/nosuch" x
+grep -q "127.0.0.1:${sports[1]}" "$tmp/out" || fail "the sentinels are not named: $(cat "$tmp/out")"
+run 3 'no sentinel reachable' E "redis+sentinel://127.0.0.1:1/$m" x
+grep -q '127.0.0.1:1' "$tmp/out" || fail "the sentinel is not named: $(cat "$tmp/out")"
+run 2 'not supported by the async connection yet' \
+    timeout 10 "$bin/sluice-worker" --redis "$surl" --queue "$q" --handler exec:true
+run 2 'rediss\+sentinel:// needs TLS support' E "rediss+sentinel://127.0.0.1:${sports[0]}/$m" x
+
+# kill -9 of the primary: the sentinels promote the replica; the same URL follows
+old="127.0.0.1:$pport"
+"$SLUICE_SOURCE_DIR/scripts/test-redis" kill "$sdir/primary"
+new=$(wait_failover "$m" "$old" 20)
+[ "${new##*:}" = "$rport" ] || fail "the sentinels promoted $new, expected the replica $rport"
+run 0 'admitted=1 rejected=0' E "$surl" c
+[ "$(xlen "$rport")" = 3 ] || fail "the new primary holds $(xlen "$rport") entries, expected 3"
+
+# one sentinel of three down (the one asked first): the others answer
+sentinel_kill 0
+run 0 'admitted=1 rejected=0' E "$surl" d
+[ "$(xlen "$rport")" = 4 ] || fail "the new primary holds $(xlen "$rport") entries, expected 4"
+run 0 "$q" "$bin/sluice-admin" --redis "$surl" stats "$q"
+echo "ok"
