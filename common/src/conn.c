@@ -155,6 +155,23 @@ int sluice_conn_append_command(sluice_conn *c, int argc, const char **argv, cons
     return st != 0 ? st : sluice__node_append_command(&c->one, argc, argv, lens);
 }
 
+sluice__req sluice__req_fcall(sluice_fn fn, int nkeys, const char **keys, const size_t *keylens,
+                              int nargs, const char **args, const size_t *arglens) {
+    return (sluice__req){.fn = fn,
+                         .nkeys = nkeys,
+                         .keys = keys,
+                         .keylens = keylens,
+                         .nargs = nargs,
+                         .args = args,
+                         .arglens = arglens};
+}
+
+int sluice__req_append(sluice__node *n, const sluice__req *q) {
+    return q->argv != NULL ? sluice__node_append_command(n, q->argc, q->argv, q->lens)
+                           : sluice__node_append_fcall(n, q->fn, q->nkeys, q->keys, q->keylens,
+                                                       q->nargs, q->args, q->arglens);
+}
+
 /* The single-node router's call of a function: when the server lost the library (restart
  * without persistence, FLUSH) it did not run the call, so reload and send it once more. */
 static int single_fcall(sluice_conn *c, sluice_fn fn, int nkeys, const char **keys,

@@ -15,6 +15,25 @@
 
 #include "conn_node.h"
 
+/* A call as the routers pass it: a command (argv) or a sluice function (argv NULL). */
+typedef struct sluice__req {
+    int argc;
+    const char **argv;
+    const size_t *lens;
+    sluice_fn fn;
+    int nkeys, nargs;
+    const char **keys, **args;
+    const size_t *keylens, *arglens;
+    int multi; /* cluster router: sent inside MULTI */
+} sluice__req;
+
+/* The call of function `fn` with these keys and arguments (borrowed). */
+sluice__req sluice__req_fcall(sluice_fn fn, int nkeys, const char **keys, const size_t *keylens,
+                              int nargs, const char **args, const size_t *arglens);
+
+/* Queues q on the connected node n (sluice__node_append_command or _append_fcall). */
+int sluice__req_append(sluice__node *n, const sluice__req *q);
+
 typedef struct sluice__cluster sluice__cluster;
 typedef struct sluice__sentinel sluice__sentinel;
 

@@ -295,31 +295,14 @@ static int is_verb(int argc, const char **argv, const size_t *lens, const char *
            strncasecmp(argv[0], verb, len) == 0;
 }
 
-/* A command (argv) or a sluice function (argv NULL). */
-typedef struct sreq {
-    int argc;
-    const char **argv;
-    const size_t *lens;
-    sluice_fn fn;
-    int nkeys, nargs;
-    const char **keys, **args;
-    const size_t *keylens, *arglens;
-} sreq;
-
-static int append_req(sluice__node *n, const sreq *q) {
-    return q->argv != NULL ? sluice__node_append_command(n, q->argc, q->argv, q->lens)
-                           : sluice__node_append_fcall(n, q->fn, q->nkeys, q->keys, q->keylens,
-                                                       q->nargs, q->args, q->arglens);
-}
-
 /* On the connection as it is: no asking, no reconnecting (inside MULTI, WAIT). */
-static int pinned(sluice_conn *c, const sreq *q, redisReply **out, int *sent) {
+static int pinned(sluice_conn *c, const sluice__req *q, redisReply **out, int *sent) {
     sluice__node *n = &c->one;
     if (n->ctx == NULL) {
         say(c->err, sizeof(c->err), "%s: the connection was lost before this call", n->where);
         return SLUICE_ECONN;
     }
-    int st = append_req(n, q);
+    int st = sluice__req_append(n, q);
     if (st != 0) {
         return st;
     }
@@ -327,7 +310,7 @@ static int pinned(sluice_conn *c, const sreq *q, redisReply **out, int *sent) {
     return sluice__node_read(n, out);
 }
 
-static int call(sluice_conn *c, const sreq *q, redisReply **out, int *sent) {
+static int call(sluice_conn *c, const sluice__req *q, redisReply **out, int *sent) {
     sluice__sentinel *s = c->sn;
     sluice__node *n = &c->one;
     uint64_t deadline = sluice_now_ms() + (uint64_t)c->o.command_timeout_ms;
@@ -341,7 +324,7 @@ static int call(sluice_conn *c, const sreq *q, redisReply **out, int *sent) {
         if ((st = master_ready(c, deadline)) != 0) {
             return st;
         }
-        if ((st = append_req(n, q)) != 0) {
+        if ((st = sluice__req_append(n, q)) != 0) {
             if (n->ctx == NULL) {
                 s->known = 0;
                 continue; /* lost before anything was written */
@@ -378,7 +361,7 @@ static int call(sluice_conn *c, const sreq *q, redisReply **out, int *sent) {
 
 int sluice__sentinel_command(sluice_conn *c, int argc, const char **argv, const size_t *lens,
                              redisReply **out, int *sent) {
-    sreq q = {.argc = argc, .argv = argv, .lens = lens};
+    sluice__req q = {.argc = argc, .argv = argv, .lens = lens};
     sluice__sentinel *s = c->sn;
     int st;
     if (s->txn || is_verb(argc, argv, lens, "WAIT")) {
@@ -402,13 +385,7 @@ int sluice__sentinel_command(sluice_conn *c, int argc, const char **argv, const 
 int sluice__sentinel_fcall(sluice_conn *c, sluice_fn fn, int nkeys, const char **keys,
                            const size_t *keylens, int nargs, const char **args,
                            const size_t *arglens, redisReply **out, int *sent) {
-    sreq q = {.fn = fn,
-              .nkeys = nkeys,
-              .keys = keys,
-              .keylens = keylens,
-              .nargs = nargs,
-              .args = args,
-              .arglens = arglens};
+    sluice__req q = sluice__req_fcall(fn, nkeys, keys, keylens, nargs, args, arglens);
     if (c->sn->txn) {
         *out = NULL;
         set_sent(sent, 0);
