@@ -29,6 +29,19 @@ run 3 "master name unknown to the sentinels for master 'nosuch'" \
 grep -q "127.0.0.1:${sports[1]}" "$tmp/out" || fail "the sentinels are not named: $(cat "$tmp/out")"
 run 3 'no sentinel reachable' E "redis+sentinel://127.0.0.1:1/$m" x
 grep -q '127.0.0.1:1' "$tmp/out" || fail "the sentinel is not named: $(cat "$tmp/out")"
+# a sentinel that names the replica: ROLE says so; alone it is a clear error when the deadline
+# passes, before real sentinels the next one is asked and the call goes to the primary
+(python3 "$(dirname "$0")/fake_sentinel.py" --port-file "$tmp/fake.port" --host 127.0.0.1 \
+    --port "$rport" </dev/null >/dev/null 2>&1 & echo $! >"$tmp/fake.pid")
+pids+=("$(cat "$tmp/fake.pid")")
+for i in $(seq 1 50); do [ -s "$tmp/fake.port" ] && break; sleep 0.1; done
+fport=$(cat "$tmp/fake.port")
+run 3 "127.0.0.1:$rport answered ROLE slave \(not the primary\)" \
+    E "redis+sentinel://127.0.0.1:$fport/$m" --timeout 1000 x
+n=$(xlen "$pport")
+run 0 'admitted=1 rejected=0' \
+    E "redis+sentinel://127.0.0.1:$fport,127.0.0.1:${sports[1]}/$m" --timeout 3000 y
+[ "$(xlen "$pport")" = $((n + 1)) ] || fail "the primary holds $(xlen "$pport") entries, expected $((n + 1))"
 run 2 'not supported by the async connection yet' \
     timeout 10 "$bin/sluice-worker" --redis "$surl" --queue "$q" --handler exec:true
 run 2 'rediss\+sentinel:// needs TLS support' E "rediss+sentinel://127.0.0.1:${sports[0]}/$m" x
