@@ -189,6 +189,7 @@ static int check_role(sluice_conn *c) {
     int st = sluice__node_command(&c->one, 1, argv, NULL, &r, NULL);
     int other = 1;
     if (st == SLUICE_EAUTH || st == SLUICE_ENOPERM) {
+        say(s->why, sizeof(s->why), "%s", c->err);
         freeReplyObject(r);
         return st;
     }

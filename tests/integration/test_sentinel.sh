@@ -42,6 +42,10 @@ n=$(xlen "$pport")
 run 0 'admitted=1 rejected=0' \
     E "redis+sentinel://127.0.0.1:$fport,127.0.0.1:${sports[1]}/$m" --timeout 3000 y
 [ "$(xlen "$pport")" = $((n + 1)) ] || fail "the primary holds $(xlen "$pport") entries, expected $((n + 1))"
+# a data-node user that may not run ROLE: a clear error at once, not a retry until the deadline
+redis-cli -p "$pport" ACL SETUSER norole on '>pw' '~*' '&*' +@all -role >/dev/null
+run 3 "NOPERM.*'role'" E "redis+sentinel://norole:pw@127.0.0.1:${sports[0]}/$m?sentinel_password=" --timeout 30000 x
+redis-cli -p "$pport" ACL DELUSER norole >/dev/null
 run 2 'not supported by the async connection yet' \
     timeout 10 "$bin/sluice-worker" --redis "$surl" --queue "$q" --handler exec:true
 run 2 'rediss\+sentinel:// needs TLS support' E "rediss+sentinel://127.0.0.1:${sports[0]}/$m" x
