@@ -31,12 +31,13 @@
 #define ROUND_PAUSE_MS 200
 
 struct sluice__sentinel {
-    sluice_url data;   /* the URL the node connects: the primary's address, the data db/auth */
-    int known;         /* data names the primary the sentinels gave last, checked by ROLE */
-    unsigned connects; /* the node's connect count when ROLE was checked */
-    int first;         /* the sentinel to ask first: the last one that answered */
-    int txn;           /* inside MULTI: no asking again, no sending again */
-    char why[400];     /* why the last round found no primary */
+    sluice_url data; /* the URL the node connects: the primary's address, the data db/auth */
+    int known;       /* data names the primary the sentinels gave last, checked by ROLE */
+    int checked;     /* ROLE said master on the node's connection number `connects` */
+    unsigned connects;
+    int first;     /* the sentinel to ask first: the last one that answered */
+    int txn;       /* inside MULTI: no asking again, no sending again */
+    char why[400]; /* why the last round found no primary */
 };
 
 sluice__sentinel *sluice__sentinel_new(sluice_conn *c) {
@@ -247,10 +248,11 @@ static int master_ready(sluice_conn *c, uint64_t deadline) {
                 return st == SLUICE_ENOTFOUND ? SLUICE_ECONN : st;
             }
             s->known = 1;
+            s->checked = 0; /* ROLE again, even on a connection still open (after READONLY in a
+                             * pipeline, the same address may now be a replica) */
             if (strcmp(old, s->data.host) != 0 || old_port != s->data.port) {
                 sluice__node_drop(n); /* another server: its own backoff, its own library */
                 sluice__node_init(n, &c->env, s->data.host, s->data.port, "");
-                s->connects = 0; /* ROLE at its first connect */
             }
             say(n->where, sizeof(n->where), "master '%.100s' at %.60s:%d (%.100s)",
                 c->url.master_name, s->data.host, s->data.port, c->where);
@@ -264,10 +266,11 @@ static int master_ready(sluice_conn *c, uint64_t deadline) {
         if (st != 0) {
             return st;
         }
-        if (n->connects == s->connects) {
+        if (s->checked && n->connects == s->connects) {
             return 0; /* the connection ROLE checked */
         }
         if ((st = check_role(c)) == 0) {
+            s->checked = 1;
             s->connects = n->connects;
             return 0;
         }

@@ -4,7 +4,9 @@
 
 Listens on 127.0.0.1 (a free port, written to --port-file) and answers every
 SENTINEL GET-MASTER-ADDR-BY-NAME with --host and --port, whatever the name (a sentinel that
-names a server which is not the primary), AUTH and anything else with +OK. Runs until killed.
+names a server which is not the primary), or with the "HOST PORT" read from --addr-file at each
+question (a test moves the primary by rewriting it); AUTH and anything else with +OK. Runs
+until killed.
 """
 import argparse
 import socketserver
@@ -24,10 +26,16 @@ def read_command(f):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--port-file", required=True)
-    ap.add_argument("--host", required=True)
-    ap.add_argument("--port", required=True)
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", default="6379")
+    ap.add_argument("--addr-file")
     a = ap.parse_args()
-    addr = [a.host.encode(), a.port.encode()]
+
+    def addr():
+        if a.addr_file:
+            with open(a.addr_file, "rb") as f:
+                return f.read().split()[:2]
+        return [a.host.encode(), a.port.encode()]
 
     class Handler(socketserver.StreamRequestHandler):
         def handle(self):
@@ -36,7 +44,7 @@ def main():
                 if cmd is None:
                     return
                 if cmd[0].upper() == b"SENTINEL":
-                    out = b"*2\r\n" + b"".join(b"$%d\r\n%s\r\n" % (len(x), x) for x in addr)
+                    out = b"*2\r\n" + b"".join(b"$%d\r\n%s\r\n" % (len(x), x) for x in addr())
                 else:
                     out = b"+OK\r\n"
                 self.wfile.write(out)

@@ -42,6 +42,30 @@ n=$(xlen "$pport")
 run 0 'admitted=1 rejected=0' \
     E "redis+sentinel://127.0.0.1:$fport,127.0.0.1:${sports[1]}/$m" --timeout 3000 y
 [ "$(xlen "$pport")" = $((n + 1)) ] || fail "the primary holds $(xlen "$pport") entries, expected $((n + 1))"
+# READONLY: a primary demoted under a running connection (REPLICAOF) refuses the next write;
+# the connection asks again (a scripted sentinel, now naming the group's primary), checks it and
+# sends the call again: it did not run. Every payload admitted, none twice.
+"$SLUICE_SOURCE_DIR/scripts/test-redis" start "$tmp/demoted" --no-aof >/dev/null
+pids+=("$(cat "$tmp/demoted/pid")")
+dport=$(cat "$tmp/demoted/port")
+echo "127.0.0.1 $dport" >"$tmp/addr"
+(python3 "$(dirname "$0")/fake_sentinel.py" --port-file "$tmp/fake2.port" --addr-file "$tmp/addr" \
+    </dev/null >/dev/null 2>&1 & echo $! >"$tmp/fake2.pid")
+pids+=("$(cat "$tmp/fake2.pid")")
+for i in $(seq 1 50); do [ -s "$tmp/fake2.port" ] && break; sleep 0.1; done
+qd="$q-ro"
+for i in $(seq 1 20); do echo "$i"; sleep 0.1; done |
+    timeout 30 "$bin/sluice-enqueue" --redis "redis+sentinel://127.0.0.1:$(cat "$tmp/fake2.port")/$m" \
+        --queue "$qd" --batch 1 --timeout 10000 --ids --log-level info >"$tmp/ro" 2>&1 &
+rpid=$!
+sleep 0.8
+echo "127.0.0.1 $pport" >"$tmp/addr"
+redis-cli -p "$dport" REPLICAOF 127.0.0.1 "$pport" >/dev/null
+wait "$rpid" || fail "sluice-enqueue across the demotion: $(cat "$tmp/ro")"
+grep -q 'event=sentinel_not_primary' "$tmp/ro" || fail "no READONLY was followed: $(cat "$tmp/ro")"
+[ "$(grep -cE '^[0-9]+-[0-9]+ [0-9]+$' "$tmp/ro")" = 20 ] || fail "not 20 admitted: $(cat "$tmp/ro")"
+"$SLUICE_SOURCE_DIR/scripts/test-redis" stop "$tmp/demoted"
+
 # a data-node user that may not run ROLE: a clear error at once, not a retry until the deadline
 redis-cli -p "$pport" ACL SETUSER norole on '>pw' '~*' '&*' +@all -role >/dev/null
 run 3 "NOPERM.*'role'" E "redis+sentinel://norole:pw@127.0.0.1:${sports[0]}/$m?sentinel_password=" --timeout 30000 x
