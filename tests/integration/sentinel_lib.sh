@@ -27,9 +27,9 @@ sentinel_cleanup() {
 
 # One sentinel on a free port (a few tries); appends to sports and spids.
 sentinel_launch() { # index master
-    local i=$1 m=$2 d="$sdir/s$1" port try n
+    local i=$1 m=$2 d="$sdir/s$1" port
     mkdir -p "$d"
-    for try in $(seq 1 20); do
+    for _ in $(seq 1 20); do
         port=$((20000 + RANDOM % 40000))
         redis-cli -p "$port" PING >/dev/null 2>&1 && continue
         cat >"$d/sentinel.conf" <<EOF
@@ -48,7 +48,7 @@ EOF
             echo $! >"$d/pid")
         local pid
         pid=$(cat "$d/pid")
-        for n in $(seq 1 50); do
+        for _ in $(seq 1 50); do
             redis-cli -p "$port" PING 2>/dev/null | grep -q PONG && break
             kill -0 "$pid" 2>/dev/null || break
             sleep 0.05
