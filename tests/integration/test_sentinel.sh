@@ -25,6 +25,10 @@ run 0 "$q" "$bin/sluice-admin" --redis "$surl" stats "$q" --sample 0
     fail "admin stats: $(cat "$tmp/stats")"
 python3 -c 'import json, sys; sys.exit(json.load(open(sys.argv[1]))["depth"] != 2)' "$tmp/stats" ||
     fail "admin stats through the sentinels: $(cat "$tmp/stats")"
+# sluice-limit, with scripts and with MULTI/EXEC (--no-scripts, a pipelined transaction)
+run 0 '^allowed=1 remaining=2 ' "$bin/sluice-limit" --redis "$surl" "$q" k=3/10s
+run 0 '^allowed=1 remaining=1 ' "$bin/sluice-limit" --redis "$surl" "$q" k=3/10s
+run 0 '^allowed=1 ' "$bin/sluice-limit" --redis "$surl" --no-scripts -a fixed "$q" f=3/10s
 
 # clear errors
 run 3 "master name unknown to the sentinels for master 'nosuch'" \
