@@ -4,6 +4,7 @@
  * producer library is built with its own copy (pure, no state), see common/CMakeLists.txt.
  */
 #include <stddef.h>
+#include <stdio.h>
 
 #include "sluice/client.h"
 #include "sluice/status.h"
@@ -20,5 +21,20 @@ int sluice_client_setup(const char *redis_url, int connect_timeout_ms, int comma
     co->command_timeout_ms = command_timeout_ms;
     co->force_eval = force_eval;
     co->name = name;
+    return 0;
+}
+
+int sluice_client_async_supported(const sluice_url *url, char *err, size_t errlen) {
+    if (sluice_url_supported(url, err, errlen) != 0) {
+        return SLUICE_EINVAL;
+    }
+    if (url->is_sentinel) {
+        if (err != NULL && errlen > 0) {
+            snprintf(err, errlen,
+                     "redis+sentinel:// is not supported by the async connection yet (the "
+                     "blocking clients sluice-enqueue, sluice-admin, sluice-limit support it)");
+        }
+        return SLUICE_EINVAL;
+    }
     return 0;
 }

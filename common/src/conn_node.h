@@ -44,6 +44,7 @@ typedef struct sluice__node {
     int attempt;              /* failed connects since the last success */
     int wrong_mode;           /* the last handshake found a server of the other kind */
     int lost;                 /* a call failed and dropped the connection (sluice__node_lost) */
+    unsigned connects;        /* successful connects: a router sees a new connection by it */
     char where[300];          /* redacted URL or "cluster node HOST:PORT", for messages */
 } sluice__node;
 

@@ -719,9 +719,6 @@ int sluice_url_supported(const sluice_url *u, char *err, size_t errlen) {
     if (u == NULL) {
         return url_fail(&e, "missing URL");
     }
-    if (u->is_sentinel) {
-        return url_fail(&e, "%s needs Sentinel support, not built yet", scheme_of(u));
-    }
     if (u->is_tls) {
         return url_fail(&e, "%s needs TLS support, not built yet", scheme_of(u));
     }

@@ -734,6 +734,9 @@ int sluice_aproducer_new(uv_loop_t *loop, const sluice_producer_options *o,
                             o->force_eval, "producer", &ap->url, &ap->co, err, errlen) != 0) {
         st = SLUICE_EINVAL;
     }
+    if (st == 0 && sluice_client_async_supported(&ap->url, err, errlen) != 0) {
+        st = SLUICE_EINVAL;
+    }
     if (st == 0) {
         ap->scratch = calloc(cfg.max_batch, sizeof(*ap->scratch));
         st = ap->scratch != NULL ? 0 : SLUICE_ENOMEM;

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "sluice/client.h"
 #include "sluice/clock.h"
 #include "sluice/keys.h"
 #include "sluice/log.h"
@@ -121,7 +122,7 @@ int sluice_worker_new(const sluice_worker_options *in, sluice_worker **out, char
     if (sluice_keys_init(&keys, o.queue, err, errlen) != 0 || check_options(&o, err, errlen) ||
         sluice_url_parse(&url, o.redis_url ? o.redis_url : sluice_url_default(), err, errlen) !=
             0 ||
-        sluice_url_supported(&url, err, errlen) != 0) {
+        sluice_client_async_supported(&url, err, errlen) != 0) {
         return SLUICE_EINVAL;
     }
     char consumer[200];
