@@ -24,10 +24,21 @@ int sluice_client_setup(const char *redis_url, int connect_timeout_ms, int comma
     return 0;
 }
 
-int sluice__client_async_check(const sluice_url *url, char *err, size_t errlen) {
+int sluice_client_async_supported(const sluice_url *url, char *err, size_t errlen) {
+    if (sluice_url_supported(url, err, errlen) != 0) {
+        return SLUICE_EINVAL;
+    }
     if (url->is_tls) {
         if (err != NULL && errlen > 0) {
             snprintf(err, errlen, "rediss:// is not supported by the async connection yet");
+        }
+        return SLUICE_EINVAL;
+    }
+    if (url->is_sentinel) {
+        if (err != NULL && errlen > 0) {
+            snprintf(err, errlen,
+                     "redis+sentinel:// is not supported by the async connection yet (the "
+                     "blocking clients sluice-enqueue, sluice-admin, sluice-limit support it)");
         }
         return SLUICE_EINVAL;
     }

@@ -6,8 +6,9 @@
  * for a redis:// or unix:// URL the single-node router below, one node (conn_node.c) that is
  * connected lazily by the next call after a failure, and the library reloaded and the call
  * re-sent once when the server lost it; for a redis+cluster:// URL the cluster router of
- * conn_cluster.c, which keeps one such node per primary. What happens on one server is the
- * node layer's, the same under both routers.
+ * conn_cluster.c, which keeps one such node per primary; for a redis+sentinel:// URL the
+ * Sentinel router of conn_sentinel.c, one node at the primary the sentinels name. What happens
+ * on one server is the node layer's, the same under every router.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,7 +75,9 @@ sluice_conn *sluice_conn_new(const sluice_url *url, const sluice_conn_options *o
                                 .err = c->err,
                                 .errlen = sizeof(c->err)};
     sluice__node_init(&c->one, &c->env, url->host, url->port, c->where);
-    if (url->is_cluster && (c->cl = sluice__cluster_new()) == NULL) {
+    if ((url->is_cluster && (c->cl = sluice__cluster_new()) == NULL) ||
+        (url->is_sentinel && (c->sn = sluice__sentinel_new(c)) == NULL)) {
+        sluice__cluster_free(c->cl);
         sluice__tls_options_release(&c->o);
         free(c);
         return NULL;
@@ -88,6 +91,7 @@ void sluice_conn_free(sluice_conn *c) {
     }
     sluice__node_release(&c->one);
     sluice__cluster_free(c->cl);
+    sluice__sentinel_free(c->sn);
     sluice__tls_options_release(&c->o);
     memset(c->url.password, 0, sizeof(c->url.password));
     free(c);
@@ -98,12 +102,17 @@ const char *sluice_conn_errstr(const sluice_conn *c) {
 }
 
 int sluice_conn_ensure(sluice_conn *c) {
-    return c->cl != NULL ? sluice__cluster_ensure(c) : sluice__node_start(&c->one);
+    return c->cl != NULL   ? sluice__cluster_ensure(c)
+           : c->sn != NULL ? sluice__sentinel_ensure(c)
+                           : sluice__node_start(&c->one);
 }
 
 int sluice_conn_read_reply(sluice_conn *c, redisReply **out) {
     if (c->cl != NULL) {
         return sluice__cluster_read_reply(c, out);
+    }
+    if (c->sn != NULL) {
+        return sluice__sentinel_read_reply(c, out);
     }
     return sluice__node_read(&c->one, out);
 }
@@ -113,6 +122,9 @@ int sluice_conn_command(sluice_conn *c, int argc, const char **argv, const size_
     if (c->cl != NULL) {
         return sluice__cluster_command(c, argc, argv, lens, out, sent);
     }
+    if (c->sn != NULL) {
+        return sluice__sentinel_command(c, argc, argv, lens, out, sent);
+    }
     return sluice__node_command(&c->one, argc, argv, lens, out, sent);
 }
 
@@ -121,6 +133,9 @@ int sluice_conn_append_fcall(sluice_conn *c, sluice_fn fn, int nkeys, const char
                              const size_t *arglens) {
     if (c->cl != NULL) {
         return sluice__cluster_append_fcall(c, fn, nkeys, keys, keylens, nargs, args, arglens);
+    }
+    if (c->sn != NULL) {
+        return sluice__sentinel_append_fcall(c, fn, nkeys, keys, keylens, nargs, args, arglens);
     }
     int st = sluice__node_start(&c->one);
     if (st != 0) {
@@ -133,8 +148,28 @@ int sluice_conn_append_command(sluice_conn *c, int argc, const char **argv, cons
     if (c->cl != NULL) {
         return sluice__cluster_append_command(c, argc, argv, lens);
     }
+    if (c->sn != NULL) {
+        return sluice__sentinel_append_command(c, argc, argv, lens);
+    }
     int st = sluice__node_start(&c->one);
     return st != 0 ? st : sluice__node_append_command(&c->one, argc, argv, lens);
+}
+
+sluice__req sluice__req_fcall(sluice_fn fn, int nkeys, const char **keys, const size_t *keylens,
+                              int nargs, const char **args, const size_t *arglens) {
+    return (sluice__req){.fn = fn,
+                         .nkeys = nkeys,
+                         .keys = keys,
+                         .keylens = keylens,
+                         .nargs = nargs,
+                         .args = args,
+                         .arglens = arglens};
+}
+
+int sluice__req_append(sluice__node *n, const sluice__req *q) {
+    return q->argv != NULL ? sluice__node_append_command(n, q->argc, q->argv, q->lens)
+                           : sluice__node_append_fcall(n, q->fn, q->nkeys, q->keys, q->keylens,
+                                                       q->nargs, q->args, q->arglens);
 }
 
 /* The single-node router's call of a function: when the server lost the library (restart
@@ -171,6 +206,9 @@ int sluice_conn_fcall(sluice_conn *c, sluice_fn fn, int nkeys, const char **keys
                       redisReply **out, int *sent) {
     if (c->cl != NULL) {
         return sluice__cluster_fcall(c, fn, nkeys, keys, keylens, nargs, args, arglens, out, sent);
+    }
+    if (c->sn != NULL) {
+        return sluice__sentinel_fcall(c, fn, nkeys, keys, keylens, nargs, args, arglens, out, sent);
     }
     return single_fcall(c, fn, nkeys, keys, keylens, nargs, args, arglens, out, sent);
 }

@@ -364,24 +364,10 @@ int sluice__cluster_ensure(sluice_conn *c) {
 /* ---- one call, followed through redirections ---- */
 
 /* A command (argv) or a sluice function (argv NULL); `multi`: sent inside MULTI. */
-typedef struct creq {
-    int argc;
-    const char **argv;
-    const size_t *lens;
-    sluice_fn fn;
-    int nkeys, nargs;
-    const char **keys, **args;
-    const size_t *keylens, *arglens;
-    int multi;
-} creq;
+typedef sluice__req creq;
 
 static int append_req(sluice_conn *c, sluice__node *n, const creq *q) {
-    if (q->argv == NULL) {
-        return watch(c->cl, n,
-                     sluice__node_append_fcall(n, q->fn, q->nkeys, q->keys, q->keylens, q->nargs,
-                                               q->args, q->arglens));
-    }
-    return watch(c->cl, n, sluice__node_append_command(n, q->argc, q->argv, q->lens));
+    return watch(c->cl, n, sluice__req_append(n, q));
 }
 
 /* Reads the `k` replies that only prepare the request (ASKING, MULTI), then the request's into
@@ -666,13 +652,7 @@ static void note_write(sluice__cluster *cl, int slot, const sluice__node *used) 
 int sluice__cluster_fcall(sluice_conn *c, sluice_fn fn, int nkeys, const char **keys,
                           const size_t *keylens, int nargs, const char **args,
                           const size_t *arglens, redisReply **out, int *sent) {
-    creq q = {.fn = fn,
-              .nkeys = nkeys,
-              .keys = keys,
-              .keylens = keylens,
-              .nargs = nargs,
-              .args = args,
-              .arglens = arglens};
+    creq q = sluice__req_fcall(fn, nkeys, keys, keylens, nargs, args, arglens);
     int slot =
         nkeys > 0 ? sluice__cluster_key_slot(keys[0], keylens ? keylens[0] : strlen(keys[0])) : -1;
     sluice__node *used = NULL;

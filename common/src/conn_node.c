@@ -254,6 +254,7 @@ static int node_ensure(sluice__node *n) {
         return st;
     }
     n->attempt = 0;
+    n->connects++;
     return 0;
 }
 

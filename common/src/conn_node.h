@@ -47,6 +47,7 @@ typedef struct sluice__node {
     int wrong_mode;           /* the last handshake found a server of the other kind */
     int tls_refused;          /* the last connect failed in TLS (verification, an alert) */
     int lost;                 /* a call failed and dropped the connection (sluice__node_lost) */
+    unsigned connects;        /* successful connects: a router sees a new connection by it */
     char where[300];          /* redacted URL or "cluster node HOST:PORT", for messages */
     sluice__tls_link *tls;    /* rediss://: the TLS transport (made at the first connect) */
 } sluice__node;

@@ -42,7 +42,8 @@ size_t sluice_figures_commands(const sluice_keys *k, sluice_backend b,
         cmd(&cmds[CMD_DEPTH], 2, "XLEN", k->stream, NULL);
         cmd(&cmds[CMD_DELIVERY], 3, "XINFO", "GROUPS", k->stream);
     }
-    cmd(&cmds[CMD_CAPACITY], 3, "HGET", k->meta, "capacity");
+    cmd(&cmds[CMD_CAPACITY], 4, "HMGET", k->meta, "capacity");
+    cmds[CMD_CAPACITY].argv[3] = "paused";
     cmd(&cmds[CMD_DEAD], 2, "XLEN", k->dead, NULL);
     /* HMGET, not HGETALL: the fields in a known order, and a right producers already have */
     cmd(&cmds[CMD_STATS], 2 + SLUICE_COUNTER_COUNT_, "HMGET", k->stats, counter_names[0]);
@@ -105,6 +106,13 @@ int sluice_figures_parse(sluice_figures *f, sluice_backend b, const char *group,
         f->depth = sluice_reply_ll(r, 0);
         return 0;
     case CMD_CAPACITY:
+        if (r->type == REDIS_REPLY_ARRAY) { /* {capacity, paused} */
+            if (r->elements != 2) {
+                return SLUICE_EPROTO;
+            }
+            f->paused = sluice_reply_ll(r->element[1], 0) == 1;
+            r = r->element[0];
+        }
         if (r->type == REDIS_REPLY_STRING &&
             sluice_capacity_parse(r->str, r->len, &f->capacity) != 0) {
             f->capacity = SLUICE_FIGURE_INVALID;
@@ -183,6 +191,7 @@ void sluice_figures_add(sluice_figures *sum, const sluice_figures *f) {
     sum->capacity =
         sum->capacity >= 0 && f->capacity >= 0 ? sum->capacity + f->capacity : SLUICE_FIGURE_UNSET;
     sum->group_exists |= f->group_exists;
+    sum->paused += f->paused;
     sum->lanes_depth += f->lanes_depth;
     sum->lanes_in_flight += f->lanes_in_flight;
     for (int c = 0; c < SLUICE_COUNTER_COUNT_; c++) {

@@ -272,12 +272,17 @@ static int fed(sluice__hs *p, sluice__hs_step step, int fn, const redisReply *r)
         return st;
     }
     case SLUICE_HS_SCRIPT:
-        /* a failure leaves its sha empty; calls of it then fail */
+        /* a refusal of the user (NOPERM) or of the script leaves its sha empty; calls of it
+         * then fail. A refusal of the connection (NOAUTH, LOADING, BUSY...) fails the
+         * handshake, as the probe's would: with force_eval there is no probe before. */
         if (p->cfg.sha != NULL) {
             sluice__hs_script_reply(r, (sluice_fn)fn, p->cfg.where, p->cfg.sha[fn], p->cfg.err,
                                     p->cfg.errlen);
+        } else if (st != 0) {
+            snprintf(p->cfg.err, p->cfg.errlen, "%s: SCRIPT LOAD %s: %.*s", p->cfg.where,
+                     sluice_fn_name((sluice_fn)fn), (int)r->len, r->str);
         }
-        return 0;
+        return st == SLUICE_ENOPERM || st == SLUICE_EREDIS ? 0 : st;
     }
     return SLUICE_EPROTO;
 }

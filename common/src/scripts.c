@@ -47,6 +47,8 @@ static const struct {
     [SLUICE_FN_LANE_ACK] = {"sluice_lane_ack", "lane_ack"},
     [SLUICE_FN_LANE_RECLAIM] = {"sluice_lane_reclaim", "lane_reclaim"},
     [SLUICE_FN_FAIR_CONFIG] = {"sluice_fair_config", "fair_config"},
+    [SLUICE_FN_CLEAR] = {"sluice_clear", "clear"},
+    [SLUICE_FN_LIST_CLEAR] = {"sluice_list_clear", "list_clear"},
 };
 
 const char *sluice_fn_name(sluice_fn fn) {

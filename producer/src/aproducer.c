@@ -730,9 +730,11 @@ int sluice_aproducer_new(uv_loop_t *loop, const sluice_producer_options *o,
     sluice__admit_cfg cfg; /* checks the options before anything is started */
     int st = sluice__admit_cfg_init(&cfg, o, err, errlen);
     if (st == 0 &&
-        (sluice_client_setup(o->redis_url, o->connect_timeout_ms, o->command_timeout_ms,
-                             o->force_eval, "producer", &ap->url, &ap->co, err, errlen) != 0 ||
-         sluice__client_async_check(&ap->url, err, errlen) != 0)) {
+        sluice_client_setup(o->redis_url, o->connect_timeout_ms, o->command_timeout_ms,
+                            o->force_eval, "producer", &ap->url, &ap->co, err, errlen) != 0) {
+        st = SLUICE_EINVAL;
+    }
+    if (st == 0 && sluice_client_async_supported(&ap->url, err, errlen) != 0) {
         st = SLUICE_EINVAL;
     }
     if (st == 0) {
@@ -988,6 +990,7 @@ static void info_total(ainfo_all *all) {
         t->retried += in->retried;
         t->dead += in->dead;
         t->limited += in->limited;
+        t->paused += in->paused;
         for (size_t j = 0; j < t->nlimits && j < SLUICE_QUEUE_INFO_LIMITS; j++) {
             for (size_t k = 0; k < in->nlimits && k < SLUICE_QUEUE_INFO_LIMITS; k++) {
                 if (strcmp(t->limits[j].name, in->limits[k].name) == 0) {
@@ -1030,6 +1033,7 @@ static void info_round_done(ainfo *ai, int status) {
         info->retried = f->counters[SLUICE_COUNTER_RETRIED];
         info->dead = f->counters[SLUICE_COUNTER_DEAD];
         info->limited = f->counters[SLUICE_COUNTER_LIMITED];
+        info->paused = (int)f->paused;
     } else if (all->status == 0) {
         all->status = ai->status;
     }

@@ -384,8 +384,7 @@ static int parse_args(int argc, char **argv, config *cfg, gw_server *s) {
     }
     sluice_url u;
     if (sluice_url_parse(&u, cfg->redis_url, err, sizeof(err)) != 0 ||
-        sluice_url_supported(&u, err, sizeof(err)) != 0 ||
-        sluice__client_async_check(&u, err, sizeof(err)) != 0) {
+        sluice_client_async_supported(&u, err, sizeof(err)) != 0) {
         fprintf(stderr, "sluice-gateway: --redis: %s\n", err);
         return SLUICE_EXIT_USAGE;
     }

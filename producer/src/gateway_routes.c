@@ -418,17 +418,18 @@ static void on_info(sluice_aproducer *ap, int status, const sluice_queue_info *i
         snprintf(pp, sizeof(parts) - (size_t)(pp - parts), "],\"unavailable\":%d", in->unavailable);
     }
     sluice_text b = {.max = 1u << 20};
-    sluice_text_printf(
-        &b,
-        "{\"queue\":\"%s\",\"depth\":%lld,\"capacity\":%lld,\"pending\":%lld,"
-        "\"consumers\":%lld,\"admitted\":%lld,\"rejected\":%lld,\"acked\":%lld,"
-        "\"retried\":%lld,\"dead\":%lld,\"drain_rate\":%s,\"full\":%s,"
-        "\"retry_after\":%u,\"limited\":%lld,\"limits_total\":%zu,\"limits\":%s,"
-        "\"partitions\":%d%s,\"waiting\":%lld,\"in_flight\":%lld",
-        sluice_aproducer_queue(ap), depth, cap, in->pending, in->consumers, in->admitted,
-        in->rejected, in->acked, in->retried, in->dead, rate, depth >= cap ? "true" : "false",
-        depth >= cap ? sluice_aproducer_retry_after(ap, depth, cap) : 0, in->limited, in->nlimits,
-        limits, in->partitions, parts, depth > in->pending ? depth - in->pending : 0, in->pending);
+    sluice_text_printf(&b,
+                       "{\"queue\":\"%s\",\"depth\":%lld,\"capacity\":%lld,\"pending\":%lld,"
+                       "\"consumers\":%lld,\"admitted\":%lld,\"rejected\":%lld,\"acked\":%lld,"
+                       "\"retried\":%lld,\"dead\":%lld,\"drain_rate\":%s,\"full\":%s,"
+                       "\"retry_after\":%u,\"limited\":%lld,\"limits_total\":%zu,\"limits\":%s,"
+                       "\"paused\":%s,\"partitions\":%d%s,\"waiting\":%lld,\"in_flight\":%lld",
+                       sluice_aproducer_queue(ap), depth, cap, in->pending, in->consumers,
+                       in->admitted, in->rejected, in->acked, in->retried, in->dead, rate,
+                       depth >= cap ? "true" : "false",
+                       depth >= cap ? sluice_aproducer_retry_after(ap, depth, cap) : 0, in->limited,
+                       in->nlimits, limits, in->paused > 0 ? "true" : "false", in->partitions,
+                       parts, depth > in->pending ? depth - in->pending : 0, in->pending);
     const char *qn = sluice_aproducer_queue(ap);
     gw_dash_answer_detail(c, gw_find_queue(gw_of(c), qn, strlen(qn)), &b);
 }

@@ -1,6 +1,6 @@
 ---------------------------------------------------------------------------------------------------
 -- pacing: the drain side's limits (drain rates, inflight counts) and the paced read take.
--- keys:  sluice:{Q}:stream, :meta; derived: :limits, :qlim:NAME:ALG:
+-- keys:  sluice:{Q}:stream, :meta (paused); derived: :limits, :qlim:NAME:ALG:
 -- state: none
 ---------------------------------------------------------------------------------------------------
 
@@ -55,6 +55,7 @@ reclaimed and done, so a crash never leaks one.
 KEYS[1] stream, KEYS[2] meta
 ARGV[1] group, ARGV[2] consumer, ARGV[3] n (the worker's free slots)
 reply: {entries (as XREADGROUP gives them, or {}), wait_ms, last_delivered_id}
+  paused (meta `paused` = 1): {{}, PAUSE_POLL_MS, 'paused'}, nothing read;
   entries read: wait_ms 0; held back by a rate: wait_ms = when the next unit is allowed;
   held back by `inflight`: wait_ms at least INFLIGHT_POLL_MS and 'lease' in place of the id (a
   worker asks again as soon as it settles an entry of its own); nothing to read: wait_ms -1 and
@@ -94,7 +95,18 @@ local function pool_caps(lims, n, now, in_flight)
     return n, wait, rates, per, leased
 end
 
+--[[ A paused queue (meta `paused` = 1, `sluice-admin pause`): the reads give nothing and tell
+the worker so; it asks again PAUSE_POLL_MS later (admission goes on until the bucket is full;
+acks, dead letters and reclaims are not reads). ]]
+local PAUSE_POLL_MS = 1000
+local function paused_reply()
+    return {{}, PAUSE_POLL_MS, 'paused'}
+end
+
 local function take(keys, args)
+    if redis.call('HGET', keys[2], 'paused') == '1' then
+        return paused_reply()
+    end
     local n, _, lims, now = read_start(keys, args, POOL_SCOPES)
     if lims.err then
         return lims

@@ -23,7 +23,8 @@ reply: {{lane_1, entries_1, lane_2, entries_2, ...}, wait_ms}: lane = the tenant
   looked at is held back by a rate or a lease until about then (at most FAIR_HELD_POLL_MS when
   there were more lanes than FAIR_MAX_HELD_VISITS), and a third element follows: 'lease' when an
   `inflight` or `inflight-tenant` count held one back (as take's), else ''; -1 nothing
-  undelivered (an idle worker then waits with BLPOP on sluice:{Q}:wake).
+  undelivered (an idle worker then waits with BLPOP on sluice:{Q}:wake). A paused queue (meta
+  `paused`): {{}, PAUSE_POLL_MS, 'paused'}, as take's.
 Cost: one XREADGROUP (and one HINCRBY) per lane visited, plus a fixed dozen calls (per 64 lanes
 looked at when they are all held).
 Errors: SLUICECONFIG (a bad limit), NOGROUP (the queue's group is missing), WRONGTYPE. ]]
@@ -62,7 +63,10 @@ local function fair_start(keys, args)
     local R = {K = K, group = args[1], consumer = args[2], now = now, out = {}, total = 0,
         wait_dec = 0, held = -1, set_wait = {}, set_credit = {}, gone = {}, back = {},
         head = nil, visited = 0}
-    R.meta = redis.call('HMGET', keys[2], 'fair', 'lane_depth', 'lane_wait')
+    R.meta = redis.call('HMGET', keys[2], 'fair', 'lane_depth', 'lane_wait', 'paused')
+    if R.meta[4] == '1' then
+        return nil, paused_reply()
+    end
     local stream_pending = nil
     function R.pending_of_stream()
         if not stream_pending then

@@ -29,6 +29,8 @@ it does not define. ]]
 -- @needs list_recover: base list
 -- @needs replay: base capacity lanes replay
 -- @needs list_replay: base capacity lanes replay
+-- @needs clear: base share lanes list clear
+-- @needs list_clear: base share lanes list clear
 -- @needs version: base
 -- @needs limit: base limiter standalone
 -- @needs limits_config: base limiter queue_limits config
@@ -42,9 +44,9 @@ it does not define. ]]
 -- is over maxmemory it refuses them with an OOM error before they run, so admission stops
 -- instead of growing the bucket past maxmemory (the producer sees the refusal). Everything that
 -- drains or moves work already admitted (ack, dead, retry, reclaim, touch, list_take, list_ack,
--- list_dead, list_recover, prune, and the reads of paced and fair queues: take, fair_take,
--- lane_ack, lane_reclaim) keeps allow-oom, so a full Redis can still be drained and memory
--- freed (take and fair_take write only their few bytes of rate state). sluice_group (may
+-- list_dead, list_recover, prune, clear, list_clear, and the reads of paced and fair queues:
+-- take, fair_take, lane_ack, lane_reclaim) keeps allow-oom, so a full Redis can still be
+-- drained and memory freed (take and fair_take write only their few bytes of rate state). sluice_group (may
 -- create the stream and group), sluice_limit (adds limiter state) and sluice_fair_config only
 -- grow memory and are refused under OOM as well.
 -- A function that drains or moves admitted work: allowed under OOM (see above).
@@ -88,3 +90,5 @@ drains('sluice_fair_take', fair_take)
 drains('sluice_lane_ack', lane_ack)
 drains('sluice_lane_reclaim', lane_reclaim)
 redis.register_function('sluice_fair_config', fair_config)
+drains('sluice_clear', clear)
+drains('sluice_list_clear', list_clear)

@@ -16,5 +16,6 @@ int bench_scale(int argc, char **argv);   /* throughput vs number of worker proc
 int bench_e2e(int argc, char **argv);     /* admit -> handler-start latency at a fixed rate */
 int bench_gateway(int argc, char **argv); /* HTTP load generator against sluice-gateway */
 int bench_limit(int argc, char **argv);   /* rate-limit checks per second, memory per key */
+int bench_deliver(int argc, char **argv); /* HTTP deliveries per second from one worker */
 
 #endif

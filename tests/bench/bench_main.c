@@ -19,6 +19,7 @@ static const struct {
     {"e2e", bench_e2e, "admit -> handler start latency percentiles at a fixed offered rate"},
     {"gateway", bench_gateway, "HTTP requests per second and latency against sluice-gateway"},
     {"limit", bench_limit, "rate-limit checks per second per algorithm, and bytes per key"},
+    {"deliver", bench_deliver, "HTTP deliveries per second from one worker to a local back end"},
 };
 
 static void usage(FILE *f) {
@@ -31,6 +32,7 @@ static void usage(FILE *f) {
                "  sluice-bench admit --count 50000 --batch-count 1000000 --batch 100\n"
                "  sluice-bench scale --workers 1,2,4,8 --work-ms 5 --duration 10\n"
                "  sluice-bench limit --algorithms gcra,log --count 100000\n"
+               "  sluice-bench deliver --slots 8 --service-ms 25 --seconds 10\n"
                "  scripts/bench                 every row of docs/benchmarks.md, side by side\n"
                "                                with redis-benchmark on one private server\n");
     fprintf(f, "\nEvery command takes --redis URL (default $SLUICE_REDIS_URL, else "

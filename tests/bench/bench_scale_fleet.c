@@ -15,23 +15,11 @@
 #include "sluice/cli.h"
 
 #include "bench_scale.h"
+#include "bench_util.h"
 
 extern char **environ;
 
 /* ---- worker processes ---- */
-
-static int worker_path(char *out, size_t len) {
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (n <= 0) {
-        return -1;
-    }
-    self[n] = '\0';
-    char *slash = strrchr(self, '/');
-    *slash = '\0';
-    int k = snprintf(out, len, "%s/sluice-worker", self);
-    return k > 0 && (size_t)k < len ? access(out, X_OK) : -1;
-}
 
 static pid_t spawn_worker(const opts *o, const char *exe, const char *queue, const char *dir,
                           int i) {
@@ -101,7 +89,7 @@ int fleet_recording(const fleet *f) {
 
 int fleet_spawn(fleet *f, const opts *o, const char *queue, long long n) {
     char exe[PATH_MAX];
-    if (worker_path(exe, sizeof(exe)) != 0) {
+    if (bench_sibling_path("sluice-worker", exe, sizeof(exe)) != 0) {
         fprintf(stderr, "sluice-bench scale: no sluice-worker next to this binary (%s)\n", exe);
         return SLUICE_EXIT_USAGE;
     }

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* bench_util.c - what several sluice-bench commands share (see bench_util.h). */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sluice/cli.h"
 #include "sluice/producer.h"
@@ -257,4 +259,17 @@ double bench_redis_cpu_s(sluice_conn *c) {
     }
     freeReplyObject(r);
     return total;
+}
+
+int bench_sibling_path(const char *name, char *out, size_t len) {
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n <= 0) {
+        return -1;
+    }
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    *slash = '\0';
+    int k = snprintf(out, len, "%s/%s", self, name);
+    return k > 0 && (size_t)k < len ? access(out, X_OK) : -1;
 }

@@ -48,4 +48,8 @@ int bench_fair_on(const char *url, const char *queue);
  * function library spells it, sluice_limit_spec: "gcra:2000:1000"). Returns 0 or an exit code. */
 int bench_drain_limit(const char *url, const char *queue, const char *name, const char *spec);
 
+/* The path of the program `name` in the directory of this binary (sluice-worker,
+ * sluice-bench-backend) into out. Returns 0, or -1 when it is not there or not executable. */
+int bench_sibling_path(const char *name, char *out, size_t len);
+
 #endif

@@ -164,7 +164,14 @@ expect 2 "would delete 5 dead letters.*--yes" -- admin dead purge "$qd"
 one=$(rcli XRANGE "sluice:{$qd}:dead" - + COUNT 1 | head -1)
 expect 0 "deleted 1 of 1" -- admin dead purge "$qd" "$one" --yes
 expect 1 "deleted 0 of 1" -- admin dead purge "$qd" "$one" --yes
-admin dead purge "$qd" --yes --json >"$tmp/j" && json "$tmp/j" 'j["deleted"]==4'
+# dead delete: named letters, no --yes; found and not found are counted
+two=$(rcli XRANGE "sluice:{$qd}:dead" - + COUNT 1 | head -1)
+expect 2 "usage: dead delete QUEUE DEAD_ID" -- admin dead delete "$qd"
+expect 2 '"nope" is not a dead-letter id' -- admin dead delete "$qd" nope
+expect 1 "deleted 1 of 2 dead letters of .* \(1 not found\)" -- admin dead delete "$qd" "$two" "$one"
+admin dead delete "$qd" "$two" --json >"$tmp/j" || true
+json "$tmp/j" 'j["deleted"]==0 and j["not_found"]==1'
+admin dead purge "$qd" --yes --json >"$tmp/j" && json "$tmp/j" 'j["deleted"]==3'
 [ "$(rcli XLEN "sluice:{$qd}:dead")" = 0 ] || fail "dead purge left letters"
 
 # ---- consumers and --prune: never orphan a pending entry ----

@@ -149,6 +149,7 @@ static void stream_queue(redisContext *c) {
     FIRST(c, SLUICE_FN_DEAD, 3, k[0], k[3], k[2], "workers", id[3], "c2", "1", "failed");
     FIRST(c, SLUICE_FN_REPLAY, 4, k[0], k[1], k[2], k[3], "1000",
           first_of(c, "XRANGE", k[3], id[0], sizeof(id[0])));
+    FIRST(c, SLUICE_FN_CLEAR, 2, k[0], k[1], "workers", "1000");
     FIRST(c, SLUICE_FN_PRUNE, 1, k[0], "workers", "c1");
     th_cleanup_queue(c, q);
 }
@@ -170,6 +171,7 @@ static void list_queue(redisContext *c) {
     FIRST(c, SLUICE_FN_LIST_RECOVER, 3, k[0], k[5], k[4]);
     FIRST(c, SLUICE_FN_LIST_REPLAY, 4, k[0], k[1], k[2], k[3], "1000",
           first_of(c, "XRANGE", k[3], id, sizeof(id)));
+    FIRST(c, SLUICE_FN_LIST_CLEAR, 2, k[0], k[1], "1000");
     th_cleanup_queue(c, q);
     th_int(c, "DEL %s", k[5]);
 }

@@ -333,6 +333,40 @@ static void test_force_eval(void) {
     expect_send(&p, "CLUSTER MYID");
     expect_scripts(&p, 1); /* no probe; the scripts go out without waiting for MYID's answer */
     sluice__hs_free(&p);
+
+    /* with no probe, the scripts' answers are the first that can refuse the connection: a
+     * server that wants a password, or is loading, fails the handshake (it used to connect
+     * with every sha empty, and every call failed ENOSCRIPT until a reconnect) */
+    const char *refusals[] = {"NOAUTH Authentication required.",
+                              "LOADING Redis is loading the dataset in memory"};
+    const int statuses[] = {SLUICE_EAUTH, SLUICE_ELOADING};
+    for (int k = 0; k < 2; k++) {
+        start(&p, "redis://127.0.0.1:6379", SLUICE_HS_MEMBER, &u);
+        p.cfg.force_eval = 1;
+        p.cfg.preload_scripts = 1;
+        char words[512];
+        while (next(&p, words, sizeof(words)) == SLUICE_HS_SEND) {
+        }
+        CHECK_EQ(feed(&p, ERR_REPLY, refusals[k]), statuses[k]);
+        expect(&p, SLUICE_HS_FAILED);
+        CHECK(strstr(err, "SCRIPT LOAD sluice_admit: ") != NULL);
+        sluice__hs_free(&p);
+    }
+    /* a user who may not load scripts still connects (its calls say NOPERM) */
+    start(&p, "redis://127.0.0.1:6379", SLUICE_HS_MEMBER, &u);
+    p.cfg.force_eval = 1;
+    p.cfg.preload_scripts = 1;
+    char words[512];
+    int n = 0;
+    while (next(&p, words, sizeof(words)) == SLUICE_HS_SEND) {
+        n++;
+    }
+    for (int i = 0; i < n; i++) {
+        CHECK_EQ(feed(&p, ERR_REPLY, "NOPERM this user has no permissions to run 'script|load'"),
+                 0);
+    }
+    expect(&p, SLUICE_HS_DONE);
+    sluice__hs_free(&p);
 }
 
 static void test_unexpected_reply(void) {

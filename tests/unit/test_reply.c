@@ -267,6 +267,25 @@ static void test_figures(void) {
                        stats, ":3\r\n"),
              SLUICE_EPROTO);
 
+    /* capacity and paused come in one HMGET of meta; a partitioned sum counts the paused */
+    CHECK_STREQ(cmds[1].argv[0], "HMGET");
+    CHECK_STREQ(cmds[1].argv[3], "paused");
+    CHECK_EQ(parse_all(&f, SLUICE_BACKEND_STREAM, "workers", 2, ":10\r\n",
+                       "*2\r\n$2\r\n50\r\n$1\r\n1\r\n"),
+             0);
+    CHECK_EQ(f.capacity, 50);
+    CHECK_EQ(f.paused, 1);
+    memset(&sum, 0, sizeof(sum));
+    sluice_figures_add(&sum, &f);
+    sluice_figures_add(&sum, &f);
+    CHECK_EQ(sum.paused, 2);
+    CHECK_EQ(parse_all(&f, SLUICE_BACKEND_STREAM, "workers", 2, ":10\r\n", "*2\r\n$-1\r\n$-1\r\n"),
+             0);
+    CHECK_EQ(f.capacity, SLUICE_FIGURE_UNSET);
+    CHECK_EQ(f.paused, 0);
+    CHECK_EQ(parse_all(&f, SLUICE_BACKEND_STREAM, "workers", 2, ":10\r\n", "*1\r\n$-1\r\n"),
+             SLUICE_EPROTO);
+
     /* nothing admitted yet: no stream, an empty queue, not an error */
     CHECK_EQ(parse_all(&f, SLUICE_BACKEND_STREAM, "workers", 3, ":0\r\n", "$3\r\n2.5\r\n",
                        "-ERR no such key\r\n"),

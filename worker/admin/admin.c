@@ -5,7 +5,7 @@
  * This file parses the command line (one option table; each subcommand names the options that
  * apply to it, so `--prune` on `stats` is a usage error rather than silently ignored), checks
  * the queue name before any Redis call, connects, and dispatches. The subcommands live in
- * admin_stats.c, admin_dead.c and admin_consumers.c.
+ * admin_stats.c, admin_dead.c, admin_consumers.c and admin_queue.c.
  *
  * Exit codes: 0 ok, 1 nothing to do or some entries did not fit, 2 usage or bad input,
  * 3 Redis unavailable or refusing.
@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "sluice/cli.h"
+#include "sluice/envelope.h"
 #include "sluice/limit.h"
 #include "sluice/queue.h"
 #include "sluice/url.h"
@@ -43,6 +44,8 @@ static const char usage[] =
     "                               admit dead letters again through the admission function:\n"
     "                               what fits is removed from the dead stream, the rest is\n"
     "                               reported and kept (exit 1)\n"
+    "  dead delete QUEUE DEAD_ID... delete the dead letters named; says how many were\n"
+    "                               found (exit 1 when some were not)\n"
     "  dead purge QUEUE [DEAD_ID...] --yes\n"
     "                               delete dead letters (all, or the ones named)\n"
     "  consumers QUEUE [--prune IDLE_MS]\n"
@@ -50,6 +53,20 @@ static const char usage[] =
     "                               IDLE_MS, after moving their pending entries to a live\n"
     "                               consumer (a consumer whose entries cannot move is kept)\n"
     "  purge QUEUE --yes            delete every key of the queue (both backends)\n"
+    "  pause QUEUE                  workers (every process, every partition) take no new\n"
+    "                               entries within about a second; entries in flight\n"
+    "                               finish, crashed workers' entries are still reclaimed;\n"
+    "                               producers still admit until the bucket is full\n"
+    "  resume QUEUE                 workers take entries again within about a second\n"
+    "  peek QUEUE [--count N] [--tenant T]\n"
+    "                               the oldest N entries (default 10), in flight or\n"
+    "                               waiting, decoded: admitted time, state (consumer, idle\n"
+    "                               time, deliveries), tenant, headers, payload\n"
+    "  inspect QUEUE ID             one entry, decoded as peek shows it (list backend: ID\n"
+    "                               is the element's number); exit 1 when it is not there\n"
+    "  clear QUEUE --yes            delete the waiting entries (not those in flight), keeping\n"
+    "                               capacity, limits, weights and counters; depth, tenant\n"
+    "                               shares and fair lanes are counted again\n"
     "  limit QUEUE set NAME SCOPE RATE [--algorithm A]\n"
     "                               a rate limit the admission checks: SCOPE queue (all\n"
     "                               admissions), tenant (per envelope tenant) or client (per\n"
@@ -85,7 +102,10 @@ static const char usage[] =
     "      --json                   print one JSON object (watch: one per refresh)\n"
     "      --sample MS              stats: measure rates over MS (default 1000, 0 = none)\n"
     "      --interval MS            watch: refresh period (default 1000)\n"
-    "      --count N                watch: stop after N refreshes (default: until Ctrl-C)\n"
+    "      --count N                watch: stop after N refreshes (default: until Ctrl-C);\n"
+    "                               peek: entries shown (default 10, at most 1000)\n"
+    "      --tenant T               peek, inspect: the fair lane of tenant T\n"
+    "      --bytes N                peek, inspect: payload bytes shown (default 200)\n"
     "      --algorithm A            limit set: gcra (default), window, log, fixed or gate\n"
     "      --per-tenant M           capacity: a tenant's share of the bucket\n"
     "      --weight TENANT=W        fair: TENANT's lane gets W turns to another's 1 (1..1000)\n"
@@ -94,7 +114,7 @@ static const char usage[] =
     "                               dead replay: entries replayed at most (default all)\n"
     "      --default-capacity N     dead replay: capacity when the queue has none set\n"
     "                               (default 1000, the producers' default)\n"
-    "      --yes                    purge, dead purge: really delete\n"
+    "      --yes                    purge, dead purge, clear: really delete\n"
     "      --log-level LEVEL        error, warn, info, debug or off (default off): the\n"
     "                               connection's events (reconnects, redirects) on stderr\n"
     "  -h, --help                   this text\n"
@@ -123,6 +143,8 @@ enum {
     OPT_PER_TENANT,
     OPT_WEIGHT,
     OPT_LOG_LEVEL,
+    OPT_TENANT,
+    OPT_BYTES,
 };
 
 /* Bits naming the options a subcommand accepts (--redis, --json, --log-level and --help: all of
@@ -139,6 +161,9 @@ enum {
     A_ALGORITHM = 1 << 8,
     A_PER_TENANT = 1 << 9,
     A_WEIGHT = 1 << 10,
+    A_COUNT = 1 << 11,
+    A_TENANT = 1 << 12,
+    A_BYTES = 1 << 13,
 };
 
 static const struct option longopts[] = {
@@ -157,6 +182,8 @@ static const struct option longopts[] = {
     {"per-tenant", required_argument, NULL, OPT_PER_TENANT},
     {"weight", required_argument, NULL, OPT_WEIGHT},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+    {"tenant", required_argument, NULL, OPT_TENANT},
+    {"bytes", required_argument, NULL, OPT_BYTES},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -168,7 +195,7 @@ static const struct command {
     unsigned allowed;
 } commands[] = {
     {"stats", admin_stats, A_BACKEND | A_GROUP | A_SAMPLE},
-    {"watch", admin_watch, A_BACKEND | A_GROUP | A_WATCH},
+    {"watch", admin_watch, A_BACKEND | A_GROUP | A_WATCH | A_COUNT},
     {"capacity", admin_capacity, A_PER_TENANT},
     {"dead", admin_dead, A_BACKEND | A_LIMIT | A_DEFCAP | A_YES},
     {"consumers", admin_consumers, A_BACKEND | A_GROUP | A_PRUNE},
@@ -176,6 +203,11 @@ static const struct command {
     {"limit", admin_limit, A_ALGORITHM},
     {"fair", admin_fair, A_GROUP | A_WEIGHT | A_LIMIT},
     {"partitions", admin_partitions, 0},
+    {"pause", admin_pause, A_BACKEND},
+    {"resume", admin_resume, A_BACKEND},
+    {"clear", admin_clear, A_BACKEND | A_GROUP | A_YES},
+    {"inspect", admin_inspect, A_BACKEND | A_GROUP | A_TENANT | A_BYTES},
+    {"peek", admin_peek, A_BACKEND | A_GROUP | A_TENANT | A_BYTES | A_COUNT},
 };
 
 static int fail_usage(const char *cmd, const char *msg) {
@@ -194,8 +226,13 @@ static unsigned option_bit(int ch) {
     case OPT_SAMPLE:
         return A_SAMPLE;
     case OPT_INTERVAL:
-    case OPT_COUNT:
         return A_WATCH;
+    case OPT_COUNT:
+        return A_COUNT;
+    case OPT_TENANT:
+        return A_TENANT;
+    case OPT_BYTES:
+        return A_BYTES;
     case OPT_LIMIT:
         return A_LIMIT;
     case OPT_DEFCAP:
@@ -232,6 +269,8 @@ static int parse_number(int ch, const char *v, admin *a, char *err, size_t n) {
         return sluice_parse_ll("--prune", v, 0, (long long)1e12, &a->prune_ms, err, n);
     case OPT_PER_TENANT:
         return sluice_parse_ll("--per-tenant", v, 0, SLUICE_CAPACITY_MAX, &a->per_tenant, err, n);
+    case OPT_BYTES:
+        return sluice_parse_ll("--bytes", v, 1, SLUICE_ENVELOPE_MAX_BYTES, &a->bytes, err, n);
     default:
         snprintf(err, n, "unknown option");
         return -1;
@@ -260,6 +299,9 @@ static int parse_one(admin *a, int ch, const char *v, char *err, size_t n) {
         return 0;
     case OPT_YES:
         a->yes = 1;
+        return 0;
+    case OPT_TENANT:
+        a->tenant = v;
         return 0;
     case OPT_LOG_LEVEL:
         return sluice_cli_log_level(v, "sluice-admin", err, n);
@@ -292,6 +334,7 @@ static void defaults(admin *a) {
     a->prune_ms = -1;
     a->per_tenant = -1;
     a->default_cap = 1000;
+    a->bytes = 200;
 }
 
 static const struct command *find_command(const char *name) {
@@ -444,7 +487,7 @@ static int take_queue(admin *a) {
     char err[256];
     int at = strcmp(a->cmd, "dead") == 0 ? 1 : 0;
     if (a->nargs <= at) {
-        return fail_usage(a->cmd, at ? "usage: dead list|show|replay|purge QUEUE ..."
+        return fail_usage(a->cmd, at ? "usage: dead list|show|replay|delete|purge QUEUE ..."
                                      : "QUEUE is required");
     }
     if (sluice_keys_init(&a->keys, a->args[at], err, sizeof(err)) != 0) {

@@ -6,6 +6,8 @@
  *   admin_stats.c      stats, watch, capacity
  *   admin_dead.c       dead list | show | replay | purge
  *   admin_consumers.c  consumers [--prune], purge
+ *   admin_queue.c      pause, resume, clear
+ *   admin_inspect.c    inspect, peek
  *
  * sluice-admin talks to Redis over one blocking connection (sluice_conn). Every subcommand
  * returns an exit code: 0 ok, 1 nothing to do or some did not fit, 2 usage, 3 Redis
@@ -44,7 +46,7 @@ typedef struct admin {
     int yes;
     long long sample_ms;   /* stats: rate sample, default 1000, 0 = no rates */
     long long interval_ms; /* watch: refresh period, default 1000 */
-    long long count;       /* watch: refreshes, 0 = until SIGINT */
+    long long count;       /* watch: refreshes, 0 = until SIGINT; peek: entries, 0 = 10 */
     long long limit;       /* dead list/replay: entries, default 50 / all */
     long long prune_ms;    /* consumers --prune IDLE_MS; -1 = no pruning */
     long long default_cap; /* dead replay: capacity when the queue has none, default 1000 */
@@ -52,7 +54,9 @@ typedef struct admin {
     long long per_tenant;  /* capacity --per-tenant M; -1 = not given, 0 = off */
     const char *weights[ADMIN_WEIGHTS_MAX]; /* fair: --weight TENANT=W, as given */
     int nweights;
-    char **args; /* positional arguments after QUEUE (subcommand-specific) */
+    const char *tenant; /* peek, inspect: --tenant T, the fair lane of T; NULL: not given */
+    long long bytes;    /* peek, inspect: payload bytes shown, default 200 */
+    char **args;        /* positional arguments after QUEUE (subcommand-specific) */
     int nargs;
     sluice_url url;
     char where[300]; /* redacted URL for messages */
@@ -100,6 +104,21 @@ void admin_json_str(FILE *f, const char *s, size_t len);
 const char *admin_safe(const char *s, char *buf, size_t cap);
 void admin_print_safe(FILE *f, const char *s, size_t len, size_t max);
 
+/* 1 when s looks like a stream id: MS or MS-SEQ, digits only. */
+int admin_is_stream_id(const char *s);
+
+/* The wall-clock time in a stream id's millisecond part, as "YYYY-MM-DD HH:MM:SS.mmm UTC". */
+char *admin_id_time(const char *id, char *buf, size_t len);
+
+/* An envelope m[0..len) for a person, a line each: tenant, headers, payload (its size, then at
+ * most max_payload bytes, escaped); one line saying why when it does not decode. */
+void admin_show_envelope(const char *m, size_t len, size_t max_payload);
+
+/* The same as JSON members `"tenant":…,"headers":{…},"payload":…` (null when m is NULL or does
+ * not decode; the payload at most max_payload bytes); unless max_payload is SIZE_MAX,
+ * `"payload_bytes":N,"payload_truncated":BOOL` follow. */
+void admin_json_envelope(const char *m, size_t len, size_t max_payload);
+
 /* "1.2s", "3m04s", "2h01m", "-" for negative: a person's reading of a duration in ms. */
 char *admin_fmt_ms(char *buf, size_t len, long long ms);
 
@@ -117,6 +136,11 @@ int admin_purge(admin *a);
 int admin_limit(admin *a);      /* admin_limit.c */
 int admin_fair(admin *a);       /* admin_fair.c */
 int admin_partitions(admin *a); /* admin_parts.c */
+int admin_pause(admin *a);      /* admin_queue.c */
+int admin_resume(admin *a);
+int admin_clear(admin *a);
+int admin_inspect(admin *a); /* admin_inspect.c */
+int admin_peek(admin *a);
 /* capacity QUEUE N on a partitioned queue: N in all, spread; *handled 0 when not partitioned */
 int admin_partitioned_capacity(admin *a, long long total, int *handled);
 

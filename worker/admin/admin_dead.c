@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * admin_dead.c - `sluice-admin dead list | show | replay | purge`: the dead-letter stream.
+ * admin_dead.c - `sluice-admin dead list | show | replay | delete | purge`: the dead-letter stream.
  *
  * Each dead letter (sluice:{Q}:dead) has the fields id (the original entry id), m (the
  * envelope), deliveries, consumer and reason; both backends share it.
@@ -13,9 +13,9 @@
  * order named): once one did not fit, the ones after it are only counted, not replayed, even if
  * room appears meanwhile. Whatever did not fit stays and is reported (exit 1).
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "sluice/cli.h"
 #include "sluice/envelope.h"
@@ -33,22 +33,9 @@ static const char *entry_str(const redisReply *e, const char *name) {
     return v != NULL ? v->str : "";
 }
 
-/* 1 when s looks like a stream id: MS or MS-SEQ, digits only. */
-static int is_stream_id(const char *s) {
-    size_t n = strspn(s, "0123456789");
-    if (n == 0 || n > 20) {
-        return 0;
-    }
-    if (s[n] == '\0') {
-        return 1;
-    }
-    size_t m = strspn(s + n + 1, "0123456789");
-    return s[n] == '-' && m > 0 && m <= 20 && s[n + 1 + m] == '\0';
-}
-
 static int check_ids(admin *a, int from) {
     for (int i = from; i < a->nargs; i++) {
-        if (!is_stream_id(a->args[i])) {
+        if (!admin_is_stream_id(a->args[i])) {
             admin_err(a, "\"%s\" is not a dead-letter id (MS-SEQ, as `dead list` shows)",
                       a->args[i]);
             return SLUICE_EXIT_USAGE;
@@ -97,25 +84,8 @@ static void list_row(const admin *a, const redisReply *e, int first) {
         admin_json_str(stdout, entry_str(e, "consumer"), strlen(entry_str(e, "consumer")));
         printf(",\"reason\":");
         admin_json_str(stdout, reason, strlen(reason));
-        printf(",\"tenant\":");
-        ok &&env.tenant != NULL ? admin_json_str(stdout, env.tenant, env.tenant_len)
-                                : (void)printf("null");
-        printf(",\"headers\":");
-        if (ok) {
-            printf("{");
-            for (size_t i = 0; i < env.nheaders; i++) {
-                printf("%s", i > 0 ? "," : "");
-                admin_json_str(stdout, h[i].name, h[i].name_len);
-                printf(":");
-                admin_json_str(stdout, h[i].value, h[i].value_len);
-            }
-            printf("}");
-        } else {
-            printf("null");
-        }
-        printf(",\"payload\":");
-        ok ? admin_json_str(stdout, (const char *)env.payload, env.payload_len)
-           : (void)printf("null");
+        printf(",");
+        admin_json_envelope(m != NULL ? m->str : NULL, m != NULL ? m->len : 0, SIZE_MAX);
         printf("}");
         return;
     }
@@ -167,47 +137,6 @@ static int dead_list(admin *a) {
     return 0;
 }
 
-/* The wall-clock time in a stream id's millisecond part, as "YYYY-MM-DD HH:MM:SS.mmm UTC". */
-static char *id_time(const char *id, char *buf, size_t len) {
-    long long ms = strtoll(id, NULL, 10);
-    time_t t = (time_t)(ms / 1000);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    size_t n = strftime(buf, len, "%Y-%m-%d %H:%M:%S", &tm);
-    snprintf(buf + n, len - n, ".%03lld UTC", ms % 1000);
-    return buf;
-}
-
-static void show_envelope(const redisReply *m) {
-    sluice_envelope env;
-    sluice_header h[SLUICE_ENVELOPE_MAX_HEADERS];
-    char err[200];
-    if (m == NULL || m->len == 0) {
-        printf("  envelope      (no body: the entry was gone when it was dead-lettered)\n");
-        return;
-    }
-    if (sluice_envelope_decode((const unsigned char *)m->str, m->len, 0, &env, h,
-                               SLUICE_ENVELOPE_MAX_HEADERS, err, sizeof(err)) != 0) {
-        printf("  envelope      undecodable (%zu bytes): %s\n", m->len, err);
-        return;
-    }
-    if (env.tenant != NULL) {
-        printf("  tenant        ");
-        admin_print_safe(stdout, env.tenant, env.tenant_len, 200);
-        printf("\n");
-    }
-    for (size_t i = 0; i < env.nheaders; i++) {
-        printf("  header        ");
-        admin_print_safe(stdout, h[i].name, h[i].name_len, 200);
-        printf(": ");
-        admin_print_safe(stdout, h[i].value, h[i].value_len, 500);
-        printf("\n");
-    }
-    printf("  payload       %zu bytes: ", env.payload_len);
-    admin_print_safe(stdout, (const char *)env.payload, env.payload_len, 4096);
-    printf("\n");
-}
-
 static int dead_show(admin *a) {
     if (a->nargs != 3) {
         admin_err(a, "usage: dead show QUEUE DEAD_ID");
@@ -233,16 +162,21 @@ static int dead_show(admin *a) {
     } else {
         char t1[64], t2[64];
         printf("dead letter %s of %s\n", e->element[0]->str, a->queue);
-        printf("  dead-lettered %s\n", id_time(e->element[0]->str, t1, sizeof(t1)));
+        printf("  dead-lettered %s\n", admin_id_time(e->element[0]->str, t1, sizeof(t1)));
         char oid[64];
         printf("  original id   %s (admitted %s)\n",
                admin_safe(entry_str(e, "id"), oid, sizeof(oid)),
-               id_time(entry_str(e, "id"), t2, sizeof(t2)));
+               admin_id_time(entry_str(e, "id"), t2, sizeof(t2)));
         char consumer[200], why[600];
         printf("  deliveries    %s\n  consumer      %s\n  reason        %s\n",
                entry_str(e, "deliveries"), admin_safe(entry_str(e, "consumer"), consumer, 200),
                admin_safe(entry_str(e, "reason"), why, sizeof(why)));
-        show_envelope(sluice_reply_entry_field(e, "m"));
+        const redisReply *m = sluice_reply_entry_field(e, "m");
+        if (m == NULL || m->len == 0) {
+            printf("  envelope      (no body: the entry was gone when it was dead-lettered)\n");
+        } else {
+            admin_show_envelope(m->str, m->len, 4096);
+        }
     }
     freeReplyObject(r);
     return 0;
@@ -451,6 +385,7 @@ static int dead_replay(admin *a) {
 
 /* ---- purge ---- */
 
+/* XDEL of the named letters (args[2..]); reports how many were found (and so deleted). */
 static int purge_named(admin *a) {
     const char **argv = calloc((size_t)a->nargs, sizeof(*argv));
     if (argv == NULL) {
@@ -472,7 +407,11 @@ static int purge_named(admin *a) {
     if (a->json) {
         printf("{\"queue\":\"%s\",\"deleted\":%lld,\"not_found\":%lld}\n", a->queue, n, asked - n);
     } else {
-        printf("deleted %lld of %lld dead letters of %s\n", n, asked, a->queue);
+        printf("deleted %lld of %lld dead letters of %s", n, asked, a->queue);
+        if (n < asked) {
+            printf(" (%lld not found)", asked - n);
+        }
+        printf("\n");
     }
     return n == asked ? SLUICE_EXIT_OK : SLUICE_EXIT_REJECTED;
 }
@@ -519,6 +458,19 @@ static int dead_purge(admin *a) {
     return a->nargs > 2 ? purge_named(a) : purge_all(a);
 }
 
+/* dead delete QUEUE DEAD_ID...: the named letters, no --yes (each one is named). */
+static int dead_delete(admin *a) {
+    if (a->nargs < 3) {
+        admin_err(a, "usage: dead delete QUEUE DEAD_ID... (the ids `dead list` shows)");
+        return SLUICE_EXIT_USAGE;
+    }
+    int rc = check_ids(a, 2);
+    if (rc != 0 || (rc = admin_connect(a)) != 0) {
+        return rc;
+    }
+    return purge_named(a);
+}
+
 int admin_dead(admin *a) {
     const char *act = a->args[0];
     if (strcmp(act, "list") == 0) {
@@ -533,6 +485,9 @@ int admin_dead(admin *a) {
     if (strcmp(act, "purge") == 0) {
         return dead_purge(a);
     }
-    admin_err(a, "unknown action '%s': use list, show, replay or purge", act);
+    if (strcmp(act, "delete") == 0) {
+        return dead_delete(a);
+    }
+    admin_err(a, "unknown action '%s': use list, show, replay, delete or purge", act);
     return SLUICE_EXIT_USAGE;
 }

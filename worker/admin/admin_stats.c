@@ -248,6 +248,11 @@ static int rates(const snapshot *prev, const snapshot *cur, double *r) {
     return 1;
 }
 
+/* The partitions paused (of a queue not partitioned: 1 when it is paused). */
+static long long paused_parts(const snapshot *s) {
+    return s->partitions > 1 ? s->all.paused : s->f.paused;
+}
+
 static void print_json(const admin *a, const snapshot *s, const snapshot *prev) {
     double r[NCOUNTERS];
     int have = rates(prev, s, r);
@@ -307,6 +312,7 @@ static void print_json(const admin *a, const snapshot *s, const snapshot *prev) 
         }
         printf("]}");
     }
+    printf(",\"paused\":%s", paused_parts(s) > 0 ? "true" : "false");
     printf(",\"sample_ms\":%lld}\n", have ? (long long)((s->at_ns - prev->at_ns) / 1000000u) : 0LL);
     fflush(stdout);
 }
@@ -422,6 +428,11 @@ static void print_human(const admin *a, const snapshot *s, const snapshot *prev)
            sluice_fmt_count(w, sizeof(w), (unsigned long long)s->f.waiting),
            sluice_fmt_count(f, sizeof(f), (unsigned long long)s->f.in_flight));
     printf("\n  dead       %s\n", sluice_fmt_count(x, sizeof(x), (unsigned long long)s->f.dead));
+    if (paused_parts(s) > 0) {
+        printf("  PAUSED     workers take no new entries (sluice-admin resume %s); producers "
+               "still admit until the bucket is full\n",
+               a->queue);
+    }
     print_consumers(s);
     print_limits(a, s);
     print_counters(s, prev);

@@ -533,6 +533,12 @@ static void on_timeout(uv_timer_t *t) {
     int running;
     curl_multi_socket_action(c->multi, CURL_SOCKET_TIMEOUT, 0, &running);
     check_done(c);
+    /* Transfers on kept-alive connections often finish inside this call (loop's timer phase);
+     * the flush that runs after the poll phase would then wait for the next event, up to a
+     * second later, with every slot settled: send their acknowledgements now. */
+    if (!c->w->closing) {
+        sluice__jobs_flush(c->w);
+    }
 }
 
 static int on_timer(CURLM *m, long timeout_ms, void *arg) {

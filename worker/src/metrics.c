@@ -161,6 +161,9 @@ static void queue_metrics(sluice_text *b, const sluice_metrics *m) {
     queue_gauge(b, m, "pending", "Entries in flight: delivered, not yet acknowledged.",
                 m->q.in_flight);
     queue_gauge(b, m, "dead", "Dead letters held.", m->q.dead);
+    queue_gauge(b, m, "paused",
+                "1 while the queue is paused (sluice-admin pause: workers take no new entries).",
+                m->q.paused > 0);
     queue_gauge(b, m, "lane_depth",
                 "Of depth, entries in the tenant lanes of a fair queue (per tenant: sluice-admin "
                 "fair QUEUE).",
@@ -365,7 +368,7 @@ static void figures_total(sluice_metrics *m) {
         const sluice_figures *f = &m->mq[i].round;
         t->depth += f->depth, t->in_flight += f->in_flight, t->waiting += f->waiting;
         t->dead += f->dead, t->lanes_depth += f->lanes_depth;
-        t->lanes_in_flight += f->lanes_in_flight;
+        t->lanes_in_flight += f->lanes_in_flight, t->paused += f->paused;
         t->consumers = f->consumers > t->consumers ? f->consumers : t->consumers;
         for (int c = 0; c < SLUICE_COUNTER_COUNT_; c++) {
             t->counters[c] += f->counters[c];

@@ -122,8 +122,7 @@ int sluice_worker_new(const sluice_worker_options *in, sluice_worker **out, char
     if (sluice_keys_init(&keys, o.queue, err, errlen) != 0 || check_options(&o, err, errlen) ||
         sluice_url_parse(&url, o.redis_url ? o.redis_url : sluice_url_default(), err, errlen) !=
             0 ||
-        sluice_url_supported(&url, err, errlen) != 0 ||
-        sluice__client_async_check(&url, err, errlen) != 0) {
+        sluice_client_async_supported(&url, err, errlen) != 0) {
         return SLUICE_EINVAL;
     }
     char consumer[200];
@@ -307,9 +306,10 @@ static void worker_error(sluice_worker *w, const char *what, int status, const c
         SLUICE_LOG(SLUICE_LOG_WARN, "event=%s status=%s detail=%s", what, sluice_err_name(status),
                    sluice_log_q(detail, q, sizeof(q)));
     }
-    /* a wrong key type, a missing permission or a queue set up for another group or backend
-     * does not heal by retrying */
-    if (status == SLUICE_EWRONGTYPE || status == SLUICE_ENOPERM || status == SLUICE_ECONFIG) {
+    /* a wrong key type, a missing permission, credentials refused or a queue set up for another
+     * group or backend does not heal by retrying */
+    if (status == SLUICE_EWRONGTYPE || status == SLUICE_ENOPERM || status == SLUICE_EAUTH ||
+        status == SLUICE_ECONFIG) {
         w->fatal = status;
         sluice_worker_stop(w);
     }
@@ -503,6 +503,9 @@ static void list_entries(sluice_worker *w, redisReply *r) {
 #define FAIR_WAKE_MIN_MS 100
 #define HZ_SLACK_MS      100 /* 1000 / Redis's default hz */
 
+static void pace_timer_cb(uv_timer_t *t);
+static void pace_end(sluice_worker *w);
+
 static void on_hz(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
     (void)c, (void)sent;
     sluice_worker *w = arg;
@@ -527,6 +530,51 @@ static int hz_slack(sluice_worker *w) {
     return w->hz_slack_ms;
 }
 
+/* ---- pause ---- */
+
+/* While the queue is paused a worker asks again this often (the pacing answer, PACE_CHECK_MS
+ * apart, brings the field): a resume reaches it within about a second, and a paused worker
+ * makes one call a second. */
+#define PAUSE_POLL_MS 1000
+
+/* The paused state from meta `paused` (an answer, or a read function's 'paused'): a resume
+ * ends the wait at once. */
+static void pause_set(sluice_worker *w, int paused) {
+    if (paused == w->paused) {
+        return;
+    }
+    SLUICE_LOG(SLUICE_LOG_INFO, "event=%s queue=%s", paused ? "paused" : "resumed", w->queue);
+    w->paused = paused;
+    if (!paused && w->pace_waiting && !w->pace_lease) {
+        uv_timer_stop(&w->pace_timer); /* a rate's hold ends too: the next take says it again */
+        pace_end(w);
+    }
+}
+
+/* HGET meta paused (the list backend, or an ACL without HMGET): the answer of the pause check.
+ * An error reads as not paused, as before the field existed. */
+static void on_pause_check(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
+    (void)c, (void)sent;
+    sluice_worker *w = arg;
+    if (status == SLUICE_ECANCELED) {
+        return;
+    }
+    pause_set(w, status == 0 && sluice_reply_ll(r, 0) == 1);
+    if (w->o.backend == SLUICE_BACKEND_LIST) {
+        w->pace_checking = 0;
+        w->paced_known = 1;
+        w->pace_check_ms = sluice_now_ms();
+    }
+    sluice__worker_kick(w);
+}
+
+/* A paused worker takes nothing: it waits PAUSE_POLL_MS, then asks again (kick). */
+static void pause_hold(sluice_worker *w) {
+    w->pace_waiting = 1;
+    w->pace_lease = 0;
+    uv_timer_start(&w->pace_timer, pace_timer_cb, PAUSE_POLL_MS, 0);
+}
+
 static void on_pace_check(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
     (void)c, (void)sent;
     sluice_worker *w = arg;
@@ -544,9 +592,12 @@ static void on_pace_check(sluice_aconn *c, int status, int sent, redisReply *r, 
         w->meta_hget_only = 1;
         return; /* the next kick asks again, with HGET */
     }
-    /* {drain, fair, lane_depth} (or drain alone); an error: read as before rather than not at all
-     */
-    int arr = status == 0 && r->type == REDIS_REPLY_ARRAY && r->elements == 3;
+    /* {drain, fair, lane_depth, paused} (or drain alone); an error: read as before rather than
+     * not at all */
+    int arr = status == 0 && r->type == REDIS_REPLY_ARRAY && r->elements == 4;
+    if (arr) {
+        pause_set(w, sluice_reply_ll(r->element[3], 0) == 1);
+    }
     int paced = status == 0 && sluice_reply_ll(arr ? r->element[0] : r, 0) > 0;
     int fair =
         arr && (sluice_reply_ll(r->element[1], 0) == 1 || sluice_reply_ll(r->element[2], 0) > 0);
@@ -564,19 +615,33 @@ static void on_pace_check(sluice_aconn *c, int status, int sent, redisReply *r, 
     sluice__worker_kick(w);
 }
 
-/* Asks (at most once per PACE_CHECK_MS) whether the queue has drain limits and whether it is
- * fair: a change made with sluice-admin limit or fair reaches every worker within about a
- * second. */
+/* Asks (at most once per PACE_CHECK_MS) whether the queue has drain limits, whether it is
+ * fair and whether it is paused (the list backend: paused only): a change made with
+ * sluice-admin limit, fair or pause reaches every worker within about a second. */
 static void pace_check(sluice_worker *w) {
-    if (w->o.backend != SLUICE_BACKEND_STREAM || w->pace_checking ||
+    if (w->pace_checking ||
         (w->paced_known && sluice_now_ms() - w->pace_check_ms < PACE_CHECK_MS)) {
         return;
     }
-    const char *argv[] = {w->meta_hget_only ? "HGET" : "HMGET", w->keys.meta, "drain", "fair",
-                          "lane_depth"};
-    if (sluice_aconn_command(w->cmd, w->meta_hget_only ? 3 : 5, argv, NULL, 0, on_pace_check, w) ==
+    const char *paused[] = {"HGET", w->keys.meta, "paused"};
+    if (w->o.backend != SLUICE_BACKEND_STREAM) { /* the list backend: whether it is paused */
+        if (sluice_aconn_command(w->cmd, 3, paused, NULL, 0, on_pause_check, w) == 0) {
+            w->pace_checking = 1;
+        }
+        return;
+    }
+    const char *argv[] = {w->meta_hget_only ? "HGET" : "HMGET",
+                          w->keys.meta,
+                          "drain",
+                          "fair",
+                          "lane_depth",
+                          "paused"};
+    if (sluice_aconn_command(w->cmd, w->meta_hget_only ? 3 : 6, argv, NULL, 0, on_pace_check, w) ==
         0) {
         w->pace_checking = 1;
+        if (w->meta_hget_only) { /* pipelined: its answer follows the pacing one */
+            sluice_aconn_command(w->cmd, 3, paused, NULL, 0, on_pause_check, w);
+        }
     }
 }
 
@@ -625,10 +690,15 @@ void sluice__worker_released(sluice_worker *w) {
     }
 }
 
-/* The third element of a take's hold: 'lease' when an `inflight` count held it back. */
-static int lease_held(const redisReply *r) {
+/* The third element of a take's hold: 'lease' when an `inflight` count held it back, 'paused'
+ * when the queue is paused. */
+static int hold_is(const redisReply *r, const char *why) {
     return r->elements >= 3 && r->element[2]->type == REDIS_REPLY_STRING &&
-           strcmp(r->element[2]->str, "lease") == 0;
+           strcmp(r->element[2]->str, why) == 0;
+}
+
+static int lease_held(const redisReply *r) {
+    return hold_is(r, "lease");
 }
 
 /* sluice_take: {entries, wait_ms, last_delivered_id} */
@@ -640,7 +710,9 @@ static void on_take(sluice_aconn *c, int status, int sent, redisReply *r, void *
     }
     w->reading = 0;
     long long wait = sluice_reply_ll(r->element[1], 0);
-    if (wait > 0) { /* a drain limit holds the reads back until its next allowance */
+    if (hold_is(r, "paused")) {
+        pause_set(w, 1);   /* the kick below waits */
+    } else if (wait > 0) { /* a drain limit holds the reads back until its next allowance */
         sluice__worker_hold(w, wait, lease_held(r));
     } else if (wait < 0 && r->element[2]->type == REDIS_REPLY_STRING) {
         w->pace_block = 1; /* nothing to read: wait for an entry without reading it */
@@ -684,7 +756,9 @@ static void on_fair_take(sluice_aconn *c, int status, int sent, redisReply *r, v
     long long wait = sluice_reply_ll(r->element[1], 0);
     redisReply *lanes = r->element[0];
     long long hold = wait < PACE_HOLD_MAX_MS ? wait : PACE_HOLD_MAX_MS;
-    if (wait > 0 && !lease_held(r) && wait >= FAIR_WAKE_MIN_MS && hold > hz_slack(w)) {
+    if (hold_is(r, "paused")) {
+        pause_set(w, 1); /* the kick below waits */
+    } else if (wait > 0 && !lease_held(r) && wait >= FAIR_WAKE_MIN_MS && hold > hz_slack(w)) {
         /* every lane with backlog is held back by its rate: a new lane may go now */
         w->fair_block = 1;
         w->fair_hold_ms = (int)(hold - w->hz_slack_ms);
@@ -832,8 +906,12 @@ void sluice__worker_kick(sluice_worker *w) {
         return; /* entries due for reclaim go before new ones */
     }
     pace_check(w);
-    if (w->o.backend == SLUICE_BACKEND_STREAM && (!w->paced_known || w->pace_waiting)) {
+    if (!w->paced_known || w->pace_waiting) {
         return; /* the first answer about pacing, or the next allowance, comes first */
+    }
+    if (w->paused) {
+        pause_hold(w);
+        return; /* paused: no new entry (reclaims above go on) */
     }
     if (w->http_client != NULL && sluice__http_ops_of(w->o.http)->held(w)) {
         return; /* a back end's Retry-After holds the reads: its end kicks again */
@@ -871,9 +949,9 @@ static void on_state(sluice_aconn *c, int ready, int status, void *arg) {
             snprintf(w->err, sizeof(w->err), "%s", sluice_aconn_errstr(c));
             w->fatal = status;
             sluice_worker_stop(w);
-        } else if (status == SLUICE_ENOPERM && !w->fatal) {
-            /* the ACL refused the connection's set-up: no retry heals that (e.g. EXISTS or
-             * CLUSTER on a cluster) */
+        } else if ((status == SLUICE_ENOPERM || status == SLUICE_EAUTH) && !w->fatal) {
+            /* the ACL refused the connection's set-up (e.g. EXISTS or CLUSTER on a cluster), or
+             * AUTH refused the credentials: no retry heals that */
             sluice__worker_error(w, "connect_refused", status, sluice_aconn_errstr(c));
         }
         return; /* the connection logged it (event=redis_down conn=read|cmd queue=Q) */

@@ -111,9 +111,12 @@ struct sluice_worker {
     char cursor[SLUICE_STREAM_ID_MAX]; /* XAUTOCLAIM cursor */
     /* pacing (stream backend): a queue with drain limits (meta `drain` > 0) is read through
      * sluice_take, which reserves rate before it reads */
-    int paced;              /* the last answer of meta `drain`: reads go through sluice_take */
-    int paced_known;        /* that answer came (the first read waits for it) */
-    int pace_checking;      /* HGET meta drain outstanding */
+    int paced;         /* the last answer of meta `drain`: reads go through sluice_take */
+    int paced_known;   /* that answer came (the first read waits for it) */
+    int pace_checking; /* HMGET meta drain ... paused outstanding */
+    /* a paused queue (meta `paused`, `sluice-admin pause`): read with the pacing answer (both
+     * backends), no new entry is taken while it is set; reclaims and settles go on */
+    int paused;
     uint64_t pace_check_ms; /* when it was last asked */
     int pace_waiting;       /* pace_timer runs: a rate holds the reads back */
     int pace_lease;         /* ... or a count (`inflight`): a settle of ours ends the wait */

@@ -27,10 +27,10 @@ int sluice_client_setup(const char *redis_url, int connect_timeout_ms, int comma
  * in its own options struct. */
 void sluice__client_tls(sluice_conn_options *co, const sluice_conn_options *tls);
 
-/* Whether the async connection (sluice_aconn) can reach `url` (after sluice_url_supported):
- * 0, or SLUICE_EINVAL with "rediss:// is not supported by the async connection yet" in err. The
- * gateway, the worker and the async producer check it before they start. */
-int sluice__client_async_check(const sluice_url *url, char *err, size_t errlen);
+/* sluice_url_supported for a client on the async connection (sluice_aconn), which does not
+ * speak TLS (rediss://) nor follow redis+sentinel:// yet: 0 or SLUICE_EINVAL with the reason in
+ * err. */
+int sluice_client_async_supported(const sluice_url *url, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

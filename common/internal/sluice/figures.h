@@ -21,6 +21,8 @@
  *   dead       dead letters held (XLEN of the dead-letter stream).
  *   capacity   meta `capacity`: SLUICE_FIGURE_UNSET when never set (producers use their own
  *              default), SLUICE_FIGURE_INVALID when it breaks the capacity rule.
+ *   paused     meta `paused` = 1 (`sluice-admin pause`: workers take no new entries); a sum
+ *              over partitions counts the partitions paused.
  *   counters   the monotonic counters of the stats hash (0 when absent).
  * A missing stream or group (nothing admitted yet) reads as an empty queue.
  */
@@ -56,7 +58,8 @@ const char *sluice_counter_name(sluice_counter c);
 
 typedef struct sluice_figures {
     long long depth, in_flight, waiting, consumers, dead, capacity;
-    int group_exists;                       /* stream: the group exists (list: 1) */
+    long long paused; /* 1 paused (meta `paused`); summed: the partitions paused */
+    int group_exists; /* stream: the group exists (list: 1) */
     long long lanes_depth, lanes_in_flight; /* stream: the tenant lanes of a fair queue */
     long long counters[SLUICE_COUNTER_COUNT_];
 } sluice_figures;

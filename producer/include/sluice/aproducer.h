@@ -179,6 +179,7 @@ typedef struct sluice_queue_info {
     int partitions;                                      /* 1, or the queue's partitions */
     int unavailable;                                     /* of those, not read: see parts[] */
     sluice_queue_part parts[SLUICE_QUEUE_INFO_PARTS];    /* each partition's, [0, partitions) */
+    int paused; /* meta `paused` (sluice-admin pause): 1, or of partitions, how many are paused */
 } sluice_queue_info;
 
 /* `info` is borrowed for the call; valid only when status is 0. */

@@ -1,0 +1,130 @@
+# SPDX-License-Identifier: MIT
+# Shared by the integration tests that start a Sentinel group of their own (sourced after
+# lib.sh, not run):
+#   sentinel_start MASTER  a primary and one replica (scripts/test-redis, no AOF) and 3 sentinels
+#                          (redis-server --sentinel, `sentinel monitor MASTER 127.0.0.1 PORT 2`,
+#                          down-after-milliseconds 1000, failover-timeout 5000) on free loopback
+#                          ports, every one stopped by its PID on exit; sets surl (the
+#                          redis+sentinel://S1,S2,S3/MASTER URL), sports (the sentinels' ports),
+#                          pport and rport (the primary's and the replica's)
+#   sentinel_kill I        kill -9 of sentinel number I (0..2)
+#   sentinel_master M      the address (HOST:PORT) the first sentinel that answers names
+#   wait_failover M OLD SECS  waits (bounded) until every sentinel still running names a
+#                          primary other than OLD (HOST:PORT), the same, answering ROLE master;
+#                          prints it; fails the test otherwise
+sdir=$tmp/sentinel
+sports=()
+spids=()
+pport='' rport='' surl=''
+
+sentinel_cleanup() {
+    local p
+    for p in "${spids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+    "$SLUICE_SOURCE_DIR/scripts/test-redis" stop "$sdir/replica" >/dev/null 2>&1 || true
+    "$SLUICE_SOURCE_DIR/scripts/test-redis" stop "$sdir/primary" >/dev/null 2>&1 || true
+    lib_cleanup
+}
+
+# One sentinel on a free port (a few tries); appends to sports and spids.
+sentinel_launch() { # index master
+    local i=$1 m=$2 d="$sdir/s$1" port
+    mkdir -p "$d"
+    for _ in $(seq 1 20); do
+        port=$((20000 + RANDOM % 40000))
+        redis-cli -p "$port" PING >/dev/null 2>&1 && continue
+        cat >"$d/sentinel.conf" <<EOF
+port $port
+bind 127.0.0.1
+daemonize no
+dir $d
+logfile $d/sentinel.log
+sentinel monitor $m 127.0.0.1 $pport 2
+sentinel down-after-milliseconds $m 1000
+sentinel failover-timeout $m 5000
+sentinel parallel-syncs $m 1
+EOF
+        # started from a subshell: not a job of the test's shell, so no "Killed" at the end
+        (redis-server "$d/sentinel.conf" --sentinel </dev/null >/dev/null 2>&1 &
+            echo $! >"$d/pid")
+        local pid
+        pid=$(cat "$d/pid")
+        for _ in $(seq 1 50); do
+            redis-cli -p "$port" PING 2>/dev/null | grep -q PONG && break
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.05
+        done
+        if redis-cli -p "$port" PING 2>/dev/null | grep -q PONG; then
+            sports+=("$port")
+            spids+=("$pid")
+            return 0
+        fi
+        kill -KILL "$pid" 2>/dev/null || true
+    done
+    fail "could not start sentinel $i (see $d/sentinel.log)"
+}
+
+sentinel_start() {
+    local m=$1 i
+    trap sentinel_cleanup EXIT
+    mkdir -p "$sdir"
+    "$SLUICE_SOURCE_DIR/scripts/test-redis" start "$sdir/primary" --no-aof -- \
+        --repl-diskless-sync-delay 0 >/dev/null
+    pport=$(cat "$sdir/primary/port")
+    "$SLUICE_SOURCE_DIR/scripts/test-redis" start "$sdir/replica" --no-aof -- \
+        --replicaof 127.0.0.1 "$pport" >/dev/null
+    rport=$(cat "$sdir/replica/port")
+    for i in $(seq 1 100); do
+        redis-cli -p "$pport" INFO replication | grep -q 'state=online' && break
+        sleep 0.1
+    done
+    redis-cli -p "$pport" INFO replication | grep -q 'state=online' ||
+        fail "the replica never came online"
+    for i in 0 1 2; do sentinel_launch "$i" "$m"; done
+    # every sentinel has found the replica and the other sentinels (bounded)
+    for i in $(seq 1 100); do
+        local ok=0 p
+        for p in "${sports[@]}"; do
+            redis-cli -p "$p" SENTINEL MASTER "$m" 2>/dev/null |
+                awk 'prev == "num-slaves" && $1 >= 1 { s = 1 } prev == "num-other-sentinels" && $1 >= 2 { o = 1 }
+                     { prev = $1 } END { exit !(s && o) }' && ok=$((ok + 1))
+        done
+        [ "$ok" = 3 ] && break
+        sleep 0.1
+    done
+    [ "$ok" = 3 ] || fail "the sentinels never saw the whole group"
+    surl="redis+sentinel://127.0.0.1:${sports[0]},127.0.0.1:${sports[1]},127.0.0.1:${sports[2]}/$m"
+}
+
+sentinel_kill() { kill -KILL "${spids[$1]}" 2>/dev/null || true; }
+
+sentinel_master() {
+    local p
+    for p in "${sports[@]}"; do
+        redis-cli -p "$p" SENTINEL GET-MASTER-ADDR-BY-NAME "$1" 2>/dev/null | paste -sd: - |
+            grep -E '^[^:]+:[0-9]+$' && return 0
+    done
+    return 0
+}
+
+# The addresses the running sentinels name, one a line, deduplicated.
+sentinel_masters() {
+    local p
+    for p in "${sports[@]}"; do
+        redis-cli -p "$p" SENTINEL GET-MASTER-ADDR-BY-NAME "$1" 2>/dev/null | paste -sd: - |
+            grep -E '^[^:]+:[0-9]+$' || true
+    done | sort -u
+}
+
+wait_failover() { # master old-addr seconds
+    local i now
+    for i in $(seq 1 $(($3 * 10))); do
+        now=$(sentinel_masters "$1")
+        if [ -n "$now" ] && [ "$(echo "$now" | wc -l)" = 1 ] && [ "$now" != "$2" ] &&
+            redis-cli -p "${now##*:}" ROLE 2>/dev/null | head -1 | grep -q '^master$'; then
+            echo "$now"
+            return 0
+        fi
+        sleep 0.1
+    done
+    fail "no failover from $2 within $3 s (sentinels name: $(sentinel_master "$1"))"
+}
