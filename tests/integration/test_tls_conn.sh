@@ -69,45 +69,43 @@ run 3 'NOAUTH|AUTH' "$bin/sluice-admin" stats "$q"
 run 0 'admitted=1' "$bin/sluice-enqueue" -r "rediss://:s3cret@127.0.0.1:$tls_port" -q "$q" nine
 tls_cli -a s3cret --no-auth-warning CONFIG SET requirepass '' >/dev/null
 
+# enqueue_two OUT LEVEL: a sluice-enqueue (log level LEVEL, output in OUT) of two payloads, the
+# second once $tmp/go exists (through a pipe: a server started meanwhile inherits no end of it);
+# returns once the first is admitted, the PID in $two
+enqueue_two() {
+    local out=$1 n i
+    rm -f "$tmp/go"
+    n=$(tls_cli XLEN "sluice:{$q}:stream")
+    {
+        echo first
+        for i in $(seq 1 100); do [ -e "$tmp/go" ] && break; sleep 0.1; done
+        echo second
+    } | "$bin/sluice-enqueue" -q "$q" --batch 1 --log-level "$2" >"$out" 2>&1 &
+    two=$!
+    pids+=("$two")
+    for i in $(seq 1 50); do
+        [ "$(tls_cli XLEN "sluice:{$q}:stream")" -gt "$n" ] && return 0
+        sleep 0.1
+    done
+    fail "the first payload was not admitted: $(cat "$out")"
+}
+
 # a connection the server closed comes back resuming its TLS session (a shorter handshake)
-n1=$(tls_cli XLEN "sluice:{$q}:stream")
-{
-    echo first
-    for i in $(seq 1 50); do [ -e "$tmp/killed" ] && break; sleep 0.1; done
-    echo second
-} | "$bin/sluice-enqueue" -q "$q" --batch 1 --log-level debug >"$tmp/resume.out" 2>&1 &
-res=$!
-pids+=("$res")
-for i in $(seq 1 50); do
-    [ "$(tls_cli XLEN "sluice:{$q}:stream")" -gt "$n1" ] && break
-    sleep 0.1
-done
+enqueue_two "$tmp/resume.out" debug
 tls_cli CLIENT KILL TYPE normal >/dev/null
-touch "$tmp/killed"
-wait "$res" || fail "enqueue across CLIENT KILL: $(cat "$tmp/resume.out")"
+touch "$tmp/go"
+wait "$two" || fail "enqueue across CLIENT KILL: $(cat "$tmp/resume.out")"
 grep -q 'event=tls_connected .*resumed=0' "$tmp/resume.out" &&
     grep -q 'event=tls_connected .*resumed=1' "$tmp/resume.out" ||
     fail "no resumed session: $(cat "$tmp/resume.out")"
 
 # a restart of the server under a running producer: the next payload reconnects (and reloads
 # the library on the empty server)
-n0=$(tls_cli XLEN "sluice:{$q}:stream")
-{ # one line now, one once the server is back (a pipe: the new server inherits no end of it)
-    echo before
-    for i in $(seq 1 100); do [ -e "$tmp/go" ] && break; sleep 0.1; done
-    echo after
-} | "$bin/sluice-enqueue" -q "$q" --batch 1 --log-level info >"$tmp/enq.out" 2>&1 &
-enq=$!
-pids+=("$enq")
-for i in $(seq 1 50); do
-    [ "$(tls_cli XLEN "sluice:{$q}:stream")" = $((n0 + 1)) ] && break
-    sleep 0.1
-done
-[ "$(tls_cli XLEN "sluice:{$q}:stream")" = $((n0 + 1)) ] || fail "before the restart: $(cat "$tmp/enq.out")"
+enqueue_two "$tmp/enq.out" info
 tls_redis_restart yes
 touch "$tmp/go"
 rc=0
-wait "$enq" || rc=$?
+wait "$two" || rc=$?
 [ "$rc" = 0 ] || fail "enqueue across a restart exited $rc: $(cat "$tmp/enq.out")"
 grep -q 'admitted=2 rejected=0' "$tmp/enq.out" || fail "across a restart: $(cat "$tmp/enq.out")"
 grep -q 'event=reconnect' "$tmp/enq.out" || fail "no reconnect logged: $(cat "$tmp/enq.out")"
