@@ -28,6 +28,12 @@ int sluice_client_async_supported(const sluice_url *url, char *err, size_t errle
     if (sluice_url_supported(url, err, errlen) != 0) {
         return SLUICE_EINVAL;
     }
+    if (url->is_tls) {
+        if (err != NULL && errlen > 0) {
+            snprintf(err, errlen, "rediss:// is not supported by the async connection yet");
+        }
+        return SLUICE_EINVAL;
+    }
     if (url->is_sentinel) {
         if (err != NULL && errlen > 0) {
             snprintf(err, errlen,
@@ -37,4 +43,16 @@ int sluice_client_async_supported(const sluice_url *url, char *err, size_t errle
         return SLUICE_EINVAL;
     }
     return 0;
+}
+
+void sluice__client_tls(sluice_conn_options *co, const sluice_conn_options *tls) {
+    if (tls == NULL) {
+        return;
+    }
+    co->tls_ca_file = tls->tls_ca_file;
+    co->tls_ca_dir = tls->tls_ca_dir;
+    co->tls_cert_file = tls->tls_cert_file;
+    co->tls_key_file = tls->tls_key_file;
+    co->tls_server_name = tls->tls_server_name;
+    co->tls_insecure_skip_verify = tls->tls_insecure_skip_verify;
 }

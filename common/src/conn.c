@@ -89,7 +89,7 @@ void sluice_conn_free(sluice_conn *c) {
     if (c == NULL) {
         return;
     }
-    sluice__node_drop(&c->one);
+    sluice__node_release(&c->one);
     sluice__cluster_free(c->cl);
     sluice__sentinel_free(c->sn);
     sluice__tls_options_release(&c->o);

@@ -60,9 +60,16 @@ void sluice__node_init(sluice__node *n, const sluice__node_env *env, const char 
 
 void sluice__node_drop(sluice__node *n) {
     if (n->ctx != NULL) {
+        sluice__tls_link_close(n->tls);
         redisFree(n->ctx);
         n->ctx = NULL;
     }
+}
+
+void sluice__node_release(sluice__node *n) {
+    sluice__node_drop(n);
+    sluice__tls_link_free(n->tls);
+    n->tls = NULL;
 }
 
 int sluice__node_lost(sluice__node *n) {
@@ -72,6 +79,9 @@ int sluice__node_lost(sluice__node *n) {
 }
 
 void sluice__node_set_timeout(sluice__node *n, int ms) {
+    if (n->tls != NULL) {
+        n->tls->timeout_ms = ms;
+    }
     if (n->ctx != NULL) {
         struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
         redisSetTimeout(n->ctx, tv);
@@ -104,15 +114,43 @@ static int fail(sluice__node *n, int status, const char *what) {
     return status;
 }
 
+/* The next reply on n's connection into *r: hiredis's own I/O, or the TLS transport's. Returns
+ * 0, or the failure's status with the connection dropped (fail). */
+static int get_reply(sluice__node *n, void **r) {
+    if (n->tls != NULL) {
+        int st = sluice__tls_link_reply(n->tls, n->ctx, r);
+        return st == 0 ? 0 : fail(n, st, n->tls->err);
+    }
+    if (redisGetReply(n->ctx, r) != REDIS_OK || *r == NULL) {
+        return fail(n, io_status(n->ctx), n->ctx->errstr);
+    }
+    return 0;
+}
+
+/* One command on the connected `n` and its reply (redisCommandArgv over either transport). */
+static int roundtrip(sluice__node *n, int argc, const char **argv, const size_t *lens,
+                     redisReply **r) {
+    if (n->tls == NULL) {
+        *r = redisCommandArgv(n->ctx, argc, argv, lens);
+        return *r != NULL ? 0 : fail(n, io_status(n->ctx), n->ctx->errstr);
+    }
+    *r = NULL;
+    if (redisAppendCommandArgv(n->ctx, argc, argv, lens) != REDIS_OK) {
+        return fail(n, SLUICE_ENOMEM, "out of memory formatting a command");
+    }
+    return get_reply(n, (void **)r);
+}
+
 /* FUNCTION LOAD of the library on `n` (after NOSCRIPT: the server lost it). */
 static int load_library(sluice__node *n) {
     size_t len;
     const char *lib = sluice_lua_library(&len);
     const char *argv[] = {"FUNCTION", "LOAD", "REPLACE", lib};
     size_t lens[] = {8, 4, 7, len};
-    redisReply *r = redisCommandArgv(n->ctx, 4, argv, lens);
-    if (r == NULL) {
-        return fail(n, io_status(n->ctx), n->ctx->errstr);
+    redisReply *r = NULL;
+    int io = roundtrip(n, 4, argv, lens, &r);
+    if (io != 0) {
+        return io;
     }
     int st = sluice__hs_load_reply(r, n->where, &n->mode, n->env->err, n->env->errlen);
     freeReplyObject(r);
@@ -142,9 +180,8 @@ static int handshake(sluice__node *n) {
             n->mode = p.mode;
             break;
         }
-        redisReply *r = redisCommandArgv(n->ctx, cmd.argc, cmd.argv, cmd.lens);
-        if (r == NULL) {
-            st = fail(n, io_status(n->ctx), n->ctx->errstr);
+        redisReply *r = NULL;
+        if ((st = roundtrip(n, cmd.argc, cmd.argv, cmd.lens, &r)) != 0) {
             break;
         }
         sluice__hs_feed(&p, r);
@@ -152,6 +189,19 @@ static int handshake(sluice__node *n) {
     }
     sluice__hs_free(&p);
     return st;
+}
+
+/* Opens n's rediss:// connection: socket and TLS handshake (conn_tls.h), within the connect
+ * timeout. A cluster's nodes are not reached over TLS yet (their map and redirects are). */
+static int tls_connect(sluice__node *n, const char *host, int port) {
+    if (n->env->member) {
+        return fail(n, SLUICE_EINVAL, "rediss+cluster:// is not supported yet");
+    }
+    if (n->tls == NULL && (n->tls = sluice__tls_link_new()) == NULL) {
+        return fail(n, SLUICE_ENOMEM, "out of memory");
+    }
+    int st = sluice__tls_link_open(n->tls, n->env->o, host, port, n->where, &n->ctx);
+    return st == 0 ? 0 : fail(n, st, n->tls->err);
 }
 
 /* Connects `n` now unless connected (see sluice_conn_ensure). */
@@ -162,7 +212,7 @@ static int node_ensure(sluice__node *n) {
     uint64_t now = sluice_now_ms();
     if (now < n->next_attempt_ms) {
         /* keep the last error: it says why we are backing off */
-        return n->wrong_mode ? SLUICE_ECLUSTER : SLUICE_ECONN;
+        return n->wrong_mode ? SLUICE_ECLUSTER : n->tls_refused ? SLUICE_ETLS : SLUICE_ECONN;
     }
     const sluice__node_env *e = n->env;
     int ct = e->o->connect_timeout_ms, mt = e->o->command_timeout_ms;
@@ -170,14 +220,22 @@ static int node_ensure(sluice__node *n) {
     struct timeval tv = {mt / 1000, (mt % 1000) * 1000};
     int is_unix = !e->member && e->url->is_unix;
     const char *host = e->member ? n->host : e->url->host;
-    n->ctx = is_unix ? redisConnectUnixWithTimeout(e->url->path, ctv)
-                     : redisConnectWithTimeout(host, e->member ? n->port : e->url->port, ctv);
-    if (n->ctx == NULL) {
-        return fail(n, SLUICE_ENOMEM, "out of memory");
-    }
-    sluice__fd_cloexec(n->ctx->fd);
-    if (n->ctx->err) {
-        return fail(n, io_status(n->ctx), n->ctx->errstr);
+    if (e->url->is_tls) {
+        int st = tls_connect(n, host, e->member ? n->port : e->url->port);
+        if (st != 0) {
+            n->tls_refused = st == SLUICE_ETLS;
+            return st;
+        }
+    } else {
+        n->ctx = is_unix ? redisConnectUnixWithTimeout(e->url->path, ctv)
+                         : redisConnectWithTimeout(host, e->member ? n->port : e->url->port, ctv);
+        if (n->ctx == NULL) {
+            return fail(n, SLUICE_ENOMEM, "out of memory");
+        }
+        sluice__fd_cloexec(n->ctx->fd);
+        if (n->ctx->err) {
+            return fail(n, io_status(n->ctx), n->ctx->errstr);
+        }
     }
     redisSetTimeout(n->ctx, tv);
     if (!is_unix) {
@@ -185,6 +243,7 @@ static int node_ensure(sluice__node *n) {
     }
     int st = handshake(n);
     n->wrong_mode = st == SLUICE_ECLUSTER;
+    n->tls_refused = st == SLUICE_ETLS;
     if (st != 0) {
         if (n->ctx != NULL) {
             char keep[512];
@@ -223,8 +282,9 @@ int sluice__node_read(sluice__node *n, redisReply **out) {
     if (n->ctx == NULL) {
         return SLUICE_ECONN;
     }
-    if (redisGetReply(n->ctx, &r) != REDIS_OK || r == NULL) {
-        return fail(n, io_status(n->ctx), n->ctx->errstr);
+    int st = get_reply(n, &r);
+    if (st != 0) {
+        return st;
     }
     *out = r;
     if ((*out)->type == REDIS_REPLY_ERROR) {

@@ -8,7 +8,8 @@
  * after a failed connect. Every call returns a status and says nothing to anyone else: a router
  * above (conn.c for one server, conn_cluster.c for a cluster) looks at the status, at whether
  * the node is still connected, and at sluice__node_lost, and decides. This header does not know
- * the routers. A TLS transport would go under this layer (the context a node connects).
+ * the routers. A rediss:// server is reached through the TLS transport of conn_tls.h; the node
+ * keeps a redisContext either way, so only its I/O calls branch.
  */
 #ifndef SLUICE_CONN_NODE_H
 #define SLUICE_CONN_NODE_H
@@ -20,6 +21,7 @@
 #include "sluice/redis.h"
 
 #include "conn_internal.h"
+#include "conn_tls.h"
 
 /* What the nodes of one connection share, owned by the connection (the router). */
 typedef struct sluice__node_env {
@@ -43,9 +45,11 @@ typedef struct sluice__node {
     uint64_t next_attempt_ms; /* no connect before this (monotonic ms) */
     int attempt;              /* failed connects since the last success */
     int wrong_mode;           /* the last handshake found a server of the other kind */
+    int tls_refused;          /* the last connect failed in TLS (verification, an alert) */
     int lost;                 /* a call failed and dropped the connection (sluice__node_lost) */
     unsigned connects;        /* successful connects: a router sees a new connection by it */
     char where[300];          /* redacted URL or "cluster node HOST:PORT", for messages */
+    sluice__tls_link *tls;    /* rediss://: the TLS transport (made at the first connect) */
 } sluice__node;
 
 /* Sets up `n` (not connected) for `env`: host and port for a cluster's node (env->member). */
@@ -85,5 +89,9 @@ int sluice__node_lost(sluice__node *n);
 
 /* Closes n's connection (if any); the node stays usable. */
 void sluice__node_drop(sluice__node *n);
+
+/* Closes n's connection and frees what it keeps between connections (the TLS context and
+ * session); the node is not used after. */
+void sluice__node_release(sluice__node *n);
 
 #endif

@@ -133,6 +133,7 @@ int sluice_limiter_new(const sluice_limiter_options *o, sluice_limiter **out, ch
         return SLUICE_ENOMEM;
     }
     co.no_load = o->no_scripts; /* a script-less deployment never loads the library */
+    sluice__client_tls(&co, o->tls);
     if ((l->conn = sluice_conn_new(&url, &co)) == NULL) {
         free(l);
         return SLUICE_ENOMEM;

@@ -677,7 +677,7 @@ static const sluice__uvroute_ops cluster = {
 
 sluice_aconn *sluice_aconn_new(uv_loop_t *loop, const sluice_url *url, const sluice_conn_options *o,
                                sluice_aconn_state_cb state_cb, void *state_arg) {
-    if (url == NULL || url->is_sentinel) { /* the async side does not follow Sentinel yet */
+    if (url == NULL || url->is_sentinel || url->is_tls) { /* neither on the async side yet */
         return NULL;
     }
     return sluice__uv_new(loop, url, o, state_cb, state_arg, url->is_cluster ? &cluster : NULL);

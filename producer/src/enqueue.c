@@ -17,6 +17,7 @@
 
 #include "sluice/cli.h"
 #include "sluice/producer.h"
+#include "sluice/redis.h"
 #include "sluice/url.h"
 
 static const char usage[] =
@@ -28,6 +29,7 @@ static const char usage[] =
     "  -q, --queue NAME            queue (1-64 of A-Z a-z 0-9 _ . -)\n"
     "  -r, --redis URL             redis://[user:pass@]host:port[/db] or unix:///path\n"
     "                              (default $SLUICE_REDIS_URL, else redis://127.0.0.1:6379)\n"
+    "                              rediss://...: TLS, options in $SLUICE_TLS_* (docs/tls.md)\n"
     "  -C, --capacity N            capacity when the queue has none set (default 1000)\n"
     "  -b, --backend stream|list   (default stream)\n"
     "  -n, --batch N               payloads per round trip from stdin, 1..10000 (default 100)\n"
@@ -443,6 +445,12 @@ int main(int argc, char **argv) {
     if (r.idem != NULL && argc - optind != 1) {
         return fail_usage("--idempotency-key needs exactly one PAYLOAD argument");
     }
+    sluice_conn_options tls;
+    sluice_conn_options_init(&tls);
+    if (sluice_cli_tls_env(&tls, err, sizeof(err)) != 0) {
+        return fail_usage(err);
+    }
+    r.o.tls = &tls;
     if (sluice_producer_new(&r.o, &r.p, err, sizeof(err)) != 0) {
         return fail_usage(err);
     }

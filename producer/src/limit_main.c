@@ -13,6 +13,7 @@
 
 #include "sluice/cli.h"
 #include "sluice/limit.h"
+#include "sluice/redis.h"
 #include "sluice/status.h"
 
 static const char usage[] =
@@ -31,6 +32,7 @@ static const char usage[] =
     "  -w, --weight N              the request's cost, 1..1000000000 (default 1)\n"
     "  -r, --redis URL             redis://[user:pass@]host:port[/db] or unix:///path\n"
     "                              (default $SLUICE_REDIS_URL, else redis://127.0.0.1:6379)\n"
+    "                              rediss://...: TLS, options in $SLUICE_TLS_* (docs/tls.md)\n"
     "      --no-scripts            fixed windows with MULTI/INCRBY/PEXPIRE NX, for proxies that\n"
     "                              refuse scripts: allowed requests stay exact, but refused ones\n"
     "                              are counted too (the counter passes N)\n"
@@ -176,6 +178,12 @@ int main(int argc, char **argv) {
             return fail_usage(err);
         }
     }
+    sluice_conn_options tls;
+    sluice_conn_options_init(&tls);
+    if (sluice_cli_tls_env(&tls, err, sizeof(err)) != 0) {
+        return fail_usage(err);
+    }
+    o.tls = &tls;
     sluice_limiter *l;
     if (sluice_limiter_new(&o, &l, err, sizeof(err)) != 0) {
         return fail_usage(err);

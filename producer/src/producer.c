@@ -59,6 +59,7 @@ int sluice_producer_new(const sluice_producer_options *o, sluice_producer **out,
         return SLUICE_EINVAL;
     }
     co.queue = o->queue;
+    sluice__client_tls(&co, o->tls);
     sluice_producer *p = calloc(1, sizeof(*p));
     if (p == NULL) {
         return SLUICE_ENOMEM;

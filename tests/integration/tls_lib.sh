@@ -8,11 +8,14 @@
 #                          redis-server on a free loopback --tls-port, --tls-auth-clients as
 #                          given (default no), ARGS added; waits until it answers PING over TLS;
 #                          sets tls_port and tls_url (rediss://127.0.0.1:PORT)
+#   tls_redis_restart [yes|no|optional] [ARGS...]
+#                          kill -9 of that server and a new, empty one on the same port
 #   tls_cli ARGS...        redis-cli over TLS to it, trusting ca.crt, with the client
 #                          certificate
 tls_dir=$tmp/tls
 tls_port=""
 tls_url=""
+tls_pid=""
 
 # tls_cert NAME SUBJECT CA [SAN]: NAME.key and NAME.crt signed by CA (or self-signed: "")
 tls_cert() {
@@ -40,29 +43,54 @@ tls_certs() {
     chmod 600 "$tls_dir"/*.key
 }
 
+# tls_redis_spawn PORT AUTH [ARGS...]: the TLS-only redis-server on PORT (killed on exit); waits
+# until it answers PING over TLS. 0 ready, 1 not (the port taken, or it died).
+tls_redis_spawn() {
+    local port=$1 auth=$2 j
+    shift 2
+    redis-server --port 0 --tls-port "$port" --bind 127.0.0.1 --dir "$tls_dir" \
+        --save "" --appendonly no --daemonize no --logfile "$tls_dir/redis-$port.log" \
+        --tls-cert-file "$tls_dir/server.crt" --tls-key-file "$tls_dir/server.key" \
+        --tls-ca-cert-file "$tls_dir/ca.crt" --tls-auth-clients "$auth" "$@" &
+    pids+=("$!")
+    tls_pid=$!
+    for j in $(seq 1 50); do
+        if tls_cli -p "$port" PING 2>/dev/null | grep -q PONG; then
+            return 0
+        fi
+        kill -0 "$tls_pid" 2>/dev/null || return 1
+        sleep 0.1
+    done
+    kill -KILL "$tls_pid" 2>/dev/null || true
+    return 1
+}
+
 tls_redis_start() {
     local auth=${1:-no} i
     [ $# -gt 0 ] && shift
     [ -f "$tls_dir/ca.crt" ] || tls_certs
     for i in $(seq 1 20); do
         tls_port=$((20000 + RANDOM % 40000))
-        redis-server --port 0 --tls-port "$tls_port" --bind 127.0.0.1 --dir "$tls_dir" \
-            --save "" --appendonly no --daemonize no --logfile "$tls_dir/redis-$tls_port.log" \
-            --tls-cert-file "$tls_dir/server.crt" --tls-key-file "$tls_dir/server.key" \
-            --tls-ca-cert-file "$tls_dir/ca.crt" --tls-auth-clients "$auth" "$@" &
-        pids+=("$!")
-        local pid=$! j
-        for j in $(seq 1 50); do
-            if tls_cli PING 2>/dev/null | grep -q PONG; then
-                tls_url="rediss://127.0.0.1:$tls_port"
-                return 0
-            fi
-            kill -0 "$pid" 2>/dev/null || break # the port was taken: try another
-            sleep 0.1
-        done
-        kill -KILL "$pid" 2>/dev/null || true
+        if tls_redis_spawn "$tls_port" "$auth" "$@"; then
+            tls_url="rediss://127.0.0.1:$tls_port"
+            return 0
+        fi
     done
     fail "could not start a TLS redis-server: $(tail -n 5 "$tls_dir"/redis-*.log 2>/dev/null)"
+}
+
+# tls_redis_restart [yes|no|optional] [ARGS...]: kill -9 of the server, and a new one (empty) on
+# the same port
+tls_redis_restart() {
+    local auth=${1:-no} i
+    [ $# -gt 0 ] && shift
+    kill -KILL "$tls_pid" 2>/dev/null || true
+    wait "$tls_pid" 2>/dev/null || true
+    for i in $(seq 1 20); do
+        tls_redis_spawn "$tls_port" "$auth" "$@" && return 0
+        sleep 0.2
+    done
+    fail "could not restart the TLS redis-server on $tls_port"
 }
 
 tls_cli() {

@@ -96,6 +96,7 @@ static const char usage[] =
     "Options:\n"
     "  -r, --redis URL              redis://[user:pass@]host:port[/db] or unix:///path\n"
     "                               (default $SLUICE_REDIS_URL, else redis://127.0.0.1:6379)\n"
+    "                               rediss://...: TLS, options in $SLUICE_TLS_* (docs/tls.md)\n"
     "  -b, --backend stream|list    the queue's backend (default: detected)\n"
     "      --group NAME             consumer group (default workers)\n"
     "      --json                   print one JSON object (watch: one per refresh)\n"
@@ -514,7 +515,13 @@ int main(int argc, char **argv) {
         return rc;
     }
     sluice_url_redact(&a.url, a.where, sizeof(a.where));
-    a.conn = sluice_conn_new(&a.url, NULL);
+    sluice_conn_options co;
+    char err[512];
+    sluice_conn_options_init(&co);
+    if (sluice_cli_tls_env(&co, err, sizeof(err)) != 0) {
+        return fail_usage(NULL, err);
+    }
+    a.conn = sluice_conn_new(&a.url, &co);
     if (a.conn == NULL) {
         admin_err(&a, "out of memory");
         return SLUICE_EXIT_REDIS;

@@ -106,6 +106,8 @@ typedef struct sluice_limiter_options {
     int command_timeout_ms; /* default 5000 */
     int no_scripts;         /* 1: the MULTI fixed-window check described above */
     int force_eval;         /* 1: EVALSHA instead of FCALL (tests, old servers) */
+    const struct sluice_conn_options *tls; /* NULL = none; else its tls_* fields (sluice/redis.h)
+                                              are used for a rediss:// URL (copied by _new) */
 } sluice_limiter_options;
 
 typedef struct sluice_limiter sluice_limiter;

@@ -23,8 +23,13 @@ int sluice_client_setup(const char *redis_url, int connect_timeout_ms, int comma
                         int force_eval, const char *name, sluice_url *url, sluice_conn_options *co,
                         char *err, size_t errlen);
 
+/* Copies the tls_* fields of `tls` (NULL: none) into *co: the TLS options a client's user gave
+ * in its own options struct. */
+void sluice__client_tls(sluice_conn_options *co, const sluice_conn_options *tls);
+
 /* sluice_url_supported for a client on the async connection (sluice_aconn), which does not
- * follow redis+sentinel:// yet: 0 or SLUICE_EINVAL with the reason in err. */
+ * speak TLS (rediss://) nor follow redis+sentinel:// yet: 0 or SLUICE_EINVAL with the reason in
+ * err. */
 int sluice_client_async_supported(const sluice_url *url, char *err, size_t errlen);
 
 #ifdef __cplusplus
