@@ -165,6 +165,13 @@ int gw_dash_connect(gw_server *s, const sluice_url *u);
 int gw_dash_route(sluice__http_req *c, const char *path, size_t len);
 /* Appends ",\"rates\":{...},\"wait_s\":...,\"history\":{...}" (300 samples) of one queue. */
 void gw_dash_history(struct sluice_text *b, const gw_queue *q);
+/* ---- gateway_verbs.c ---- */
+
+enum { GW_VERB_PAUSE = 1, GW_VERB_RESUME, GW_VERB_CLEAR };
+/* Serves POST /v1/admin/queues/{q}/pause, /resume or /clear (which: GW_VERB_*) on every
+ * partition of q, answering once, later, with what was done. */
+void gw_verb_start(sluice__http_req *c, gw_server *s, const gw_queue *q, int which);
+
 /* ---- gateway_detail.c ---- */
 
 /* Completes GET /v1/queues/{q} (b: its figures so far, taken over): appends the rates, the

@@ -8,8 +8,9 @@
 # nosniff (only with --dashboard), and the admin actions: 403 without --admin-token-file, 401
 # without or with a wrong bearer token (a cookie does not count), capacity set (200, written to
 # the meta), a dead letter replayed by id, bad JSON (400), unknown queue (404), oversized body
-# (413), the verbs still to come (501), and a token file readable by others, or missing,
-# refused at start (exit 2).
+# (413), pause (the figures say so; a running worker takes nothing) and resume (it drains), clear
+# (only with {"confirm":true}; waiting entries only), dead delete by id, and a token file
+# readable by others, or missing, refused at start (exit 2).
 . "$(dirname "$0")/lib.sh"
 
 q="dash-$$"
@@ -34,6 +35,14 @@ expect() {
     shift
     got=$(code "$@")
     [ "$got" = "$want" ] || fail "$1 $2: got $got, want $want: $(cat "$tmp/b" 2>/dev/null)"
+}
+# poll PATH TEXT: GET PATH until its body holds TEXT (10 s at most; the caller then asserts)
+poll() {
+    for i in $(seq 1 50); do
+        code GET "$1" >/dev/null
+        grep -qF -- "$2" "$tmp/b" && return 0
+        sleep 0.2
+    done
 }
 body_has() { grep -qF -- "$1" "$tmp/b" || fail "body lacks $1: $(head -c 600 "$tmp/b")"; }
 header_has() { grep -qiF -- "$1" "$tmp/h" || fail "headers lack $1: $(cat "$tmp/h")"; }
@@ -130,10 +139,60 @@ done
 expect 200 POST "/v1/admin/queues/$q/dead/replay" -H "$auth" -d "{\"ids\":[\"$dead_id\", \"1-0\"]}"
 body_has '{"replayed":1,"not_fitted":0,"skipped_no_body":0,"not_found":1,'
 [ "$(rcli XLEN "sluice:{$q}:dead")" = 0 ] || fail "the dead letter is still there"
+# pause, resume, clear, dead delete: the token first (a cookie does not count)
 for a in pause resume clear dead/delete; do
-    expect 501 POST "/v1/admin/queues/$q/$a" -H "$auth"
-    body_has '"error":"not implemented'
+    expect 401 POST "/v1/admin/queues/$q/$a" -d '{"confirm":true}'
+    expect 401 POST "/v1/admin/queues/$q/$a" -H "Cookie: token=$secret" -d '{"confirm":true}'
 done
+depth() { rcli XLEN "sluice:{$q}:stream"; }
+[ "$(depth)" = 3 ] || fail "depth $(depth) before pause, want 3"
+expect 200 POST "/v1/admin/queues/$q/pause" -H "$auth"
+body_has "{\"queue\":\"$q\",\"paused\":true,\"changed\":true,\"partitions\":1}"
+[ "$(rcli HGET "sluice:{$q}:meta" paused)" = 1 ] || fail "pause not written"
+expect 200 POST "/v1/admin/queues/$q/pause" -H "$auth"
+body_has '"paused":true,"changed":false,'
+poll /v1/queues '"full":false,"paused":true,'
+body_has '"full":false,"paused":true,'
+expect 200 GET "/v1/queues/$q"
+body_has '"paused":true,'
+# a paused queue: a running worker takes nothing (3 s); resumed, it drains (within 20 s)
+"$bin/sluice-worker" --redis "$url" --queue "$q" --handler exec:true --consumer "p-$$" \
+    >"$tmp/pworker.log" 2>&1 &
+pids+=("$!")
+pw=$!
+sleep 3
+[ "$(depth)" = 3 ] || fail "a paused queue was read: depth $(depth): $(cat "$tmp/pworker.log")"
+expect 200 POST "/v1/admin/queues/$q/resume" -H "$auth"
+body_has "{\"queue\":\"$q\",\"paused\":false,\"changed\":true,\"partitions\":1}"
+[ "$(rcli HEXISTS "sluice:{$q}:meta" paused)" = 0 ] || fail "resume left meta paused"
+for i in $(seq 1 100); do
+    [ "$(depth)" = 0 ] && break
+    sleep 0.2
+done
+[ "$(depth)" = 0 ] || fail "not drained after resume: depth $(depth)"
+kill -TERM "$pw"
+wait "$pw" || true
+# clear: only with {"confirm":true}; the waiting entries go, the one in flight stays
+for i in 1 2 3; do expect 202 POST "/v1/queues/$q/messages" --data-binary "c$i"; done
+rcli XREADGROUP GROUP workers "h-$$" COUNT 1 STREAMS "sluice:{$q}:stream" '>' >/dev/null
+for b in '' '{}' '{"confirm":false}' '{"confirm":true' 'true'; do
+    expect 400 POST "/v1/admin/queues/$q/clear" -H "$auth" -d "$b"
+done
+[ "$(depth)" = 3 ] || fail "a refused clear deleted: depth $(depth)"
+expect 200 POST "/v1/admin/queues/$q/clear" -H "$auth" -d '{ "confirm" : true }'
+body_has "{\"queue\":\"$q\",\"cleared\":2,\"partitions\":1}"
+[ "$(depth)" = 1 ] || fail "clear left depth $(depth), want the 1 in flight"
+rcli XACK "sluice:{$q}:stream" workers "$(rcli XRANGE "sluice:{$q}:stream" - + | head -1)" >/dev/null
+# dead delete by id: the named letter goes, an unknown id counts as not found
+expect 202 POST "/v1/queues/$q/messages" --data-binary d1
+"$bin/sluice-worker" --redis "$url" --queue "$q" --handler exec:false --max-deliveries 1 \
+    --max-messages 1 --consumer "w-$$" >"$tmp/worker.log" 2>&1 || fail "worker: $(cat "$tmp/worker.log")"
+did=$(rcli XRANGE "sluice:{$q}:dead" - + COUNT 1 | head -1)
+[ -n "$did" ] || fail "no dead letter to delete"
+expect 400 POST "/v1/admin/queues/$q/dead/delete" -H "$auth" -d '{"ids":["x"]}'
+expect 200 POST "/v1/admin/queues/$q/dead/delete" -H "$auth" -d "{\"ids\":[\"$did\",\"1-0\"]}"
+body_has '{"deleted":1,"not_found":1}'
+[ "$(rcli XLEN "sluice:{$q}:dead")" = 0 ] || fail "the dead letter is still there"
 
 # beyond 64 event streams: 503 (the 64 are raw connections that never read)
 fds=()
@@ -167,11 +226,7 @@ expect 404 GET /ui/
 expect 200 GET "/v1/queues/$q4"
 body_has '"lanes":{"holding":2,"top":[{"tenant":"acme","depth":2,"weight":3},{"tenant":"beta","depth":1,"weight":1}]}}'
 # --discover: the database's other queues (a SCAN round at the first tick), figures only
-for i in $(seq 1 50); do
-    code GET /v1/queues >/dev/null
-    grep -qF "\"queue\":\"$q3\"" "$tmp/b" && break
-    sleep 0.2
-done
+poll /v1/queues "\"queue\":\"$q3\""
 expect 200 GET /v1/queues
 body_has "{\"queue\":\"$q3\",\"backend\":\"stream\",\"depth\":0,\"capacity\":9,"
 body_has '"counters":{"admitted":0,'
