@@ -116,7 +116,9 @@ function queueRow(q) {
 // A queue found by --discover: figures only (no rates: the gateway does not sample it).
 function discoveredRow(q) {
   const tr = el('tr', null, 'discovered');
-  tr.appendChild(el('td', q.queue + ' (discovered)'));
+  const name = el('td', q.queue + ' (discovered)');
+  if (q.paused) name.appendChild(el('span', 'paused', 'badge paused'));
+  tr.appendChild(name);
   const cap = q.capacity === null ? '–' : q.capacity;
   for (const v of [q.depth + ' / ' + cap, q.waiting, q.in_flight, '–', '–', '–', '–', '–', '–',
     q.consumers, q.dead, '']) {

@@ -230,6 +230,7 @@ poll /v1/queues "\"queue\":\"$q3\""
 expect 200 GET /v1/queues
 body_has "{\"queue\":\"$q3\",\"backend\":\"stream\",\"depth\":0,\"capacity\":9,"
 body_has '"counters":{"admitted":0,'
+body_has '"dead":0,"paused":false,"counters":{'
 grep -qF "\"discovered\":[" "$tmp/b" && ! grep -oF "\"discovered\":[.*" "$tmp/b" |
     grep -qF "\"queue\":\"$q\"" || fail "a served queue is listed as discovered"
 
