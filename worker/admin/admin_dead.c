@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "sluice/cli.h"
+#include "sluice/cli_entry.h"
 #include "sluice/envelope.h"
 #include "sluice/status.h"
 
@@ -85,7 +86,8 @@ static void list_row(const admin *a, const redisReply *e, int first) {
         printf(",\"reason\":");
         admin_json_str(stdout, reason, strlen(reason));
         printf(",");
-        admin_json_envelope(m != NULL ? m->str : NULL, m != NULL ? m->len : 0, SIZE_MAX);
+        sluice_cli_envelope_json(stdout, m != NULL ? m->str : NULL, m != NULL ? m->len : 0,
+                                 SIZE_MAX);
         printf("}");
         return;
     }

@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cli_entry.c - a queue's entry as JSON (sluice/cli_entry.h), for sluice-admin and the gateway.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sluice/cli.h"
+#include "sluice/cli_entry.h"
+#include "sluice/envelope.h"
+#include "sluice/reply.h"
+
+void sluice_cli_entry_from_stream(sluice_cli_entry *e, const redisReply *x, const redisReply *p,
+                                  const char *lane) {
+    const redisReply *m = sluice_reply_entry_field(x, "m");
+    memset(e, 0, sizeof(*e));
+    e->id = x->element[0]->str, e->id_len = x->element[0]->len, e->lane = lane;
+    e->m = m ? m->str : NULL, e->mlen = m ? m->len : 0;
+    e->idle_ms = e->deliveries = -1;
+    for (size_t i = 0; p != NULL && p->type == REDIS_REPLY_ARRAY && i < p->elements; i++) {
+        const redisReply *r = p->element[i];
+        if (r->type == REDIS_REPLY_ARRAY && r->elements == 4 &&
+            r->element[0]->type == REDIS_REPLY_STRING && strcmp(r->element[0]->str, e->id) == 0) {
+            e->in_flight = 1;
+            e->consumer = r->element[1]->type == REDIS_REPLY_STRING ? r->element[1]->str : NULL;
+            e->idle_ms = sluice_reply_ll(r->element[2], -1);
+            e->deliveries = sluice_reply_ll(r->element[3], -1);
+        }
+    }
+}
+
+void sluice_cli_entry_json(FILE *f, const sluice_cli_entry *e, int stream, size_t max_payload) {
+    fprintf(f, "{\"id\":");
+    sluice_cli_json_str(f, e->id, e->id_len);
+    fprintf(f, ",\"lane\":");
+    e->lane != NULL ? sluice_cli_json_str(f, e->lane, strlen(e->lane)) : (void)fprintf(f, "null");
+    fprintf(f, ",\"admitted_ms\":");
+    stream ? fprintf(f, "%lld", strtoll(e->id, NULL, 10)) : fprintf(f, "null");
+    fprintf(f, ",\"state\":\"%s\",\"consumer\":", e->in_flight ? "in_flight" : "waiting");
+    e->consumer != NULL ? sluice_cli_json_str(f, e->consumer, strlen(e->consumer))
+                        : (void)fprintf(f, "null");
+    fprintf(f, ",\"idle_ms\":");
+    e->idle_ms >= 0 ? fprintf(f, "%lld", e->idle_ms) : fprintf(f, "null");
+    fprintf(f, ",\"deliveries\":");
+    e->deliveries >= 0 ? fprintf(f, "%lld", e->deliveries) : fprintf(f, "null");
+    fprintf(f, ",");
+    sluice_cli_envelope_json(f, e->m, e->mlen, max_payload);
+    fprintf(f, "}");
+}
+
+void sluice_cli_envelope_json(FILE *f, const char *m, size_t len, size_t max_payload) {
+    sluice_envelope env;
+    sluice_header h[SLUICE_ENVELOPE_MAX_HEADERS];
+    int ok = m != NULL && sluice_envelope_decode((const unsigned char *)m, len, 0, &env, h,
+                                                 SLUICE_ENVELOPE_MAX_HEADERS, NULL, 0) == 0;
+    fprintf(f, "\"tenant\":");
+    ok &&env.tenant != NULL ? sluice_cli_json_str(f, env.tenant, env.tenant_len)
+                            : (void)fprintf(f, "null");
+    fprintf(f, ",\"headers\":");
+    if (ok) {
+        fprintf(f, "{");
+        for (size_t i = 0; i < env.nheaders; i++) {
+            fprintf(f, "%s", i > 0 ? "," : "");
+            sluice_cli_json_str(f, h[i].name, h[i].name_len);
+            fprintf(f, ":");
+            sluice_cli_json_str(f, h[i].value, h[i].value_len);
+        }
+        fprintf(f, "}");
+    } else {
+        fprintf(f, "null");
+    }
+    size_t shown = ok && env.payload_len > max_payload ? max_payload : ok ? env.payload_len : 0;
+    fprintf(f, ",\"payload\":");
+    ok ? sluice_cli_json_str(f, (const char *)env.payload, shown) : (void)fprintf(f, "null");
+    if (max_payload != SIZE_MAX) {
+        fprintf(f, ",\"payload_bytes\":");
+        ok ? fprintf(f, "%zu", env.payload_len) : fprintf(f, "null");
+        fprintf(f, ",\"payload_truncated\":%s", ok && shown < env.payload_len ? "true" : "false");
+    }
+}
