@@ -30,6 +30,42 @@ void sluice_cli_entry_from_stream(sluice_cli_entry *e, const redisReply *x, cons
     }
 }
 
+int sluice_cli_entry_from_list(sluice_cli_entry *e, const redisReply *el, const char *consumer) {
+    const char *colon = el->type == REDIS_REPLY_STRING ? memchr(el->str, ':', el->len) : NULL;
+    if (colon == NULL) {
+        return -1; /* not pushed by sluice */
+    }
+    size_t sl = (size_t)(colon - el->str);
+    memset(e, 0, sizeof(*e));
+    e->id = el->str, e->id_len = sl;
+    e->m = colon + 1, e->mlen = el->len - sl - 1;
+    e->in_flight = consumer != NULL, e->consumer = consumer;
+    e->idle_ms = e->deliveries = -1;
+    return 0;
+}
+
+/* Field `name` of stream entry x as a string ("" when absent). */
+static const char *field_str(const redisReply *x, const char *name) {
+    const redisReply *v = sluice_reply_entry_field(x, name);
+    return v != NULL && v->type == REDIS_REPLY_STRING ? v->str : "";
+}
+
+void sluice_cli_dead_json(FILE *f, const redisReply *x, size_t max_payload) {
+    const redisReply *m = sluice_reply_entry_field(x, "m");
+    const char *id = field_str(x, "id"), *consumer = field_str(x, "consumer"),
+               *reason = field_str(x, "reason");
+    fprintf(f, "{\"dead_id\":\"%s\",\"id\":", x->element[0]->str);
+    sluice_cli_json_str(f, id, strlen(id));
+    fprintf(f, ",\"deliveries\":%lld,\"consumer\":",
+            sluice_reply_ll(sluice_reply_entry_field(x, "deliveries"), 0));
+    sluice_cli_json_str(f, consumer, strlen(consumer));
+    fprintf(f, ",\"reason\":");
+    sluice_cli_json_str(f, reason, strlen(reason));
+    fprintf(f, ",");
+    sluice_cli_envelope_json(f, m != NULL ? m->str : NULL, m != NULL ? m->len : 0, max_payload);
+    fprintf(f, "}");
+}
+
 void sluice_cli_entry_json(FILE *f, const sluice_cli_entry *e, int stream, size_t max_payload) {
     fprintf(f, "{\"id\":");
     sluice_cli_json_str(f, e->id, e->id_len);

@@ -78,17 +78,8 @@ static void list_row(const admin *a, const redisReply *e, int first) {
                                                  SLUICE_ENVELOPE_MAX_HEADERS, NULL, 0) == 0;
     const char *reason = entry_str(e, "reason");
     if (a->json) {
-        printf("%s{\"dead_id\":\"%s\",\"id\":", first ? "" : ",", e->element[0]->str);
-        admin_json_str(stdout, entry_str(e, "id"), strlen(entry_str(e, "id")));
-        printf(",\"deliveries\":%lld,\"consumer\":",
-               sluice_reply_ll(sluice_reply_entry_field(e, "deliveries"), 0));
-        admin_json_str(stdout, entry_str(e, "consumer"), strlen(entry_str(e, "consumer")));
-        printf(",\"reason\":");
-        admin_json_str(stdout, reason, strlen(reason));
-        printf(",");
-        sluice_cli_envelope_json(stdout, m != NULL ? m->str : NULL, m != NULL ? m->len : 0,
-                                 SIZE_MAX);
-        printf("}");
+        printf("%s", first ? "" : ",");
+        sluice_cli_dead_json(stdout, e, SIZE_MAX);
         return;
     }
     char consumer[32], why[40], id[SLUICE_STREAM_ID_MAX];

@@ -174,10 +174,9 @@ static int list_find(admin *a, const char *key, const char *consumer) {
         }
         for (size_t i = 0; r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
             const redisReply *el = r->element[i];
+            shown e;
             if (el->type == REDIS_REPLY_STRING && el->len > sl && memcmp(el->str, seq, sl) == 0 &&
-                el->str[sl] == ':') {
-                shown e = {seq,      sl, NULL, el->str + sl + 1, el->len - sl - 1, consumer != NULL,
-                           consumer, -1, -1};
+                el->str[sl] == ':' && sluice_cli_entry_from_list(&e, el, consumer) == 0) {
                 show_one(a, &e);
                 freeReplyObject(r);
                 return 1;
@@ -286,13 +285,10 @@ static int peek_list(admin *a, long long n, int *count) {
     }
     /* admission pushes on the left, workers take from the right: the oldest is the last */
     for (size_t i = r->type == REDIS_REPLY_ARRAY ? r->elements : 0; i-- > 0;) {
-        const redisReply *el = r->element[i];
-        const char *colon = el->type == REDIS_REPLY_STRING ? memchr(el->str, ':', el->len) : NULL;
-        if (colon == NULL) {
+        shown e;
+        if (sluice_cli_entry_from_list(&e, r->element[i], NULL) != 0) {
             continue; /* not pushed by sluice */
         }
-        size_t sl = (size_t)(colon - el->str);
-        shown e = {el->str, sl, NULL, colon + 1, el->len - sl - 1, 0, NULL, -1, -1};
         a->json ? show_json(a, &e, *count == 0) : show_human(a, &e);
         (*count)++;
     }

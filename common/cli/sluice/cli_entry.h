@@ -39,9 +39,17 @@ typedef struct sluice_cli_entry {
 void sluice_cli_entry_from_stream(sluice_cli_entry *e, const redisReply *x, const redisReply *p,
                                   const char *lane);
 
+/* Fills e from list element el ("SEQ:envelope", as the list backend pushes it), waiting, or in
+ * flight with `consumer` (NULL: waiting). 0, or -1 when el is not such an element. */
+int sluice_cli_entry_from_list(sluice_cli_entry *e, const redisReply *el, const char *consumer);
+
 /* Writes {"id":...,"lane":...,"admitted_ms":...,"state":...,"consumer":...,"idle_ms":...,
  * "deliveries":...,<the envelope>} (admitted_ms: from a stream id, null for a list's). */
 void sluice_cli_entry_json(FILE *f, const sluice_cli_entry *e, int stream, size_t max_payload);
+
+/* Writes dead letter x (an XRANGE entry of the dead-letter stream) as {"dead_id":...,"id":...,
+ * "deliveries":N,"consumer":...,"reason":...,<the envelope>}. */
+void sluice_cli_dead_json(FILE *f, const redisReply *x, size_t max_payload);
 
 /* Writes "tenant":...,"headers":{...},"payload":... and, unless max_payload is SIZE_MAX,
  * "payload_bytes":N,"payload_truncated":B: the payload's first max_payload bytes, a JSON
