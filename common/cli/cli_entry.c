@@ -11,6 +11,18 @@
 #include "sluice/envelope.h"
 #include "sluice/reply.h"
 
+int sluice_cli_is_stream_id(const char *s) {
+    size_t n = strspn(s, "0123456789");
+    if (n == 0 || n > 20) {
+        return 0;
+    }
+    if (s[n] == '\0') {
+        return 1;
+    }
+    size_t m = strspn(s + n + 1, "0123456789");
+    return s[n] == '-' && m > 0 && m <= 20 && s[n + 1 + m] == '\0';
+}
+
 void sluice_cli_entry_from_stream(sluice_cli_entry *e, const redisReply *x, const redisReply *p,
                                   const char *lane) {
     const redisReply *m = sluice_reply_entry_field(x, "m");

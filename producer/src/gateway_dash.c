@@ -408,9 +408,7 @@ int gw_dash_read_token(gw_server *s, const char *file, char *err, size_t n) {
     return 0;
 }
 
-/* 0 when the request carries "Authorization: Bearer TOKEN"; the comparison takes the same time
- * wherever the first difference is. Else answers 403 (no token file) or 401, returns -1. */
-static int authorized(sluice__http_req *c, const gw_server *s) {
+int gw_dash_authorized(sluice__http_req *c, const gw_server *s) {
     static const char scheme[] = "Bearer ";
     if (s->dash.token_len == 0) {
         reply_text(c, 403, NULL,
@@ -667,7 +665,7 @@ static int confirmed(sluice__http_req *c) {
 /* POST /v1/admin/queues/{q}/{action}; rest = what follows "/v1/admin/queues/". */
 static void route_admin(sluice__http_req *c, gw_server *s, const char *rest, size_t len) {
     size_t blen;
-    if (authorized(c, s) != 0) {
+    if (gw_dash_authorized(c, s) != 0) {
         return;
     }
     if (sluice__http_body(c, &blen) != NULL && blen > ADMIN_BODY) {

@@ -9,8 +9,9 @@
 # without or with a wrong bearer token (a cookie does not count), capacity set (200, written to
 # the meta), a dead letter replayed by id, bad JSON (400), unknown queue (404), oversized body
 # (413), pause (the figures say so; a running worker takes nothing) and resume (it drains), clear
-# (only with {"confirm":true}; waiting entries only), dead delete by id, and a token file
-# readable by others, or missing, refused at start (exit 2).
+# (only with {"confirm":true}; waiting entries only), dead delete by id, the payload reads (peek,
+# inspect, dead letters: token, decoded and escaped fields, state, byte limit, bad queries), and
+# a token file readable by others, or missing, refused at start (exit 2).
 . "$(dirname "$0")/lib.sh"
 
 q="dash-$$"
@@ -182,6 +183,29 @@ done
 expect 200 POST "/v1/admin/queues/$q/clear" -H "$auth" -d '{ "confirm" : true }'
 body_has "{\"queue\":\"$q\",\"cleared\":2,\"partitions\":1}"
 [ "$(depth)" = 1 ] || fail "clear left depth $(depth), want the 1 in flight"
+# peek and inspect: the token first; decoded entries, escaped, with their state
+expect 401 GET "/v1/queues/$q/messages"
+expect 401 GET "/v1/queues/$q/messages/1-0" -H "Cookie: token=$secret"
+expect 401 GET "/v1/queues/$q/dead"
+expect 202 POST "/v1/queues/$q/messages" --data-binary $'say "hi"\n\x01' -H 'X-Request-Id: r-1' \
+    -H 'Content-Type: text/plain'
+expect 200 GET "/v1/queues/$q/messages?count=5" -H "$auth"
+body_has "{\"queue\":\"$q\",\"entries\":[{\"id\":\""
+body_has "\"state\":\"in_flight\",\"consumer\":\"h-$$\",\"idle_ms\":"
+body_has '"state":"waiting","consumer":null,"idle_ms":null,"deliveries":null,"tenant":null,'
+body_has '"headers":{"request-id":"r-1","content-type":"text/plain"},"payload":"say \"hi\"\n\u0001","payload_bytes":10,'
+python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$tmp/b" || fail "peek: not JSON"
+wid=$(grep -oE '"id":"[0-9]+-[0-9]+","lane":null,"admitted_ms":[0-9]+,"state":"waiting"' "$tmp/b" |
+    cut -d'"' -f4)
+expect 200 GET "/v1/queues/$q/messages/$wid?bytes=3" -H "$auth"
+body_has "{\"queue\":\"$q\",\"entries\":[{\"id\":\"$wid\","
+body_has '"payload":"say","payload_bytes":10,"payload_truncated":true}]}'
+expect 404 GET "/v1/queues/$q/messages/1-1" -H "$auth"
+for t in "messages?count=0" "messages?count=101" "messages?count=x" "messages?bytes=-1" \
+    "messages?tenant=%zz" "messages/abc"; do
+    expect 400 GET "/v1/queues/$q/$t" -H "$auth"
+done
+expect 405 DELETE "/v1/queues/$q/messages/$wid" -H "$auth"
 rcli XACK "sluice:{$q}:stream" workers "$(rcli XRANGE "sluice:{$q}:stream" - + | head -1)" >/dev/null
 # dead delete by id: the named letter goes, an unknown id counts as not found
 expect 202 POST "/v1/queues/$q/messages" --data-binary d1
@@ -189,6 +213,10 @@ expect 202 POST "/v1/queues/$q/messages" --data-binary d1
     --max-messages 1 --consumer "w-$$" >"$tmp/worker.log" 2>&1 || fail "worker: $(cat "$tmp/worker.log")"
 did=$(rcli XRANGE "sluice:{$q}:dead" - + COUNT 1 | head -1)
 [ -n "$did" ] || fail "no dead letter to delete"
+expect 200 GET "/v1/queues/$q/dead?count=5&bytes=3" -H "$auth"
+body_has "{\"queue\":\"$q\",\"dead_letters\":[{\"dead_id\":\"$did\",\"id\":\""
+body_has '"reason":"exec: exited with status 1","tenant":null,"headers":{"request-id":"r-1","content-type":"text/plain"},'
+body_has '"payload":"say","payload_bytes":10,"payload_truncated":true}]}'
 expect 400 POST "/v1/admin/queues/$q/dead/delete" -H "$auth" -d '{"ids":["x"]}'
 expect 200 POST "/v1/admin/queues/$q/dead/delete" -H "$auth" -d "{\"ids\":[\"$did\",\"1-0\"]}"
 body_has '{"deleted":1,"not_found":1}'

@@ -104,9 +104,6 @@ void admin_json_str(FILE *f, const char *s, size_t len);
 const char *admin_safe(const char *s, char *buf, size_t cap);
 void admin_print_safe(FILE *f, const char *s, size_t len, size_t max);
 
-/* 1 when s looks like a stream id: MS or MS-SEQ, digits only. */
-int admin_is_stream_id(const char *s);
-
 /* The wall-clock time in a stream id's millisecond part, as "YYYY-MM-DD HH:MM:SS.mmm UTC". */
 char *admin_id_time(const char *id, char *buf, size_t len);
 

@@ -36,7 +36,7 @@ static const char *entry_str(const redisReply *e, const char *name) {
 
 static int check_ids(admin *a, int from) {
     for (int i = from; i < a->nargs; i++) {
-        if (!admin_is_stream_id(a->args[i])) {
+        if (!sluice_cli_is_stream_id(a->args[i])) {
             admin_err(a, "\"%s\" is not a dead-letter id (MS-SEQ, as `dead list` shows)",
                       a->args[i]);
             return SLUICE_EXIT_USAGE;

@@ -223,7 +223,7 @@ int admin_inspect(admin *a) {
     const char *id = a->args[1];
     int list = a->backend == SLUICE_BACKEND_LIST;
     if (list ? strspn(id, "0123456789") != strlen(id) || id[0] == '\0' || strlen(id) > 20
-             : !admin_is_stream_id(id)) {
+             : !sluice_cli_is_stream_id(id)) {
         admin_err(a, "\"%s\" is not an entry id (%s)", id,
                   list ? "the list backend's: a number" : "MS-SEQ, as peek shows");
         return SLUICE_EXIT_USAGE;

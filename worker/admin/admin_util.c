@@ -168,18 +168,6 @@ long long admin_capacity_value(const redisReply *r) {
 
 /* ---- stream entries and envelopes ---- */
 
-int admin_is_stream_id(const char *s) {
-    size_t n = strspn(s, "0123456789");
-    if (n == 0 || n > 20) {
-        return 0;
-    }
-    if (s[n] == '\0') {
-        return 1;
-    }
-    size_t m = strspn(s + n + 1, "0123456789");
-    return s[n] == '-' && m > 0 && m <= 20 && s[n + 1 + m] == '\0';
-}
-
 char *admin_id_time(const char *id, char *buf, size_t len) {
     long long ms = strtoll(id, NULL, 10);
     time_t t = (time_t)(ms / 1000);

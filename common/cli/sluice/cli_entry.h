@@ -34,6 +34,9 @@ typedef struct sluice_cli_entry {
     long long idle_ms, deliveries; /* -1 unknown */
 } sluice_cli_entry;
 
+/* 1 when s looks like a stream id: MS or MS-SEQ, digits only (at most 20 each). */
+int sluice_cli_is_stream_id(const char *s);
+
 /* Fills e from XRANGE entry x (its field `m`) of the stream or lane `lane` (NULL: the queue's
  * stream), its state from the reply p of XPENDING's extended form (NULL: nothing pending). */
 void sluice_cli_entry_from_stream(sluice_cli_entry *e, const redisReply *x, const redisReply *p,
