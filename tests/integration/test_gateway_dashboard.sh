@@ -9,9 +9,10 @@
 # without or with a wrong bearer token (a cookie does not count), capacity set (200, written to
 # the meta), a dead letter replayed by id, bad JSON (400), unknown queue (404), oversized body
 # (413), pause (the figures say so; a running worker takes nothing) and resume (it drains), clear
-# (only with {"confirm":true}; waiting entries only), dead delete by id, the payload reads (peek,
-# inspect, dead letters: token, decoded and escaped fields, state, byte limit, bad queries), and
-# a token file readable by others, or missing, refused at start (exit 2).
+# (only with {"confirm":true}; waiting entries only; a partitioned queue: every partition), dead
+# delete by id, the payload reads (peek, inspect, dead letters: token, decoded and escaped
+# fields, state, byte limit, bad queries), and a token file readable by others, or missing,
+# refused at start (exit 2).
 . "$(dirname "$0")/lib.sh"
 
 q="dash-$$"
@@ -221,6 +222,21 @@ expect 400 POST "/v1/admin/queues/$q/dead/delete" -H "$auth" -d '{"ids":["x"]}'
 expect 200 POST "/v1/admin/queues/$q/dead/delete" -H "$auth" -d "{\"ids\":[\"$did\",\"1-0\"]}"
 body_has '{"deleted":1,"not_found":1}'
 [ "$(rcli XLEN "sluice:{$q}:dead")" = 0 ] || fail "the dead letter is still there"
+# a partitioned queue: pause, clear and resume reach every partition (as sluice-admin does)
+"$bin/sluice-admin" --redis "$url" partitions "$q2" 2 >/dev/null
+keys+=($(queue_keys "$q2~1"))
+rcli XADD "sluice:{$q2~1}:stream" '*' m x >/dev/null
+expect 200 POST "/v1/admin/queues/$q2/pause" -H "$auth"
+body_has "{\"queue\":\"$q2\",\"paused\":true,\"changed\":true,\"partitions\":2}"
+for m in "sluice:{$q2}:meta" "sluice:{$q2~1}:meta"; do
+    [ "$(rcli HGET "$m" paused)" = 1 ] || fail "$m not paused"
+done
+expect 200 POST "/v1/admin/queues/$q2/clear" -H "$auth" -d '{"confirm":true}'
+body_has "{\"queue\":\"$q2\",\"cleared\":1,\"partitions\":2}"
+[ "$(rcli XLEN "sluice:{$q2~1}:stream")" = 0 ] || fail "partition 1 not cleared"
+expect 200 POST "/v1/admin/queues/$q2/resume" -H "$auth"
+body_has '"paused":false,"changed":true,"partitions":2}'
+[ "$(rcli HEXISTS "sluice:{$q2~1}:meta" paused)" = 0 ] || fail "partition 1 still paused"
 
 # beyond 64 event streams: 503 (the 64 are raw connections that never read)
 fds=()
