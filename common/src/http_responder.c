@@ -948,16 +948,66 @@ int sluice__http_path_is(const char *p, size_t len, const char *want) {
     return p != NULL && len == strlen(want) && memcmp(p, want, len) == 0;
 }
 
-const char *sluice__http_path(const sluice__http_req *c, size_t *len) {
+/* Field `f` of the request target, or NULL (no such field, or a target that does not parse). */
+static const char *target_field(const sluice__http_req *c, enum http_parser_url_fields f,
+                                size_t *len) {
     struct http_parser_url u;
     http_parser_url_init(&u);
     *len = 0;
     if (c->url_len == 0 || http_parser_parse_url(c->arena, c->url_len, 0, &u) != 0 ||
-        !(u.field_set & (1 << UF_PATH))) {
+        !(u.field_set & (1 << UF_PATH)) || !(u.field_set & (1 << f))) {
         return NULL;
     }
-    *len = u.field_data[UF_PATH].len;
-    return c->arena + u.field_data[UF_PATH].off;
+    *len = u.field_data[f].len;
+    return c->arena + u.field_data[f].off;
+}
+
+const char *sluice__http_path(const sluice__http_req *c, size_t *len) {
+    return target_field(c, UF_PATH, len);
+}
+
+const char *sluice__http_query(const sluice__http_req *c, size_t *len) {
+    return target_field(c, UF_QUERY, len);
+}
+
+static int hex_digit(char ch) {
+    return ch >= '0' && ch <= '9'   ? ch - '0'
+           : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
+           : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10
+                                    : -1;
+}
+
+long sluice__http_query_param(const char *q, size_t qlen, const char *name, char *out, size_t cap) {
+    size_t nl = strlen(name);
+    for (size_t at = 0; q != NULL && at < qlen;) {
+        const char *amp = memchr(q + at, '&', qlen - at);
+        size_t end = amp ? (size_t)(amp - q) : qlen;
+        if (end - at > nl && memcmp(q + at, name, nl) == 0 && q[at + nl] == '=') {
+            size_t n = 0;
+            for (size_t i = at + nl + 1; i < end; i++) {
+                int ch = (unsigned char)q[i];
+                if (ch == '%') {
+                    int hi = i + 2 < end ? hex_digit(q[i + 1]) : -1;
+                    int lo = hi >= 0 ? hex_digit(q[i + 2]) : -1;
+                    if (lo < 0) {
+                        return -2;
+                    }
+                    ch = hi * 16 + lo;
+                    i += 2;
+                } else if (ch == '+') {
+                    ch = ' ';
+                }
+                if (n + 1 >= cap) {
+                    return -2;
+                }
+                out[n++] = (char)ch;
+            }
+            out[n] = '\0';
+            return (long)n;
+        }
+        at = end + 1;
+    }
+    return -1;
 }
 
 /* The nth line of header `name` from the end of the request; nth < 0: the first line. */

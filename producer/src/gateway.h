@@ -163,8 +163,25 @@ int gw_dash_read_token(gw_server *s, const char *file, char *err, size_t n);
 int gw_dash_connect(gw_server *s, const sluice_url *u);
 /* Serves /v1/queues, /v1/events, /ui/... and /v1/admin/...: 1 when it answered, else 0. */
 int gw_dash_route(sluice__http_req *c, const char *path, size_t len);
+/* 0 when the request carries "Authorization: Bearer TOKEN"; the comparison takes the same time
+ * wherever the first difference is. Else answers 403 (no token file) or 401, returns -1. */
+int gw_dash_authorized(sluice__http_req *c, const gw_server *s);
 /* Appends ",\"rates\":{...},\"wait_s\":...,\"history\":{...}" (300 samples) of one queue. */
 void gw_dash_history(struct sluice_text *b, const gw_queue *q);
+/* ---- gateway_verbs.c ---- */
+
+enum { GW_VERB_PAUSE = 1, GW_VERB_RESUME, GW_VERB_CLEAR };
+/* Serves POST /v1/admin/queues/{q}/pause, /resume or /clear (which: GW_VERB_*) on every
+ * partition of q, answering once, later, with what was done. */
+void gw_verb_start(sluice__http_req *c, gw_server *s, const gw_queue *q, int which);
+
+/* ---- gateway_entries.c ---- */
+
+/* Serves GET /v1/queues/{q}/messages, /messages/{id} and /dead (sub: that part of the path),
+ * once authorized: the entries decoded, answered later. */
+void gw_entries_read(sluice__http_req *c, gw_server *s, const gw_queue *q, const char *sub,
+                     size_t len);
+
 /* ---- gateway_detail.c ---- */
 
 /* Completes GET /v1/queues/{q} (b: its figures so far, taken over): appends the rates, the

@@ -225,10 +225,11 @@ static void put_queue(sluice_text *b, const gw_queue *q, uint64_t now) {
     sluice_text_printf(b,
                        ",\"sampled\":true,\"age_ms\":%llu,\"depth\":%lld,\"capacity\":%lld,"
                        "\"waiting\":%lld,\"in_flight\":%lld,\"consumers\":%lld,\"dead\":%lld,"
-                       "\"full\":%s",
+                       "\"full\":%s,\"paused\":%s",
                        (unsigned long long)(now - s->t_ms), s->depth, s->capacity,
                        s->depth > s->in_flight ? s->depth - s->in_flight : 0, s->in_flight,
-                       s->consumers, s->dead, s->depth >= s->capacity ? "true" : "false");
+                       s->consumers, s->dead, s->depth >= s->capacity ? "true" : "false",
+                       in->paused > 0 ? "true" : "false");
     for (int k = 0; k < GW_COUNTERS; k++) {
         sluice_text_printf(b, ",\"%s\":%lld", counter_names[k], s->c[k]);
     }
@@ -407,9 +408,7 @@ int gw_dash_read_token(gw_server *s, const char *file, char *err, size_t n) {
     return 0;
 }
 
-/* 0 when the request carries "Authorization: Bearer TOKEN"; the comparison takes the same time
- * wherever the first difference is. Else answers 403 (no token file) or 401, returns -1. */
-static int authorized(sluice__http_req *c, const gw_server *s) {
+int gw_dash_authorized(sluice__http_req *c, const gw_server *s) {
     static const char scheme[] = "Bearer ";
     if (s->dash.token_len == 0) {
         reply_text(c, 403, NULL,
@@ -543,6 +542,20 @@ static int parse_ids_body(const char *p, size_t len, char *buf, const char **ids
     return p == end ? n : -1;
 }
 
+/* The ids of the request's {"ids":[...]} body (parse_ids_body), or -1 having answered 400. */
+static int body_ids(sluice__http_req *c, char *buf, const char **ids) {
+    size_t len;
+    const char *body = sluice__http_body(c, &len);
+    int n = len <= ADMIN_BODY ? parse_ids_body(body ? body : "", len, buf, ids) : -1;
+    if (n <= 0) {
+        reply_text(c, 400, NULL,
+                   "{\"error\":\"the body must be {\\\"ids\\\":[\\\"ID\\\",...]}: 1 to 100 dead "
+                   "letter ids (MS-SEQ), as sluice-admin dead list shows them\"}\n");
+        return -1;
+    }
+    return n;
+}
+
 static void on_replayed(sluice_aconn *ac, int status, int sent, struct redisReply *r, void *arg) {
     sluice__http_req *c = arg;
     (void)ac, (void)sent;
@@ -566,15 +579,10 @@ static void on_replayed(sluice_aconn *ac, int status, int sent, struct redisRepl
 /* The named dead letters back into the queue, in one atomic step (sluice_replay, as
  * `sluice-admin dead replay Q ID...`): those that fit, in the order named. */
 static void replay_dead(sluice__http_req *c, gw_server *s, gw_queue *q) {
-    size_t len;
-    const char *body = sluice__http_body(c, &len);
     char buf[ADMIN_BODY + REPLAY_IDS], cap[24];
     const char *args[1 + REPLAY_IDS];
-    int n = len <= ADMIN_BODY ? parse_ids_body(body ? body : "", len, buf, args + 1) : -1;
+    int n = body_ids(c, buf, args + 1);
     if (n <= 0) {
-        reply_text(c, 400, NULL,
-                   "{\"error\":\"the body must be {\\\"ids\\\":[\\\"ID\\\",...]}: 1 to 100 dead "
-                   "letter ids (MS-SEQ), as sluice-admin dead list shows them\"}\n");
         return;
     }
     sluice_keys k;
@@ -590,11 +598,74 @@ static void replay_dead(sluice__http_req *c, gw_server *s, gw_queue *q) {
     sluice__http_hold(c);
 }
 
+typedef struct dead_deletion {
+    sluice__http_req *c;
+    long long n; /* ids named */
+} dead_deletion;
+
+static void on_dead_deleted(sluice_aconn *ac, int status, int sent, struct redisReply *r,
+                            void *arg) {
+    dead_deletion *d = arg;
+    sluice__http_req *c = d->c;
+    long long asked = d->n;
+    (void)ac, (void)sent;
+    free(d);
+    if (sluice__http_release(c)) {
+        return;
+    }
+    if (status != 0 || r == NULL || r->type != REDIS_REPLY_INTEGER) {
+        reply_text(c, 503, "Retry-After: 1\r\n", "{\"error\":\"redis unavailable\"}\n");
+        return;
+    }
+    char body[96];
+    snprintf(body, sizeof(body), "{\"deleted\":%lld,\"not_found\":%lld}\n", r->integer,
+             asked - r->integer);
+    reply_text(c, 200, NULL, body);
+}
+
+/* The named dead letters deleted (XDEL, as `sluice-admin dead delete Q ID...`). */
+static void delete_dead(sluice__http_req *c, gw_server *s, gw_queue *q) {
+    char buf[ADMIN_BODY + REPLAY_IDS];
+    const char *argv[2 + REPLAY_IDS];
+    int n = body_ids(c, buf, argv + 2);
+    if (n <= 0) {
+        return;
+    }
+    sluice_keys k;
+    dead_deletion *d = malloc(sizeof(*d));
+    argv[0] = "XDEL", argv[1] = k.dead;
+    if (d != NULL) {
+        d->c = c, d->n = n;
+    }
+    if (d == NULL || sluice_keys_init(&k, q->name, NULL, 0) != 0 || s->dash.admin == NULL ||
+        sluice_aconn_command(s->dash.admin, 2 + n, argv, NULL, 0, on_dead_deleted, d) != 0) {
+        free(d);
+        reply_text(c, 503, "Retry-After: 1\r\n", "{\"error\":\"redis unavailable\"}\n");
+        return;
+    }
+    sluice__http_hold(c);
+}
+
+/* {"confirm":true} (whitespace allowed, nothing else): 1, else 0. */
+static int confirmed(sluice__http_req *c) {
+    size_t len;
+    const char *p = sluice__http_body(c, &len);
+    char buf[ADMIN_BODY + 1], key[16], val[8];
+    int end = 0;
+    if (p == NULL || len > ADMIN_BODY) {
+        return 0;
+    }
+    memcpy(buf, p, len);
+    buf[len] = '\0';
+    return strlen(buf) == len &&
+           sscanf(buf, " { \"%15[a-z]\" : %7[a-z] } %n", key, val, &end) == 2 &&
+           (size_t)end == len && strcmp(key, "confirm") == 0 && strcmp(val, "true") == 0;
+}
+
 /* POST /v1/admin/queues/{q}/{action}; rest = what follows "/v1/admin/queues/". */
 static void route_admin(sluice__http_req *c, gw_server *s, const char *rest, size_t len) {
-    static const char *const later[] = {"/pause", "/resume", "/clear", "/dead/delete"};
     size_t blen;
-    if (authorized(c, s) != 0) {
+    if (gw_dash_authorized(c, s) != 0) {
         return;
     }
     if (sluice__http_body(c, &blen) != NULL && blen > ADMIN_BODY) {
@@ -615,16 +686,20 @@ static void route_admin(sluice__http_req *c, gw_server *s, const char *rest, siz
         set_capacity(c, s, q);
     } else if (sluice__http_path_is(slash, al, "/dead/replay")) {
         replay_dead(c, s, q);
-    } else {
-        for (size_t i = 0; i < sizeof(later) / sizeof(later[0]); i++) {
-            if (sluice__http_path_is(slash, al, later[i])) {
-                reply_text(c, 501, NULL,
-                           "{\"error\":\"not implemented: this action needs a verb the data "
-                           "model does not have yet\"}\n");
-                return;
-            }
-        }
+    } else if (sluice__http_path_is(slash, al, "/dead/delete")) {
+        delete_dead(c, s, q);
+    } else if (sluice__http_path_is(slash, al, "/pause")) {
+        gw_verb_start(c, s, q, GW_VERB_PAUSE);
+    } else if (sluice__http_path_is(slash, al, "/resume")) {
+        gw_verb_start(c, s, q, GW_VERB_RESUME);
+    } else if (!sluice__http_path_is(slash, al, "/clear")) {
         reply_text(c, 404, NULL, "{\"error\":\"not found\"}\n");
+    } else if (!confirmed(c)) {
+        reply_text(c, 400, NULL,
+                   "{\"error\":\"clear deletes every waiting entry: the body must be "
+                   "{\\\"confirm\\\":true}\"}\n");
+    } else {
+        gw_verb_start(c, s, q, GW_VERB_CLEAR);
     }
 }
 

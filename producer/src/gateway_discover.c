@@ -204,8 +204,10 @@ void gw_discover_json(sluice_text *b, const gw_server *s) {
                            first ? "" : ",", f->name, sluice_backend_name(f->backend), g->depth);
         sluice_text_printf(b, g->capacity >= 0 ? "%lld" : "null", g->capacity);
         sluice_text_printf(b,
-                           ",\"waiting\":%lld,\"in_flight\":%lld,\"consumers\":%lld,\"dead\":%lld",
-                           g->waiting, g->in_flight, g->consumers, g->dead);
+                           ",\"waiting\":%lld,\"in_flight\":%lld,\"consumers\":%lld,\"dead\":%lld,"
+                           "\"paused\":%s",
+                           g->waiting, g->in_flight, g->consumers, g->dead,
+                           g->paused > 0 ? "true" : "false");
         for (int k = 0; k < SLUICE_COUNTER_COUNT_; k++) {
             sluice_text_printf(b, "%s\"%s\":%lld", k ? "," : ",\"counters\":{",
                                sluice_counter_name((sluice_counter)k), g->counters[k]);

@@ -584,6 +584,14 @@ static int is_get(const sluice__http_req *c) {
     return sluice__http_method(c) == HTTP_GET || sluice__http_method(c) == HTTP_HEAD;
 }
 
+/* GET .../messages, .../messages/{id}, .../dead: the payloads, behind the admin token. */
+static void read_entries(sluice__http_req *c, gw_queue *q, const char *sub, size_t len) {
+    gw_server *s = gw_of(c);
+    if (gw_dash_authorized(c, s) == 0) {
+        gw_entries_read(c, s, q, sub, len);
+    }
+}
+
 /* /v1/queues/{queue} and /v1/queues/{queue}/messages; rest = what follows "/v1/queues/". */
 static void route_queue(sluice__http_req *c, const char *rest, size_t len) {
     const char *slash = memchr(rest, '/', len);
@@ -600,8 +608,17 @@ static void route_queue(sluice__http_req *c, const char *rest, size_t len) {
     } else if (sluice__http_path_is(slash, len - nl, "/messages")) {
         if (sluice__http_method(c) == HTTP_POST) {
             post_message(c, q);
+        } else if (is_get(c)) {
+            read_entries(c, q, slash, len - nl);
         } else {
-            not_allowed(c, "POST");
+            not_allowed(c, "GET, HEAD, POST");
+        }
+    } else if (sluice__http_path_is(slash, len - nl, "/dead") ||
+               (len - nl > 10 && memcmp(slash, "/messages/", 10) == 0)) {
+        if (is_get(c)) {
+            read_entries(c, q, slash, len - nl);
+        } else {
+            not_allowed(c, "GET, HEAD");
         }
     } else {
         not_found(c);

@@ -2,8 +2,9 @@
 // The operator's page of sluice-gateway: reads GET /v1/queues once, then GET /v1/events (one
 // event a second with the same JSON), and draws a table of the queues and, for the queue
 // clicked, its history chart, limits and partitions. Actions go to POST /v1/admin/... with the
-// token typed in (kept in this page's memory only). Text is set with textContent, never parsed
-// as HTML.
+// token typed in (kept in this tab's sessionStorage, never in a cookie; sent only in the
+// Authorization header); the buttons are enabled when the gateway has actions on and a token
+// is typed. Text is set with textContent, never parsed as HTML.
 'use strict';
 
 const SVG = 'http://www.w3.org/2000/svg';
@@ -14,6 +15,7 @@ const SERIES = [ // history columns drawn, with their colour
 let last = null;
 let selected = null;
 let detail = null; // GET /v1/queues/{selected}: 5-minute history, consumers, dead letters
+const TOKEN_KEY = 'sluice-admin-token'; // sessionStorage: this tab only, gone when it closes
 
 function el(tag, text, cls) {
   const e = document.createElement(tag);
@@ -77,7 +79,9 @@ function chart(history, width, height, columns) {
 function queueRow(q) {
   const tr = el('tr', null, 'q');
   tr.dataset.queue = q.queue;
-  tr.appendChild(el('td', q.queue, 'name'));
+  const name = el('td', q.queue, 'name');
+  if (q.paused) name.appendChild(el('span', 'paused', 'badge paused'));
+  tr.appendChild(name);
   if (!q.sampled) {
     const td = el('td', q.ready ? 'reading…' : 'redis unavailable', 'muted');
     td.colSpan = 12;
@@ -112,7 +116,9 @@ function queueRow(q) {
 // A queue found by --discover: figures only (no rates: the gateway does not sample it).
 function discoveredRow(q) {
   const tr = el('tr', null, 'discovered');
-  tr.appendChild(el('td', q.queue + ' (discovered)'));
+  const name = el('td', q.queue + ' (discovered)');
+  if (q.paused) name.appendChild(el('span', 'paused', 'badge paused'));
+  tr.appendChild(name);
   const cap = q.capacity === null ? '–' : q.capacity;
   for (const v of [q.depth + ' / ' + cap, q.waiting, q.in_flight, '–', '–', '–', '–', '–', '–',
     q.consumers, q.dead, '']) {
@@ -150,7 +156,9 @@ function renderDetail() {
   fillTable('detail-limits', q.limits.map((l) => [l.name, l.scope, l.spec, l.refused]));
   fillTable('detail-parts', q.by_partition.map((p, i) =>
     p.unavailable ? [i, p.unavailable, '', ''] : [i, p.depth, p.capacity, p.in_flight]));
-  for (const b of document.querySelectorAll('#admin button')) b.disabled = !last.admin;
+  document.getElementById('detail-paused').hidden = !q.paused;
+  const token = document.getElementById('token').value;
+  for (const b of document.querySelectorAll('#admin button')) b.disabled = !last.admin || !token;
 }
 
 function render(data) {
@@ -204,16 +212,32 @@ function start() {
     es.addEventListener('queues', (e) => render(JSON.parse(e.data)));
     es.onerror = () => { document.getElementById('status').textContent = 'reconnecting…'; };
   }
+  const token = document.getElementById('token');
+  token.value = sessionStorage.getItem(TOKEN_KEY) || '';
+  token.addEventListener('input', () => {
+    sessionStorage.setItem(TOKEN_KEY, token.value);
+    if (last) renderDetail();
+  });
   document.getElementById('admin').addEventListener('submit', (e) => {
     e.preventDefault();
     act('capacity', { capacity: Number(document.getElementById('capacity').value) });
   });
   setInterval(loadDetail, 2000);
   for (const b of document.querySelectorAll('#admin button[data-action]')) {
-    b.addEventListener('click', () => act(b.dataset.action,
-      // replay: the dead letters listed for the queue
-      b.dataset.action === 'dead/replay' && detail
-        ? { ids: detail.dead_latest.map((x) => x.dead_id) } : undefined));
+    b.addEventListener('click', () => {
+      const a = b.dataset.action;
+      if (a === 'clear') {
+        if (window.confirm('Delete every waiting entry of ' + selected + '?')) {
+          act(a, { confirm: true });
+        }
+      } else if (a.startsWith('dead/')) { // replay or delete: the dead letters listed
+        if (detail && detail.dead_latest.length) {
+          act(a, { ids: detail.dead_latest.map((x) => x.dead_id) });
+        }
+      } else {
+        act(a);
+      }
+    });
   }
 }
 

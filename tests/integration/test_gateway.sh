@@ -135,8 +135,10 @@ expect_code 404 POST "$base/v1/queues/nope-$$/messages" -d x
 expect_code 404 GET "$base/v1/queues/nope-$$"
 expect_code 404 GET "$base/nope"
 expect_code 404 POST "$base/v1/queues/$q/other" -d x
-expect_code 405 GET "$base/v1/queues/$q/messages"
-[ "$(header Allow)" = POST ] || fail "405 without Allow: POST"
+expect_code 405 PUT "$base/v1/queues/$q/messages" -d x
+[ "$(header Allow)" = "GET, HEAD, POST" ] || fail "405 without Allow: GET, HEAD, POST"
+# reading the entries (peek) needs the admin token: without --admin-token-file, 403
+expect_code 403 GET "$base/v1/queues/$q/messages"
 expect_code 405 DELETE "$base/v1/queues/$q"
 expect_code 405 POST "$base/metrics" -d x
 expect_code 200 HEAD "$base/healthz" -I

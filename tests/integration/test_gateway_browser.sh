@@ -5,6 +5,10 @@
 # finishing) and runs its script under the page's Content-Security-Policy. The rendered DOM shows
 # the queue and its depth as `sluice-admin stats --json` has it, and the depth changes once more
 # messages are admitted. A screenshot is left in the build directory (artifacts/dashboard.png).
+# Then, through the DevTools protocol (cdp.py: chromium's --remote-debugging-pipe, Python's
+# standard library only): Pause is disabled until a token is typed, pressing it with the token
+# pauses the queue (meta paused; a worker started then takes nothing), the page shows the paused
+# badge, and the token is kept in sessionStorage, never in a cookie.
 # Skipped, saying so, when chromium is not installed (scripts/setup installs it).
 . "$(dirname "$0")/lib.sh"
 
@@ -34,14 +38,17 @@ sampled() {
     fail "the gateway did not sample depth $1"
 }
 
-gateway_start --queue "$q:50" --dashboard
+secret=ui-token-0123456789abcdef
+printf '%s\n' "$secret" >"$tmp/token"
+chmod 600 "$tmp/token"
+gateway_start --queue "$q:50" --dashboard --admin-token-file "$tmp/token"
 for i in 1 2 3; do "$bin/sluice-enqueue" --redis "$url" -q "$q" "m$i" >/dev/null; done
 sampled 3
 depth=$("$bin/sluice-admin" --redis "$url" stats "$q" --json | grep -oE '"depth":[0-9]+' |
     cut -d: -f2)
 [ "$depth" = 3 ] || fail "sluice-admin stats: depth $depth"
 dom
-grep -qF "data-queue=\"$q\"><td class=\"name\">$q</td>" "$tmp/dom" ||
+grep -qF "data-queue=\"$q\"><td class=\"name\">$q" "$tmp/dom" ||
     fail "the page does not show $q: $(grep -o '<tbody>.*' "$tmp/dom" | head -c 600)"
 grep -qF "<span>$depth / 50</span>" "$tmp/dom" ||
     fail "the page does not show depth $depth / 50: $(grep -o '<tbody>.*' "$tmp/dom" | head -c 600)"
@@ -59,4 +66,27 @@ timeout -k 5 60 "$browser" --headless --no-sandbox --disable-gpu --disable-dev-s
     --screenshot="$art/dashboard.png" "http://127.0.0.1:$port/ui/?poll=1" >/dev/null 2>&1 ||
     fail "chromium could not take the screenshot"
 [ -s "$art/dashboard.png" ] || fail "no screenshot"
+
+row="document.querySelector('tr[data-queue=\"$q\"]')"
+pause="document.querySelector('#admin button[data-action=\"pause\"]')"
+CDP_PROFILE="$tmp/cdp-profile" timeout -k 5 120 python3 "$(dirname "$0")/cdp.py" "$browser" \
+    "http://127.0.0.1:$port/ui/?poll=1" \
+    "$row !== null && ($row.click(), true)" \
+    "!document.getElementById('detail').hidden && $pause.disabled === true" \
+    "(() => { const t = document.getElementById('token'); t.value = '$secret';
+              t.dispatchEvent(new Event('input')); return true; })()" \
+    "$pause.disabled === false && ($pause.click(), true)" \
+    "document.getElementById('admin-result').textContent.startsWith('200')" \
+    "$row.querySelector('.badge.paused') !== null" \
+    "sessionStorage.getItem('sluice-admin-token') === '$secret' && document.cookie === ''" \
+    2>"$tmp/cdp.log" || fail "the page's Pause: $(tail -5 "$tmp/cdp.log")"
+[ "$(rcli HGET "sluice:{$q}:meta" paused)" = 1 ] || fail "Pause on the page did not pause $q"
+"$bin/sluice-worker" --redis "$url" --queue "$q" --handler exec:true >"$tmp/worker.log" 2>&1 &
+pids+=("$!")
+w=$!
+sleep 2
+n=$(rcli XLEN "sluice:{$q}:stream")
+[ "$n" = 7 ] || fail "a worker took entries of the paused queue: $n left: $(cat "$tmp/worker.log")"
+kill -TERM "$w"
+wait "$w" || true
 echo "test_gateway_browser: ok (screenshot: artifacts/dashboard.png)"

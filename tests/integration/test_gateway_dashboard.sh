@@ -8,7 +8,10 @@
 # nosniff (only with --dashboard), and the admin actions: 403 without --admin-token-file, 401
 # without or with a wrong bearer token (a cookie does not count), capacity set (200, written to
 # the meta), a dead letter replayed by id, bad JSON (400), unknown queue (404), oversized body
-# (413), the verbs still to come (501), and a token file readable by others, or missing,
+# (413), pause (the figures say so; a running worker takes nothing) and resume (it drains), clear
+# (only with {"confirm":true}; waiting entries only; a partitioned queue: every partition), dead
+# delete by id, the payload reads (peek, inspect, dead letters: token, decoded and escaped
+# fields, state, byte limit, bad queries), and a token file readable by others, or missing,
 # refused at start (exit 2).
 . "$(dirname "$0")/lib.sh"
 
@@ -34,6 +37,14 @@ expect() {
     shift
     got=$(code "$@")
     [ "$got" = "$want" ] || fail "$1 $2: got $got, want $want: $(cat "$tmp/b" 2>/dev/null)"
+}
+# poll PATH TEXT: GET PATH until its body holds TEXT (10 s at most; the caller then asserts)
+poll() {
+    for i in $(seq 1 50); do
+        code GET "$1" >/dev/null
+        grep -qF -- "$2" "$tmp/b" && return 0
+        sleep 0.2
+    done
 }
 body_has() { grep -qF -- "$1" "$tmp/b" || fail "body lacks $1: $(head -c 600 "$tmp/b")"; }
 header_has() { grep -qiF -- "$1" "$tmp/h" || fail "headers lack $1: $(cat "$tmp/h")"; }
@@ -130,10 +141,102 @@ done
 expect 200 POST "/v1/admin/queues/$q/dead/replay" -H "$auth" -d "{\"ids\":[\"$dead_id\", \"1-0\"]}"
 body_has '{"replayed":1,"not_fitted":0,"skipped_no_body":0,"not_found":1,'
 [ "$(rcli XLEN "sluice:{$q}:dead")" = 0 ] || fail "the dead letter is still there"
+# pause, resume, clear, dead delete: the token first (a cookie does not count)
 for a in pause resume clear dead/delete; do
-    expect 501 POST "/v1/admin/queues/$q/$a" -H "$auth"
-    body_has '"error":"not implemented'
+    expect 401 POST "/v1/admin/queues/$q/$a" -d '{"confirm":true}'
+    expect 401 POST "/v1/admin/queues/$q/$a" -H "Cookie: token=$secret" -d '{"confirm":true}'
 done
+depth() { rcli XLEN "sluice:{$q}:stream"; }
+[ "$(depth)" = 3 ] || fail "depth $(depth) before pause, want 3"
+expect 200 POST "/v1/admin/queues/$q/pause" -H "$auth"
+body_has "{\"queue\":\"$q\",\"paused\":true,\"changed\":true,\"partitions\":1}"
+[ "$(rcli HGET "sluice:{$q}:meta" paused)" = 1 ] || fail "pause not written"
+expect 200 POST "/v1/admin/queues/$q/pause" -H "$auth"
+body_has '"paused":true,"changed":false,'
+poll /v1/queues '"full":false,"paused":true,'
+body_has '"full":false,"paused":true,'
+expect 200 GET "/v1/queues/$q"
+body_has '"paused":true,'
+# a paused queue: a running worker takes nothing (3 s); resumed, it drains (within 20 s)
+"$bin/sluice-worker" --redis "$url" --queue "$q" --handler exec:true --consumer "p-$$" \
+    >"$tmp/pworker.log" 2>&1 &
+pids+=("$!")
+pw=$!
+sleep 3
+[ "$(depth)" = 3 ] || fail "a paused queue was read: depth $(depth): $(cat "$tmp/pworker.log")"
+expect 200 POST "/v1/admin/queues/$q/resume" -H "$auth"
+body_has "{\"queue\":\"$q\",\"paused\":false,\"changed\":true,\"partitions\":1}"
+[ "$(rcli HEXISTS "sluice:{$q}:meta" paused)" = 0 ] || fail "resume left meta paused"
+for i in $(seq 1 100); do
+    [ "$(depth)" = 0 ] && break
+    sleep 0.2
+done
+[ "$(depth)" = 0 ] || fail "not drained after resume: depth $(depth)"
+kill -TERM "$pw"
+wait "$pw" || true
+# clear: only with {"confirm":true}; the waiting entries go, the one in flight stays
+for i in 1 2 3; do expect 202 POST "/v1/queues/$q/messages" --data-binary "c$i"; done
+rcli XREADGROUP GROUP workers "h-$$" COUNT 1 STREAMS "sluice:{$q}:stream" '>' >/dev/null
+for b in '' '{}' '{"confirm":false}' '{"confirm":true' 'true'; do
+    expect 400 POST "/v1/admin/queues/$q/clear" -H "$auth" -d "$b"
+done
+[ "$(depth)" = 3 ] || fail "a refused clear deleted: depth $(depth)"
+expect 200 POST "/v1/admin/queues/$q/clear" -H "$auth" -d '{ "confirm" : true }'
+body_has "{\"queue\":\"$q\",\"cleared\":2,\"partitions\":1}"
+[ "$(depth)" = 1 ] || fail "clear left depth $(depth), want the 1 in flight"
+# peek and inspect: the token first; decoded entries, escaped, with their state
+expect 401 GET "/v1/queues/$q/messages"
+expect 401 GET "/v1/queues/$q/messages/1-0" -H "Cookie: token=$secret"
+expect 401 GET "/v1/queues/$q/dead"
+expect 202 POST "/v1/queues/$q/messages" --data-binary $'say "hi"\n\x01' -H 'X-Request-Id: r-1' \
+    -H 'Content-Type: text/plain'
+expect 200 GET "/v1/queues/$q/messages?count=5" -H "$auth"
+body_has "{\"queue\":\"$q\",\"entries\":[{\"id\":\""
+body_has "\"state\":\"in_flight\",\"consumer\":\"h-$$\",\"idle_ms\":"
+body_has '"state":"waiting","consumer":null,"idle_ms":null,"deliveries":null,"tenant":null,'
+body_has '"headers":{"request-id":"r-1","content-type":"text/plain"},"payload":"say \"hi\"\n\u0001","payload_bytes":10,'
+python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$tmp/b" || fail "peek: not JSON"
+wid=$(grep -oE '"id":"[0-9]+-[0-9]+","lane":null,"admitted_ms":[0-9]+,"state":"waiting"' "$tmp/b" |
+    cut -d'"' -f4)
+expect 200 GET "/v1/queues/$q/messages/$wid?bytes=3" -H "$auth"
+body_has "{\"queue\":\"$q\",\"entries\":[{\"id\":\"$wid\","
+body_has '"payload":"say","payload_bytes":10,"payload_truncated":true}]}'
+expect 404 GET "/v1/queues/$q/messages/1-1" -H "$auth"
+for t in "messages?count=0" "messages?count=101" "messages?count=x" "messages?bytes=-1" \
+    "messages?tenant=%zz" "messages/abc"; do
+    expect 400 GET "/v1/queues/$q/$t" -H "$auth"
+done
+expect 405 DELETE "/v1/queues/$q/messages/$wid" -H "$auth"
+rcli XACK "sluice:{$q}:stream" workers "$(rcli XRANGE "sluice:{$q}:stream" - + | head -1)" >/dev/null
+# dead delete by id: the named letter goes, an unknown id counts as not found
+expect 202 POST "/v1/queues/$q/messages" --data-binary d1
+"$bin/sluice-worker" --redis "$url" --queue "$q" --handler exec:false --max-deliveries 1 \
+    --max-messages 1 --consumer "w-$$" >"$tmp/worker.log" 2>&1 || fail "worker: $(cat "$tmp/worker.log")"
+did=$(rcli XRANGE "sluice:{$q}:dead" - + COUNT 1 | head -1)
+[ -n "$did" ] || fail "no dead letter to delete"
+expect 200 GET "/v1/queues/$q/dead?count=5&bytes=3" -H "$auth"
+body_has "{\"queue\":\"$q\",\"dead_letters\":[{\"dead_id\":\"$did\",\"id\":\""
+body_has '"reason":"exec: exited with status 1","tenant":null,"headers":{"request-id":"r-1","content-type":"text/plain"},'
+body_has '"payload":"say","payload_bytes":10,"payload_truncated":true}]}'
+expect 400 POST "/v1/admin/queues/$q/dead/delete" -H "$auth" -d '{"ids":["x"]}'
+expect 200 POST "/v1/admin/queues/$q/dead/delete" -H "$auth" -d "{\"ids\":[\"$did\",\"1-0\"]}"
+body_has '{"deleted":1,"not_found":1}'
+[ "$(rcli XLEN "sluice:{$q}:dead")" = 0 ] || fail "the dead letter is still there"
+# a partitioned queue: pause, clear and resume reach every partition (as sluice-admin does)
+"$bin/sluice-admin" --redis "$url" partitions "$q2" 2 >/dev/null
+keys+=($(queue_keys "$q2~1"))
+rcli XADD "sluice:{$q2~1}:stream" '*' m x >/dev/null
+expect 200 POST "/v1/admin/queues/$q2/pause" -H "$auth"
+body_has "{\"queue\":\"$q2\",\"paused\":true,\"changed\":true,\"partitions\":2}"
+for m in "sluice:{$q2}:meta" "sluice:{$q2~1}:meta"; do
+    [ "$(rcli HGET "$m" paused)" = 1 ] || fail "$m not paused"
+done
+expect 200 POST "/v1/admin/queues/$q2/clear" -H "$auth" -d '{"confirm":true}'
+body_has "{\"queue\":\"$q2\",\"cleared\":1,\"partitions\":2}"
+[ "$(rcli XLEN "sluice:{$q2~1}:stream")" = 0 ] || fail "partition 1 not cleared"
+expect 200 POST "/v1/admin/queues/$q2/resume" -H "$auth"
+body_has '"paused":false,"changed":true,"partitions":2}'
+[ "$(rcli HEXISTS "sluice:{$q2~1}:meta" paused)" = 0 ] || fail "partition 1 still paused"
 
 # beyond 64 event streams: 503 (the 64 are raw connections that never read)
 fds=()
@@ -167,14 +270,11 @@ expect 404 GET /ui/
 expect 200 GET "/v1/queues/$q4"
 body_has '"lanes":{"holding":2,"top":[{"tenant":"acme","depth":2,"weight":3},{"tenant":"beta","depth":1,"weight":1}]}}'
 # --discover: the database's other queues (a SCAN round at the first tick), figures only
-for i in $(seq 1 50); do
-    code GET /v1/queues >/dev/null
-    grep -qF "\"queue\":\"$q3\"" "$tmp/b" && break
-    sleep 0.2
-done
+poll /v1/queues "\"queue\":\"$q3\""
 expect 200 GET /v1/queues
 body_has "{\"queue\":\"$q3\",\"backend\":\"stream\",\"depth\":0,\"capacity\":9,"
 body_has '"counters":{"admitted":0,'
+body_has '"dead":0,"paused":false,"counters":{'
 grep -qF "\"discovered\":[" "$tmp/b" && ! grep -oF "\"discovered\":[.*" "$tmp/b" |
     grep -qF "\"queue\":\"$q\"" || fail "a served queue is listed as discovered"
 

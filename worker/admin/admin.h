@@ -104,9 +104,6 @@ void admin_json_str(FILE *f, const char *s, size_t len);
 const char *admin_safe(const char *s, char *buf, size_t cap);
 void admin_print_safe(FILE *f, const char *s, size_t len, size_t max);
 
-/* 1 when s looks like a stream id: MS or MS-SEQ, digits only. */
-int admin_is_stream_id(const char *s);
-
 /* The wall-clock time in a stream id's millisecond part, as "YYYY-MM-DD HH:MM:SS.mmm UTC". */
 char *admin_id_time(const char *id, char *buf, size_t len);
 
@@ -114,10 +111,7 @@ char *admin_id_time(const char *id, char *buf, size_t len);
  * most max_payload bytes, escaped); one line saying why when it does not decode. */
 void admin_show_envelope(const char *m, size_t len, size_t max_payload);
 
-/* The same as JSON members `"tenant":…,"headers":{…},"payload":…` (null when m is NULL or does
- * not decode; the payload at most max_payload bytes); unless max_payload is SIZE_MAX,
- * `"payload_bytes":N,"payload_truncated":BOOL` follow. */
-void admin_json_envelope(const char *m, size_t len, size_t max_payload);
+/* The same as JSON members: sluice_cli_envelope_json (sluice/cli_entry.h). */
 
 /* "1.2s", "3m04s", "2h01m", "-" for negative: a person's reading of a duration in ms. */
 char *admin_fmt_ms(char *buf, size_t len, long long ms);

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "sluice/cli.h"
+#include "sluice/cli_entry.h"
 #include "sluice/envelope.h"
 #include "sluice/status.h"
 
@@ -35,7 +36,7 @@ static const char *entry_str(const redisReply *e, const char *name) {
 
 static int check_ids(admin *a, int from) {
     for (int i = from; i < a->nargs; i++) {
-        if (!admin_is_stream_id(a->args[i])) {
+        if (!sluice_cli_is_stream_id(a->args[i])) {
             admin_err(a, "\"%s\" is not a dead-letter id (MS-SEQ, as `dead list` shows)",
                       a->args[i]);
             return SLUICE_EXIT_USAGE;
@@ -77,16 +78,8 @@ static void list_row(const admin *a, const redisReply *e, int first) {
                                                  SLUICE_ENVELOPE_MAX_HEADERS, NULL, 0) == 0;
     const char *reason = entry_str(e, "reason");
     if (a->json) {
-        printf("%s{\"dead_id\":\"%s\",\"id\":", first ? "" : ",", e->element[0]->str);
-        admin_json_str(stdout, entry_str(e, "id"), strlen(entry_str(e, "id")));
-        printf(",\"deliveries\":%lld,\"consumer\":",
-               sluice_reply_ll(sluice_reply_entry_field(e, "deliveries"), 0));
-        admin_json_str(stdout, entry_str(e, "consumer"), strlen(entry_str(e, "consumer")));
-        printf(",\"reason\":");
-        admin_json_str(stdout, reason, strlen(reason));
-        printf(",");
-        admin_json_envelope(m != NULL ? m->str : NULL, m != NULL ? m->len : 0, SIZE_MAX);
-        printf("}");
+        printf("%s", first ? "" : ",");
+        sluice_cli_dead_json(stdout, e, SIZE_MAX);
         return;
     }
     char consumer[32], why[40], id[SLUICE_STREAM_ID_MAX];

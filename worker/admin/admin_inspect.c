@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "sluice/cli.h"
+#include "sluice/cli_entry.h"
 #include "sluice/status.h"
 
 #include "admin.h"
@@ -25,35 +26,11 @@
 #define PEEK_MAX     1000  /* peek --count: at most */
 #define PEEK_DEFAULT 10
 
-/* One entry to show; strings borrowed from the replies. */
-typedef struct shown {
-    const char *id; /* stream id, or the list element's sequence number */
-    size_t id_len;
-    const char *lane; /* the tenant lane it is in; NULL: the queue's stream or list */
-    const char *m;    /* the envelope */
-    size_t mlen;
-    int in_flight;
-    const char *consumer;          /* in flight: who holds it (NULL unknown) */
-    long long idle_ms, deliveries; /* -1 unknown */
-} shown;
+typedef sluice_cli_entry shown;
 
 static void show_json(const admin *a, const shown *e, int first) {
-    printf("%s{\"id\":", first ? "" : ",");
-    admin_json_str(stdout, e->id, e->id_len);
-    printf(",\"lane\":");
-    e->lane != NULL ? admin_json_str(stdout, e->lane, strlen(e->lane)) : (void)printf("null");
-    printf(",\"admitted_ms\":");
-    a->backend == SLUICE_BACKEND_STREAM ? printf("%lld", strtoll(e->id, NULL, 10)) : printf("null");
-    printf(",\"state\":\"%s\",\"consumer\":", e->in_flight ? "in_flight" : "waiting");
-    e->consumer != NULL ? admin_json_str(stdout, e->consumer, strlen(e->consumer))
-                        : (void)printf("null");
-    printf(",\"idle_ms\":");
-    e->idle_ms >= 0 ? printf("%lld", e->idle_ms) : printf("null");
-    printf(",\"deliveries\":");
-    e->deliveries >= 0 ? printf("%lld", e->deliveries) : printf("null");
-    printf(",");
-    admin_json_envelope(e->m, e->mlen, (size_t)a->bytes);
-    printf("}");
+    printf("%s", first ? "" : ",");
+    sluice_cli_entry_json(stdout, e, a->backend == SLUICE_BACKEND_STREAM, (size_t)a->bytes);
 }
 
 static void show_human(const admin *a, const shown *e) {
@@ -123,25 +100,6 @@ static int pending_range(admin *a, const char *key, const char *first, const cha
     return 0;
 }
 
-/* Fills e from XRANGE entry x of `key`, its state from the XPENDING reply p (may be NULL). */
-static void stream_shown(shown *e, const redisReply *x, const redisReply *p, const char *lane) {
-    const redisReply *m = sluice_reply_entry_field(x, "m");
-    memset(e, 0, sizeof(*e));
-    e->id = x->element[0]->str, e->id_len = x->element[0]->len, e->lane = lane;
-    e->m = m ? m->str : NULL, e->mlen = m ? m->len : 0;
-    e->idle_ms = e->deliveries = -1;
-    for (size_t i = 0; p != NULL && p->type == REDIS_REPLY_ARRAY && i < p->elements; i++) {
-        const redisReply *r = p->element[i];
-        if (r->type == REDIS_REPLY_ARRAY && r->elements == 4 &&
-            r->element[0]->type == REDIS_REPLY_STRING && strcmp(r->element[0]->str, e->id) == 0) {
-            e->in_flight = 1;
-            e->consumer = r->element[1]->type == REDIS_REPLY_STRING ? r->element[1]->str : NULL;
-            e->idle_ms = sluice_reply_ll(r->element[2], -1);
-            e->deliveries = sluice_reply_ll(r->element[3], -1);
-        }
-    }
-}
-
 /* The stream key of lane T ('' or NULL: the queue's stream). */
 static void lane_key(const admin *a, const char *t, char *key, size_t len) {
     if (t == NULL || t[0] == '\0') {
@@ -165,7 +123,7 @@ static int inspect_in(admin *a, const char *key, const char *lane) {
     int rc = pending_range(a, key, id, id, 1, &p);
     if (rc == 0) {
         shown e;
-        stream_shown(&e, x->element[0], p, lane);
+        sluice_cli_entry_from_stream(&e, x->element[0], p, lane);
         show_one(a, &e);
     }
     freeReplyObject(p);
@@ -216,10 +174,9 @@ static int list_find(admin *a, const char *key, const char *consumer) {
         }
         for (size_t i = 0; r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
             const redisReply *el = r->element[i];
+            shown e;
             if (el->type == REDIS_REPLY_STRING && el->len > sl && memcmp(el->str, seq, sl) == 0 &&
-                el->str[sl] == ':') {
-                shown e = {seq,      sl, NULL, el->str + sl + 1, el->len - sl - 1, consumer != NULL,
-                           consumer, -1, -1};
+                el->str[sl] == ':' && sluice_cli_entry_from_list(&e, el, consumer) == 0) {
                 show_one(a, &e);
                 freeReplyObject(r);
                 return 1;
@@ -266,7 +223,7 @@ int admin_inspect(admin *a) {
     const char *id = a->args[1];
     int list = a->backend == SLUICE_BACKEND_LIST;
     if (list ? strspn(id, "0123456789") != strlen(id) || id[0] == '\0' || strlen(id) > 20
-             : !admin_is_stream_id(id)) {
+             : !sluice_cli_is_stream_id(id)) {
         admin_err(a, "\"%s\" is not an entry id (%s)", id,
                   list ? "the list backend's: a number" : "MS-SEQ, as peek shows");
         return SLUICE_EXIT_USAGE;
@@ -309,7 +266,7 @@ static int peek_stream(admin *a, long long n, int *count) {
     }
     for (size_t i = 0; rc == 0 && x->type == REDIS_REPLY_ARRAY && i < x->elements; i++) {
         shown e;
-        stream_shown(&e, x->element[i], p, lane);
+        sluice_cli_entry_from_stream(&e, x->element[i], p, lane);
         a->json ? show_json(a, &e, i == 0) : show_human(a, &e);
         (*count)++;
     }
@@ -328,13 +285,10 @@ static int peek_list(admin *a, long long n, int *count) {
     }
     /* admission pushes on the left, workers take from the right: the oldest is the last */
     for (size_t i = r->type == REDIS_REPLY_ARRAY ? r->elements : 0; i-- > 0;) {
-        const redisReply *el = r->element[i];
-        const char *colon = el->type == REDIS_REPLY_STRING ? memchr(el->str, ':', el->len) : NULL;
-        if (colon == NULL) {
+        shown e;
+        if (sluice_cli_entry_from_list(&e, r->element[i], NULL) != 0) {
             continue; /* not pushed by sluice */
         }
-        size_t sl = (size_t)(colon - el->str);
-        shown e = {el->str, sl, NULL, colon + 1, el->len - sl - 1, 0, NULL, -1, -1};
         a->json ? show_json(a, &e, *count == 0) : show_human(a, &e);
         (*count)++;
     }

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "sluice/status.h"
+#include "sluice/verbs.h"
 
 #include "sluice/cli.h"
 
@@ -29,14 +30,15 @@ static int set_paused(admin *a, int on, long long parts, long long *was) {
         redisReply *r;
         int rc = admin_part_keys(a, i, &k);
         if (rc == 0) {
-            rc = on ? admin_call(a, &r, "pausing", "HSET", k.meta, "paused", "1", NULL)
-                    : admin_call(a, &r, "resuming", "HDEL", k.meta, "paused", NULL);
+            const char *argv[4];
+            int argc = sluice__pause_command(&k, on, argv);
+            rc = admin_callv(a, &r, on ? "pausing" : "resuming", argc, argv, NULL);
         }
         if (rc != 0) {
             admin_parts_stopped(a, i, parts);
             return rc;
         }
-        *was += sluice_reply_ll(r, 0) == 0; /* HSET 0: it was set; HDEL 0: it was not */
+        *was += sluice__pause_unchanged(r);
         freeReplyObject(r);
     }
     return 0;
@@ -120,33 +122,23 @@ int admin_resume(admin *a) {
 
 /* ---- clear ---- */
 
-#define CLEAR_BATCH     1000    /* entries a call deletes at most (the function's bound) */
-#define CLEAR_MAX_CALLS 1000000 /* a bound on the loop: 10^9 entries */
-
 /* Clears the waiting entries of the queue of keys `k`, a batch a call; adds them to *cleared. */
 static int clear_part(admin *a, const sluice_keys *k, long long *cleared) {
-    int list = a->backend == SLUICE_BACKEND_LIST;
-    const char *keys[] = {list ? k->list : k->stream, k->meta};
-    char batch[24];
-    snprintf(batch, sizeof(batch), "%d", CLEAR_BATCH);
-    const char *stream_args[] = {a->group, batch}, *list_args[] = {batch};
-    for (long long calls = 0; calls < CLEAR_MAX_CALLS; calls++) {
+    sluice__clear_call call;
+    sluice__clear_call_init(&call, k, a->backend, a->group);
+    for (long long calls = 0; calls < SLUICE_CLEAR_MAX_CALLS; calls++) {
         redisReply *r = NULL;
-        int s = list ? sluice_conn_fcall(a->conn, SLUICE_FN_LIST_CLEAR, 2, keys, NULL, 1, list_args,
-                                         NULL, &r, NULL)
-                     : sluice_conn_fcall(a->conn, SLUICE_FN_CLEAR, 2, keys, NULL, 2, stream_args,
-                                         NULL, &r, NULL);
-        if (s != 0 || r->type != REDIS_REPLY_ARRAY || r->elements != 3) {
+        int s = sluice_conn_fcall(a->conn, call.fn, call.nkeys, call.keys, NULL, call.nargs,
+                                  call.args, NULL, &r, NULL);
+        int more = s == 0 ? sluice__clear_reply(r, cleared) : -1;
+        if (more < 0) {
             admin_err(a, "clearing %s: %s: %s", k->meta, sluice_strerror(s ? s : SLUICE_EPROTO),
                       r && r->type == REDIS_REPLY_ERROR ? r->str : sluice_conn_errstr(a->conn));
             freeReplyObject(r);
             return SLUICE_EXIT_REDIS;
         }
-        long long d = sluice_reply_ll(r->element[0], 0), more = sluice_reply_ll(r->element[1], 0),
-                  lanes = sluice_reply_ll(r->element[2], 0);
         freeReplyObject(r);
-        *cleared += d;
-        if (more != 1 || (d == 0 && lanes == 0)) {
+        if (more == 0) {
             return 0;
         }
     }

@@ -168,18 +168,6 @@ long long admin_capacity_value(const redisReply *r) {
 
 /* ---- stream entries and envelopes ---- */
 
-int admin_is_stream_id(const char *s) {
-    size_t n = strspn(s, "0123456789");
-    if (n == 0 || n > 20) {
-        return 0;
-    }
-    if (s[n] == '\0') {
-        return 1;
-    }
-    size_t m = strspn(s + n + 1, "0123456789");
-    return s[n] == '-' && m > 0 && m <= 20 && s[n + 1 + m] == '\0';
-}
-
 char *admin_id_time(const char *id, char *buf, size_t len) {
     long long ms = strtoll(id, NULL, 10);
     time_t t = (time_t)(ms / 1000);
@@ -214,35 +202,4 @@ void admin_show_envelope(const char *m, size_t len, size_t max_payload) {
     printf("  payload       %zu bytes: ", env.payload_len);
     admin_print_safe(stdout, (const char *)env.payload, env.payload_len, max_payload);
     printf("\n");
-}
-
-void admin_json_envelope(const char *m, size_t len, size_t max_payload) {
-    sluice_envelope env;
-    sluice_header h[SLUICE_ENVELOPE_MAX_HEADERS];
-    int ok = m != NULL && sluice_envelope_decode((const unsigned char *)m, len, 0, &env, h,
-                                                 SLUICE_ENVELOPE_MAX_HEADERS, NULL, 0) == 0;
-    printf("\"tenant\":");
-    ok &&env.tenant != NULL ? admin_json_str(stdout, env.tenant, env.tenant_len)
-                            : (void)printf("null");
-    printf(",\"headers\":");
-    if (ok) {
-        printf("{");
-        for (size_t i = 0; i < env.nheaders; i++) {
-            printf("%s", i > 0 ? "," : "");
-            admin_json_str(stdout, h[i].name, h[i].name_len);
-            printf(":");
-            admin_json_str(stdout, h[i].value, h[i].value_len);
-        }
-        printf("}");
-    } else {
-        printf("null");
-    }
-    size_t shown = ok && env.payload_len > max_payload ? max_payload : ok ? env.payload_len : 0;
-    printf(",\"payload\":");
-    ok ? admin_json_str(stdout, (const char *)env.payload, shown) : (void)printf("null");
-    if (max_payload != SIZE_MAX) {
-        printf(",\"payload_bytes\":");
-        ok ? printf("%zu", env.payload_len) : printf("null");
-        printf(",\"payload_truncated\":%s", ok && shown < env.payload_len ? "true" : "false");
-    }
 }

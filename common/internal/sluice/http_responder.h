@@ -84,6 +84,12 @@ void *sluice__http_arg(const sluice__http_req *r);  /* the handler's arg */
 int sluice__http_method(const sluice__http_req *r); /* HTTP_GET, HTTP_POST ... */
 /* The path of the target, or NULL when the target cannot be parsed; *len is set. */
 const char *sluice__http_path(const sluice__http_req *r, size_t *len);
+/* The query of the target (after '?', not decoded), or NULL when it has none; *len is set. */
+const char *sluice__http_query(const sluice__http_req *r, size_t *len);
+/* The value of the first `name=value` of query q[0..qlen), percent-decoded ('+' a space) into
+ * out (NUL-terminated; it may hold NUL bytes): its length, -1 when the query has no `name`, -2
+ * when a %XX is malformed or the value does not fit in cap - 1 bytes. Pure. */
+long sluice__http_query_param(const char *q, size_t qlen, const char *name, char *out, size_t cap);
 /* 1 when the `len` bytes at `p` (a path, or part of one) are exactly `want`. */
 int sluice__http_path_is(const char *p, size_t len, const char *want);
 /* The value of header `name` (lower case), or NULL; *len is set. */
