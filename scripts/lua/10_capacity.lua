@@ -2,23 +2,30 @@
 -- capacity: the admission rule of both backends (a capacity, how many fit, the rejections).
 -- keys:  sluice:{Q}:meta (capacity, backend, list_depth, limits, per_tenant, fair, lane_depth),
 --        sluice:{Q}:stats (rejected, acked)
--- state: none
+-- state: the last capacity text parsed and its value (a cache of a pure function)
 ---------------------------------------------------------------------------------------------------
 
 -- A capacity is an integer 0..2^53 written in decimal digits, nothing else (no sign, point,
 -- exponent, hex, inf or nan): the rule every reader applies (sluice_capacity_parse in C).
--- 0 is a closed bucket: everything is rejected as full.
-local MAX_CAPACITY_TEXT = '9007199254740992'
+-- 0 is a closed bucket: everything is rejected as full. The last text parsed is kept with its
+-- value (a queue's capacity is read call after call, and its pattern match is a third of a
+-- plain admission's Lua).
+local capacity_memo = {false, nil}
 local function parse_capacity(s)
+    if s == capacity_memo[1] then
+        return capacity_memo[2]
+    end
+    local raw = s
     if type(s) ~= 'string' or #s == 0 or #s > 16 or not string.match(s, '^%d+$') then
         return nil
     end
     -- compared as text: doubles cannot tell 2^53 from 2^53 + 1
     s = string.gsub(s, '^0+(%d)', '%1')
-    if #s == 16 and s > MAX_CAPACITY_TEXT then
+    if #s == 16 and s > '9007199254740992' then
         return nil
     end
-    return tonumber(s)
+    capacity_memo[1], capacity_memo[2] = raw, tonumber(s)
+    return capacity_memo[2]
 end
 
 -- The settings of a queue that admits or replays, read with one HMGET of its meta hash:
@@ -28,8 +35,15 @@ end
 -- a client of the other backend is refused instead of silently splitting the queue in two
 -- (docs/faults.md B19). Returns capacity, list depth (0 for streams), or an error reply.
 local function queue_settings(meta, default, backend)
-    local v = redis.call('HMGET', meta, 'capacity', 'backend', 'list_depth', 'limits', 'per_tenant',
-        'fair', 'lane_depth')
+    local v, depth, limits, share, fair, lanes -- a stream has no list_depth, a list no lanes
+    if backend == 'stream' then
+        v = redis.call('HMGET', meta, 'capacity', 'backend', 'limits', 'per_tenant', 'fair',
+            'lane_depth')
+        depth, limits, share, fair, lanes = 0, v[3], v[4], v[5], v[6]
+    else
+        v = redis.call('HMGET', meta, 'capacity', 'backend', 'list_depth', 'limits', 'per_tenant')
+        depth, limits, share = v[3], v[4], v[5]
+    end
     local raw = v[1] or default
     local cap = parse_capacity(raw)
     if cap == nil then
@@ -43,8 +57,8 @@ local function queue_settings(meta, default, backend)
         return redis.error_reply('SLUICECONFIG ' .. meta .. ' is a ' .. v[2] ..
             ' queue; this client uses the ' .. backend .. ' backend')
     end
-    return cap, tonumber(v[3]) or 0, tonumber(v[4]) or 0, tonumber(v[5]) or 0, v[6] == '1',
-        tonumber(v[7]) or 0
+    return cap, tonumber(depth) or 0, tonumber(limits) or 0, tonumber(share) or 0, fair == '1',
+        tonumber(lanes) or 0
 end
 
 -- Callers of the first admission functions (sluice_admit, sluice_list_admit) know nothing of

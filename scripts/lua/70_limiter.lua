@@ -60,8 +60,9 @@ What each algorithm promises (T = PERIOD/COUNT):
   log     sorted set, one member "<now_us>:<j>" per unit with score now_us. Exact: at most
           COUNT units in any window of PERIOD. Costs O(w) per counted request (w <= 500, see
           above) and O(COUNT) memory; expired members are removed when a request is checked.
-  fixed   hash {s = window start us, c = count}: at most COUNT per clock-aligned window
-          [k*P, (k+1)*P) (so up to 2*COUNT across a boundary); retry-after = end of window.
+  fixed   an integer TAG * 2^31 + count (TAG = k mod 2^21), TTL the window's end: at most COUNT
+          per clock-aligned window [k*P, (k+1)*P) (so up to 2*COUNT across a boundary);
+          retry-after = end of window. An old layout's hash {s, c} is converted in place.
   gate    a string with a TTL: passes only when the key is absent (a key without a TTL, which
           sluice never writes, counts as absent and is overwritten); then SET PX
           ceil(w*P/COUNT). remaining 1 while the gate is open, 0 while closed (so 0 right after
@@ -562,40 +563,46 @@ local function log_record(c, st, key, w, now)
     r_call('PEXPIRE', key, c.ttl)
 end
 
--- A fixed window's hash {s = window start us, c = count}: fixed_read gives the units counted in
--- the window that holds `now`, whether the hash holds that window (live), whether the key holds
--- something else (foreign: read as empty, deleted when written) and the us until the window ends.
-local function fixed_read(c, key, now)
+-- A fixed window is one integer at its key: TAG * 2^31 + count, TAG the window's index
+-- (floor(now / P)) modulo 2^21, so a count left from another window (a key outliving its
+-- window's end by its TTL's rounding, or written for another period) reads as empty: windows stay
+-- aligned to the clock, exactly as the hash {s, c} they replace. INCRBY counts in place; counts are
+-- at most COUNT + weight < 2^31 and values below 2^52, exact in a Lua number.
+
+-- The value a window holding `now` starts from (its tag, count 0) and the us until it ends.
+local function fixed_base(c, now)
     local into = m_fmod(now, c.p)
+    return m_fmod((now - into) / c.p, 2097152) * 2147483648, c.p - into
+end
+
+-- A key not holding a string: an old layout's hash {s = window start us, c = count} of the window
+-- holding `now` is converted in place (its count kept, its TTL the window's end), so no window
+-- resets on an upgrade; anything else reads as empty (SET replaces it when a call is counted).
+-- Gives the count and whether the key now holds this window's counter.
+local function fixed_upgrade(c, key, now, base, ends)
     local v = r_pcall('HMGET', key, 's', 'c')
-    if v.err then
-        return 0, false, true, c.p - into
+    if v.err or to_number(v[1]) ~= now - (c.p - ends) then
+        return 0, false
     end
-    if to_number(v[1]) == now - into then
-        return to_number(v[2]) or 0, true, false, c.p - into
-    end
-    return 0, false, false, c.p - into
+    local n = to_number(v[2]) or 0
+    r_call('SET', key, limit_fmt(base + n), 'PX', limit_fmt(m_ceil(ends / 1000)))
+    return n, true
 end
 
--- Writes `count` units into a fixed window's hash: the count alone in the window it holds (its
--- start and its TTL, the window's end, were written with the window's first unit), else the
--- window's start, count and TTL.
-local function fixed_write(c, key, count, live, foreign, now)
-    if live then
-        r_call('HSET', key, 'c', count)
-        return
-    end
-    if foreign then
-        foreign_clear(key, 'hash')
-    end
-    local into = m_fmod(now, c.p)
-    r_call('HSET', key, 's', limit_fmt(now - into), 'c', limit_fmt(count))
-    r_call('PEXPIRE', key, m_ceil((c.p - into) / 1000))
-end
-
+-- Reads the units counted in the window holding `now` (but for an old layout's conversion):
+-- st.live when the key holds that window's counter.
 local function fixed_check(c, st, key, w, now)
-    local n, live, foreign, ends = fixed_read(c, key, now)
-    st.count, st.live, st.foreign, st.retry = n, live, foreign, ends
+    local base, ends = fixed_base(c, now)
+    local n, live, v = 0, false, r_pcall('GET', key)
+    if l_type(v) == 'table' then
+        n, live = fixed_upgrade(c, key, now, base, ends)
+    else
+        v = to_number(v)
+        if v and v >= base and v < base + 2147483648 then
+            n, live = v - base, true
+        end
+    end
+    st.count, st.live, st.retry = n, live, ends
     local full = 0
     if n > 0 then
         full = ends
@@ -603,8 +610,16 @@ local function fixed_check(c, st, key, w, now)
     return n + w <= c.n, c.n - n, full, c.n - n - w, ends
 end
 
+-- Counts w units in a window: INCRBY in the window the key holds (its TTL, the window's end, was
+-- set with the window's first unit), else the window's first units with that TTL (st nil: a key
+-- known not to hold this window).
 local function fixed_record(c, st, key, w, now)
-    fixed_write(c, key, st.count + w, st.live, st.foreign, now)
+    if st and st.live then
+        r_call('INCRBY', key, w)
+        return
+    end
+    local base, ends = fixed_base(c, now)
+    r_call('SET', key, limit_fmt(base + w), 'PX', limit_fmt(m_ceil(ends / 1000)))
 end
 
 local function gate_check(c, st, key, w, now)

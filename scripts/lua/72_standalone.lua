@@ -75,21 +75,30 @@ local function log_limits(cs, keys, nl, now)
     return {1, 0, left, 0, m_ceil(full / 1000)}
 end
 
---[[ sluice_limit's call of fixed limits only: the general path's commands and answer, without
-its states and its two calls per limit (fixed limits never share a key). ]]
-local fixed_counts, fixed_live, fixed_foreign -- scratch, call after call
+--[[ sluice_limit's call of fixed limits only: the general path's answer, without its states and
+its two calls per limit (fixed limits never share a key). Each window is counted first (INCRBY,
+the one command of the common case) and taken back when a limit refuses (DECRBY, or DEL of a
+key the INCRBY made), so a refused call leaves every key as it found it. ]]
+local fixed_counts, fixed_live, fixed_added -- scratch, call after call
 
 local function fixed_limits(cs, keys, nl, w, now)
-    local counts, live, foreign = fixed_counts, fixed_live, fixed_foreign
+    local counts, live, added = fixed_counts, fixed_live, fixed_added
     if nl > LIMIT_SCRATCH_MAX then
-        counts, live, foreign = {}, {}, {}
+        counts, live, added = {}, {}, {}
     end
     local ok, by, retry = true, 0, 0
     local rem, full, rem0, full0 = 2 ^ 53, 0, 2 ^ 53, 0 -- as limit's: after, and as things are
     for i = 1, nl do
         local c = cs[i]
-        local n, lv, fg, ends = fixed_read(c, keys[i], now)
-        counts[i], live[i], foreign[i] = n, lv, fg
+        local base, ends = fixed_base(c, now)
+        local n, lv, v = 0, false, r_pcall('INCRBY', keys[i], w)
+        if l_type(v) == 'table' then -- not an integer string: an old layout's hash, or foreign
+            n, lv = fixed_upgrade(c, keys[i], now, base, ends)
+            v = lv and r_call('INCRBY', keys[i], w)
+        elseif v > w and v >= base + w and v < base + 2147483648 then
+            n, lv = v - base - w, true
+        end
+        counts[i], live[i], added[i] = n, lv, v
         local left = c.n - n
         if left - w < rem then
             rem = left - w
@@ -111,10 +120,20 @@ local function fixed_limits(cs, keys, nl, w, now)
         end
     end
     if not ok then
+        for i = 1, nl do
+            local v = added[i]
+            if v == w then -- the INCRBY made the key
+                r_call('DEL', keys[i])
+            elseif v then
+                r_call('DECRBY', keys[i], w)
+            end
+        end
         return {0, by, rem0, m_ceil(retry / 1000), m_ceil(full0 / 1000)}
     end
     for i = 1, nl do
-        fixed_write(cs[i], keys[i], counts[i] + w, live[i], foreign[i], now)
+        if not live[i] then
+            fixed_record(cs[i], nil, keys[i], w, now)
+        end
     end
     return {1, 0, rem, 0, m_ceil(full / 1000)}
 end
@@ -299,6 +318,6 @@ end
 -- sluice_limit's scratch on a fresh Lua state.
 on_fresh_state(function()
     log_counts = {}
-    fixed_counts, fixed_live, fixed_foreign = {}, {}, {}
+    fixed_counts, fixed_live, fixed_added = {}, {}, {}
     limit_specs, limit_states = {}, {}
 end)

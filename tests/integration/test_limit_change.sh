@@ -72,12 +72,14 @@ run 0 'deleted' A limit "$q" del one
 # list and show: rates as they are written, state in words
 run 0 'limit w30' A limit "$q" set w30 tenant 10/30m --algorithm window
 run 0 'limit g90' A limit "$q" set g90 queue 3/90s
+run 0 'limit f1h' A limit "$q" set f1h queue 100/1h --algorithm fixed
 A limit "$q" list >"$tmp/list"
 grep -qE '^w30 +tenant +window +10/30m~30s ' "$tmp/list" || fail "list: $(cat "$tmp/list")"
 grep -qE '^g90 +queue +gcra +3/90s ' "$tmp/list" || fail "list: $(cat "$tmp/list")"
 run 0 'admitted=2' E --tenant t1 s1 s2
 run 0 '1 of 3 left now .* full again in [0-9]+ ms' A limit "$q" show g90
 run 0 'window 1800000:30000: 2 counted in the window' A limit "$q" show w30 t1
+run 0 'fixed window: 2 counted, ends in [0-9]+ ms' A limit "$q" show f1h
 run 0 'no state: nothing counted' A limit "$q" show w30 nobody
 run 2 "queue $q has no limit 'nope'" A limit "$q" show nope
 run 0 'deleted' A limit "$q" del w30

@@ -39,8 +39,40 @@ rcli SET "$ns:f3:1" x >/dev/null
 rcli SET "$ns:f3:g:1" x >/dev/null
 out=$(twin fixed f3 1 fixed:1:3600000 fixed:5:60000)$(twin fixed f3 1 fixed:1:3600000 fixed:5:60000)
 [ "$out" = 10 ] || fail "fixed over a string: allowed $out"
-[ "$(rcli TYPE "$ns:f3:1")" = hash ] || fail "fixed did not replace a string: $(rcli TYPE "$ns:f3:1")"
-[ "$(rcli HGET "$ns:f3:1" c)" = 1 ] && [ "$(rcli PTTL "$ns:f3:1")" -gt 0 ] || fail "fixed state"
+# a fixed window is one integer, TAG * 2^31 + count, with the window's end as its TTL
+[ "$(($(rcli GET "$ns:f3:1") % 2147483648))" = 1 ] && [ "$(rcli PTTL "$ns:f3:1")" -gt 0 ] ||
+    fail "fixed state: $(rcli GET "$ns:f3:1") $(rcli PTTL "$ns:f3:1")"
+# a refused call leaves every key as it was: a counted one unchanged, a fresh one not made
+before=$(rcli GET "$ns:f3:1")
+out=$(twin fixed f3 1 fixed:1:3600000 fixed:5:60000)
+[ "$out" = 0 ] && [ "$(rcli GET "$ns:f3:1")" = "$before" ] || fail "fixed refused: $out"
+rcli SET "$ns:f6:2" "$before" PX 60000 >/dev/null # spent: the tag of the hour's window, count 1
+rcli SET "$ns:f6:g:2" "$before" PX 60000 >/dev/null
+out=$(twin fixed f6 1 fixed:5:3600000 fixed:1:3600000)
+[ "$out" = 0 ] && [ "$(rcli EXISTS "$ns:f6:1" "$ns:f6:g:1")" = 0 ] || fail "fixed refused, fresh: $out"
+# the old layout, a hash {s = window start us, c = count}, is converted in place: its count
+# carries over (5 per hour: 3 counted, 2 more pass, then refused)
+t=($(rcli TIME))
+now=$((t[0] * 1000000 + t[1])) p=3600000000
+left=$((p - now % p))
+[ "$left" -gt 5000000 ] || { sleep $((left / 1000000 + 1)); t=($(rcli TIME)); now=$((t[0] * 1000000 + t[1])); }
+for k in "$ns:f7:1" "$ns:f7:g:1"; do
+    rcli HSET "$k" s $((now - now % p)) c 3 >/dev/null
+    rcli PEXPIRE "$k" 3600000 >/dev/null
+done
+out=$(twin fixed f7 1 fixed:5:3600000)$(twin fixed f7 1 fixed:5:3600000)$(twin fixed f7 1 fixed:5:3600000)
+[ "$out" = 110 ] || fail "fixed over its old layout: allowed $out"
+for k in "$ns:f7:1" "$ns:f7:g:1"; do
+    [ "$(rcli TYPE "$k")" = string ] && [ "$(($(rcli GET "$k") % 2147483648))" = 5 ] ||
+        fail "fixed old layout not converted: $k $(rcli TYPE "$k")"
+done
+# an old layout's hash of an earlier window reads as empty
+rcli DEL "$ns:f8:1" "$ns:f8:g:1" >/dev/null
+for k in "$ns:f8:1" "$ns:f8:g:1"; do
+    rcli HSET "$k" s $((now - now % p - p)) c 5 >/dev/null
+done
+out=$(twin fixed f8 1 fixed:5:3600000)
+[ "$out" = 1 ] || fail "fixed over an old window's hash: allowed $out"
 # refused by a spent limit while another is empty: reset_ms is the spent one's (the empty one,
 # with the longer window, has nothing to refill)
 out=$(twin fixed f5 1 fixed:1:60000)$(twin fixed f5 1 fixed:1:60000 fixed:5:3600000)

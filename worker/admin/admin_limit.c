@@ -266,7 +266,7 @@ static void show_gcra(const char *v, long long now_us) {
 }
 
 /* A window hash's fields "P:PREC:" (total), "P:PREC:l" (last block), "P:PREC:BLOCK", or a
- * fixed window's {s, c}, in words. */
+ * fixed window's {s, c} (the layout before a fixed window was one integer), in words. */
 static void show_hash(const redisReply *v, long long now_us) {
     long long s = -1, c = -1;
     for (size_t i = 0; i + 1 < v->elements; i += 2) {
@@ -287,10 +287,24 @@ static void show_hash(const redisReply *v, long long now_us) {
     }
 }
 
+/* A fixed window's integer TAG * 2^31 + COUNT (TAG the window's index modulo 2^21) at Redis time
+ * now_us for a period of period_ms, in words. */
+static void show_fixed(const char *v, long long now_us, long long period_ms, long long ttl) {
+    long long x = atoll(v), span = 2147483648LL;
+    if (period_ms < 1 || x < 0) {
+        printf("  not fixed window state: %s\n", v);
+    } else if (x / span == (now_us / (period_ms * 1000)) % 2097152) {
+        printf("  fixed window: %lld counted, ends in %lld ms\n", x % span, ttl < 0 ? 0 : ttl);
+    } else {
+        printf("  an earlier fixed window: nothing counted in this one\n");
+    }
+}
+
 /* The state of one limit key as Redis holds it, in words: enough to see why a request was
  * refused. The key is the limit's (sluice_key_queue_limit), found from its configuration. */
 static int limit_show(admin *a) {
     char key[SLUICE_KEY_MAX + 300], alg[16] = "";
+    long long period_ms = 0;
     if (a->nargs != 3 && a->nargs != 4) {
         admin_err(a, "usage: limit QUEUE show NAME [TENANT|CLIENT]");
         return SLUICE_EXIT_USAGE;
@@ -304,6 +318,7 @@ static int limit_show(admin *a) {
     int found = cfg->type == REDIS_REPLY_STRING, parsed = 0;
     if (found) {
         parsed = sscanf(cfg->str, "%*s %15[a-z]:", alg) == 1;
+        (void)sscanf(cfg->str, "%*s fixed:%*d:%lld", &period_ms);
         printf("limit %s on %s: %s\n", name, a->queue, cfg->str);
     }
     freeReplyObject(cfg);
@@ -344,6 +359,8 @@ static int limit_show(admin *a) {
     if (strcmp(type, "string") == 0 && admin_call(a, &v, "GET", "GET", key, NULL) == 0) {
         if (strcmp(alg, "gate") == 0) {
             printf("  gate closed for %lld ms more\n", ttl->integer < 0 ? 0 : ttl->integer);
+        } else if (strcmp(alg, "fixed") == 0) {
+            show_fixed(v->str, now_us, period_ms, ttl->integer);
         } else {
             show_gcra(v->str, now_us);
         }
