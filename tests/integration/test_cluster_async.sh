@@ -43,6 +43,8 @@ for q in "${queues[@]}"; do
     [ "$code" = 202 ] || fail "gateway POST to $q: $code $(cat "$tmp/b")"
     curl -s --max-time 10 "http://127.0.0.1:$port/v1/queues/$q" >"$tmp/b"
     grep -q '"depth":1,' "$tmp/b" || fail "gateway info of $q: $(cat "$tmp/b")"
+    # the console reads the queue's consumers in its slot, wherever that is (the worker's group)
+    grep -q '"group":"' "$tmp/b" || fail "gateway detail of $q (on $(owner "$q")): $(cat "$tmp/b")"
 done
 ! grep -q 'level=warn' "$tmp/gw.log" || fail "gateway warnings: $(grep level=warn "$tmp/gw.log")"
 # a call naming a key outside an async connection's slot (the admin actions' connection serves
