@@ -8,9 +8,10 @@
  * A MOVED later (the slot moved, a replica was promoted) holds the call and reconnects to the
  * node it names; an ASK sends it on to the node it names, on an ask link (a connection of the
  * same kind, pinned to that node); a TRYAGAIN sends it again after a pause (the again list);
- * CLUSTERDOWN fails it as busy (transient). A WAIT pipelined behind a call that is sent again
- * goes where the call went. The link (uvredis_link.c) does the I/O and never calls in here but
- * through the hooks installed by sluice_aconn_new.
+ * CLUSTERDOWN fails it as busy (transient); a MOVED for another slot (a key outside the queue's
+ * slot) fails it as invalid, the connection staying where it is. A WAIT pipelined behind a call
+ * that is sent again goes where the call went. The link (uvredis_link.c) does the I/O and never
+ * calls in here but through the hooks installed by sluice_aconn_new.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -44,6 +45,13 @@ static const sluice__uvroute_ops cluster;
 static int send_map_query(sluice_aconn *c, int slots);
 static void on_again(uv_timer_t *t);
 static int ask_send(sluice_aconn *a, request *q);
+
+/* The slot of the queue the connection serves. */
+static int queue_slot(const sluice_aconn *c) {
+    sluice_keys k; /* every key of the queue is in its slot */
+    sluice__keys_fill(&k, c->queue);
+    return sluice__cluster_key_slot(k.prefix, strlen(k.prefix));
+}
 
 /* ---------------------------------------------------------------------------------------- */
 /* The nodes to find the slot's owner through                                               */
@@ -388,8 +396,6 @@ static void again_arm(sluice_aconn *c) {
 static void again_gave_up(sluice_aconn *at, request *q, int tries, const char *answer) {
     sluice_aconn *c = q->caller;
     char node[300] = "";
-    sluice_keys k; /* every key of the queue is in its slot */
-    sluice__keys_fill(&k, c->queue);
     if (at != NULL) {
         snprintf(node, sizeof(node),
                  strchr(at->node_host, ':') != NULL ? " by [%s]:%d" : " by %s:%d", at->node_host,
@@ -398,8 +404,8 @@ static void again_gave_up(sluice_aconn *at, request *q, int tries, const char *a
     snprintf(c->err, sizeof(c->err),
              "%s: slot %d (the queue's) is being migrated between nodes; the call did not run "
              "(%d tries in %llu ms, the last answered%s with %s)",
-             c->where, sluice__cluster_key_slot(k.prefix, strlen(k.prefix)), tries,
-             (unsigned long long)(uv_now(c->loop) - q->born), node, answer);
+             c->where, queue_slot(c), tries, (unsigned long long)(uv_now(c->loop) - q->born), node,
+             answer);
     request *w = q->trail != NULL && q->trail->follow == FOLLOW_NONE ? q->trail : NULL;
     sluice__uv_complete(c, q, SLUICE_EMIGRATING, 0, NULL);
     if (w != NULL) { /* its answer was about other writes */
@@ -539,11 +545,30 @@ static void moved_maybe_drop(sluice_aconn *c, sluice__uvlink *l) {
     retired_maybe_close(c); /* a retired ask link, once its last call is answered */
 }
 
+/* A MOVED for a slot other than the queue's: the call named a key outside the queue's slot,
+ * which is not this connection's to follow (moving there would leave the queue's slot, whose
+ * owner the next handshake finds again: a reconnect loop until the call's deadline). The call
+ * did not run; the caller hears EINVAL at once and the connection stays where it is. */
+static void moved_elsewhere(sluice_aconn *c, request *q, const sluice_cluster_redirect *rd,
+                            redisReply *reply) {
+    size_t n = (size_t)snprintf(c->err, sizeof(c->err), "%s: ", c->where);
+    snprintf(c->err + n, n < sizeof(c->err) ? sizeof(c->err) - n : 0,
+             "an async cluster connection serves its queue's slot only; the call named a key in "
+             "slot %d, not in slot %d (queue %s), and did not run (%.*s)",
+             rd->slot, queue_slot(c), c->queue, (int)reply->len, reply->str);
+    sluice__uv_complete(c, q, SLUICE_EINVAL, 0, reply);
+}
+
 /* A caller's call answered with an error: a redirection is followed or answered here (1);
  * anything else is the caller's answer as it is (0). */
 static int route_reply(sluice_aconn *c, sluice__uvlink *l, request *q, redisReply *reply) {
     sluice_cluster_redirect rd;
     sluice_cluster_redirect_kind k = sluice__cluster_redirect_parse(reply->str, reply->len, &rd);
+    if (k == SLUICE_REDIRECT_MOVED && rd.slot != queue_slot(c)) {
+        moved_elsewhere(c, q, &rd, reply);
+        moved_maybe_drop(c, l);
+        return 1;
+    }
     if (k == SLUICE_REDIRECT_ASK && ask_forward(c, q, &rd) == 0) {
         sluice__uv_follow_mark(c, FOLLOW_ASK);
         return 1; /* sent on, after ASKING, to the node the keys moved to */

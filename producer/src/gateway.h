@@ -95,7 +95,9 @@ typedef struct gw_queue {
         unsigned long long n;
     } limited[GW_LIMIT_NAMES]; /* 429s by the refusing limit, for /metrics */
     int nlimited;
-    gw_series *series; /* the dashboard's samples (gateway_dash.c) */
+    gw_series *series;     /* the dashboard's samples (gateway_dash.c) */
+    sluice_aconn *console; /* on a cluster: the reads of its GET /v1/queues/{q} (gateway_detail.c);
+                              NULL: the console's connection */
 } gw_queue;
 
 /* Counters behind GET /metrics (the connections' come from the responder). */
@@ -188,6 +190,13 @@ void gw_entries_read(sluice__http_req *c, gw_server *s, const gw_queue *q, const
  * wait, the 5-minute history, the consumers, the latest dead letters and the top fair lanes,
  * then answers. */
 void gw_dash_answer_detail(sluice__http_req *c, const gw_queue *q, struct sluice_text *b);
+/* On a Redis Cluster, opens a console connection for each served queue, in its slot (an async
+ * cluster connection serves one queue's slot: the console's own, built for none, cannot read
+ * another's keys). Elsewhere nothing: the console's connection reads every queue. -1: out of
+ * memory. */
+int gw_detail_connect(gw_server *s, const sluice_url *u);
+/* Closes them (idempotent). */
+void gw_detail_close(gw_server *s);
 
 /* ---- gateway_discover.c ---- */
 

@@ -335,6 +335,7 @@ void gw_dash_stop(gw_server *s) {
         sluice_aconn_close(s->dash.console, NULL, NULL);
         s->dash.console = NULL;
     }
+    gw_detail_close(s);
 }
 
 void gw_dash_free(gw_server *s) {

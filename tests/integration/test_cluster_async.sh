@@ -43,8 +43,25 @@ for q in "${queues[@]}"; do
     [ "$code" = 202 ] || fail "gateway POST to $q: $code $(cat "$tmp/b")"
     curl -s --max-time 10 "http://127.0.0.1:$port/v1/queues/$q" >"$tmp/b"
     grep -q '"depth":1,' "$tmp/b" || fail "gateway info of $q: $(cat "$tmp/b")"
+    # the console reads the queue's consumers in its slot, wherever that is (the worker's group)
+    grep -q '"group":"' "$tmp/b" || fail "gateway detail of $q (on $(owner "$q")): $(cat "$tmp/b")"
 done
 ! grep -q 'level=warn' "$tmp/gw.log" || fail "gateway warnings: $(grep level=warn "$tmp/gw.log")"
+# a call naming a key outside an async connection's slot (the admin actions' connection serves
+# no queue) is answered at once: the connection is not sent from node to node until its deadline
+printf '%s' "cluster-token-0123456789" >"$tmp/token"
+chmod 600 "$tmp/token"
+gateway_start --redis "$curl" "${args[@]}" --admin-token-file "$tmp/token" --log-level info
+for i in $(seq 1 100); do
+    curl -sf "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
+    sleep 0.05
+done
+for q in "${queues[@]}"; do
+    curl -s --max-time 10 -o /dev/null -H "Authorization: Bearer cluster-token-0123456789" \
+        -d '{"capacity":100000}' "http://127.0.0.1:$port/v1/admin/queues/$q/capacity" || true
+done
+n=$(grep -c 'event=cluster_moved conn=admin ' "$tmp/gw.log" || true)
+[ "$n" -le 3 ] || fail "the admin connection followed $n MOVEDs: $(grep -m 3 conn=admin "$tmp/gw.log")"
 
 # ---- a fair queue on the cluster: its lanes share the queue's slot ----
 fq=${queues[0]}
