@@ -7,11 +7,12 @@
  *   GET /v1/queues/{q}/dead?count=N[&bytes=B]                  the latest N dead letters
  *
  * Each entry decoded as `sluice-admin peek | inspect | dead list --json` shows it (the one
- * writer: sluice/cli_entry.h), with its state from XPENDING. A chain of callbacks on the admin
- * connection holding the request: the queue's backend; for a stream the entries' ids (peek),
- * their pending state, then the entries themselves (a reply lives for its callback only, so the
- * pending state is copied and the entries read last). Reads only; a partitioned queue is read in
- * its partition 0 (its own name), the others by their names ("Q~1") with sluice-admin.
+ * writer: sluice/cli_entry.h), with its state from XPENDING. A chain of callbacks on the console's
+ * connection of the queue's slot (gateway_conns.c) holding the request: the queue's backend; for a
+ * stream the entries' ids (peek), their pending state, then the entries themselves (a reply lives
+ * for its callback only, so the pending state is copied and the entries read last). Reads only; a
+ * partitioned queue is read in its partition 0 (its own name), the others by their names ("Q~1")
+ * with sluice-admin.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,14 +94,15 @@ static int send_step(reading *d) {
         char from[24];
         snprintf(from, sizeof(from), "%lld", -d->count);
         argv[0] = "LRANGE", argv[1] = d->k.list, argv[2] = from, argv[3] = "-1", argc = 4;
-        return sluice_aconn_command(d->s->dash.admin, argc, argv, NULL, 0, on_read, d) == 0
+        return sluice_aconn_command(gw_conn_for(d->s, d->name), argc, argv, NULL, 0, on_read, d) ==
+                       0
                    ? (sluice__http_hold(d->c), 0)
                    : -1;
     } else {
         argv[0] = "XRANGE", argv[1] = d->key, argv[2] = d->first, argv[3] = d->last;
         argv[4] = "COUNT", argv[5] = n, argc = 6;
     }
-    if (sluice_aconn_command(d->s->dash.admin, argc, argv, NULL, 0, on_read, d) != 0) {
+    if (sluice_aconn_command(gw_conn_for(d->s, d->name), argc, argv, NULL, 0, on_read, d) != 0) {
         return -1;
     }
     sluice__http_hold(d->c);
@@ -319,7 +321,7 @@ void gw_entries_read(sluice__http_req *c, gw_server *s, const gw_queue *q, const
     if (read_query(d) != 0) {
         return;
     }
-    if (s->dash.admin == NULL || send_step(d) != 0) {
+    if (send_step(d) != 0) {
         answer(d, 503, "{\"error\":\"redis unavailable\"}\n");
     }
 }
