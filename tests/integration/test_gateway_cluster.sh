@@ -30,6 +30,7 @@ for q in "${queues[@]}"; do
     args+=(--queue "$q")
 done
 gateway_start --redis "$curl" "${args[@]}" --queue "$pq" --admin-token-file "$tmp/token"
+gw=${pids[-1]}
 
 # code METHOD PATH [curl args...]: the status code (body in $tmp/b)
 code() {
@@ -107,4 +108,7 @@ for i in "" ~1 ~2 ~3; do
 done
 # no call was sent to a node that does not own its slot
 ! grep -q 'level=warn' "$tmp/gw.log" || fail "gateway warnings: $(grep level=warn "$tmp/gw.log")"
+# a graceful stop closes every connection of the set (the sanitizer build checks the memory)
+kill -TERM "$gw"
+wait "$gw" || fail "gateway exit $?: $(tail -n 5 "$tmp/gw.log")"
 echo "OK"
