@@ -532,7 +532,7 @@ int main(int argc, char **argv) {
     uv_signal_start(&s->sigint, on_signal, SIGINT);
     sluice_url u;
     sluice_url_parse(&u, cfg.redis_url, NULL, 0);
-    if (gw_dash_start(s) != 0 || gw_dash_connect(s, &u) != 0 || gw_detail_connect(s, &u) != 0) {
+    if (gw_dash_start(s) != 0 || gw_conns_open(s, &u) != 0) {
         fprintf(stderr, "sluice-gateway: out of memory\n");
         return SLUICE_EXIT_USAGE;
     }

@@ -95,9 +95,7 @@ typedef struct gw_queue {
         unsigned long long n;
     } limited[GW_LIMIT_NAMES]; /* 429s by the refusing limit, for /metrics */
     int nlimited;
-    gw_series *series;     /* the dashboard's samples (gateway_dash.c) */
-    sluice_aconn *console; /* on a cluster: the reads of its GET /v1/queues/{q} (gateway_detail.c);
-                              NULL: the console's connection */
+    gw_series *series; /* the dashboard's samples (gateway_dash.c) */
 } gw_queue;
 
 /* Counters behind GET /metrics (the connections' come from the responder). */
@@ -130,8 +128,10 @@ typedef struct gw_server {
         int nstreams;
         char token[4097]; /* --admin-token-file's token; token_len 0: actions answer 403 */
         size_t token_len;
-        sluice_aconn *admin;   /* the admin actions' Redis connection, with a token only */
-        sluice_aconn *console; /* the on-demand reads of GET /v1/queues/{q}; --discover */
+        sluice_aconn *console;  /* the console's connection (gateway_conns.c): every queue's on
+                                   one server; on a cluster the slot of none (--discover) */
+        sluice_aconn **by_slot; /* on a cluster: a connection per slot, NULL where none */
+        sluice_url *url;        /* on a cluster: for the connections opened later; wiped at stop */
         gw_discovery disc;
     } dash;
 } gw_server;
@@ -153,16 +153,12 @@ void gw_count_response(void *arg, int status);
 struct sluice_text;
 /* Starts the sampler (every served queue, every second). -1: out of memory. */
 int gw_dash_start(gw_server *s);
-/* Ends the event streams, stops the sampler, closes the console's and admin connections
- * (idempotent). */
+/* Ends the event streams, stops the sampler, closes the console's connections (idempotent). */
 void gw_dash_stop(gw_server *s);
 /* Frees the samples, once the producers are closed. */
 void gw_dash_free(gw_server *s);
 /* Reads and checks --admin-token-file (owner-only regular file, 16..4096 visible bytes). */
 int gw_dash_read_token(gw_server *s, const char *file, char *err, size_t n);
-/* Opens the console's connection, and the admin actions' when a token was given. -1: out of
- * memory. */
-int gw_dash_connect(gw_server *s, const sluice_url *u);
 /* Serves /v1/queues, /v1/events, /ui/... and /v1/admin/...: 1 when it answered, else 0. */
 int gw_dash_route(sluice__http_req *c, const char *path, size_t len);
 /* 0 when the request carries "Authorization: Bearer TOKEN"; the comparison takes the same time
@@ -190,13 +186,20 @@ void gw_entries_read(sluice__http_req *c, gw_server *s, const gw_queue *q, const
  * wait, the 5-minute history, the consumers, the latest dead letters and the top fair lanes,
  * then answers. */
 void gw_dash_answer_detail(sluice__http_req *c, const gw_queue *q, struct sluice_text *b);
-/* On a Redis Cluster, opens a console connection for each served queue, in its slot (an async
- * cluster connection serves one queue's slot: the console's own, built for none, cannot read
- * another's keys). Elsewhere nothing: the console's connection reads every queue. -1: out of
- * memory. */
-int gw_detail_connect(gw_server *s, const sluice_url *u);
-/* Closes them (idempotent). */
-void gw_detail_close(gw_server *s);
+
+/* ---- gateway_conns.c ---- */
+
+/* Opens the console's connection; on a Redis Cluster besides, one in the slot of each served
+ * queue. They load the sluice library when a token was given. -1: out of memory. */
+int gw_conns_open(gw_server *s, const sluice_url *u);
+/* The connection for the keys of queue (or of a partition, "Q~1"): on one server the console's;
+ * on a cluster the one of its slot, opened now when there was none (ECONN until it is up). NULL
+ * when out of memory or stopped. */
+sluice_aconn *gw_conn_for(gw_server *s, const char *queue);
+/* Once a second: on a cluster, the connections of the partitions the sampler has seen. */
+void gw_conns_tick(gw_server *s);
+/* Closes them all and wipes the URL kept (idempotent). */
+void gw_conns_close(gw_server *s);
 
 /* ---- gateway_discover.c ---- */
 

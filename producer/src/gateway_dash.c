@@ -87,6 +87,7 @@ static void on_tick(uv_timer_t *t) {
             q->series->now_ms = uv_now(s->loop);
         }
     }
+    gw_conns_tick(s);
     gw_discover_tick(s);
     broadcast(s);
 }
@@ -327,15 +328,7 @@ void gw_dash_stop(gw_server *s) {
     if (s->dash.tick.data != NULL && !uv_is_closing((uv_handle_t *)&s->dash.tick)) {
         uv_close((uv_handle_t *)&s->dash.tick, NULL);
     }
-    if (s->dash.admin != NULL) {
-        sluice_aconn_close(s->dash.admin, NULL, NULL);
-        s->dash.admin = NULL;
-    }
-    if (s->dash.console != NULL) {
-        sluice_aconn_close(s->dash.console, NULL, NULL);
-        s->dash.console = NULL;
-    }
-    gw_detail_close(s);
+    gw_conns_close(s);
 }
 
 void gw_dash_free(gw_server *s) {
@@ -486,8 +479,8 @@ static void set_capacity(sluice__http_req *c, gw_server *s, gw_queue *q) {
     char value[32];
     snprintf(value, sizeof(value), "%lld", cap);
     const char *argv[] = {"HSET", k.meta, "capacity", value};
-    if (sluice_keys_init(&k, q->name, NULL, 0) != 0 || s->dash.admin == NULL ||
-        sluice_aconn_command(s->dash.admin, 4, argv, NULL, 0, on_capacity_set, c) != 0) {
+    if (sluice_keys_init(&k, q->name, NULL, 0) != 0 ||
+        sluice_aconn_command(gw_conn_for(s, q->name), 4, argv, NULL, 0, on_capacity_set, c) != 0) {
         reply_text(c, 503, "Retry-After: 1\r\n", "{\"error\":\"redis unavailable\"}\n");
         return;
     }
@@ -590,9 +583,9 @@ static void replay_dead(sluice__http_req *c, gw_server *s, gw_queue *q) {
     snprintf(cap, sizeof(cap), "%lld", q->capacity); /* used while the meta has none */
     args[0] = cap;
     const char *keys[] = {k.stream, k.meta, k.stats, k.dead};
-    if (sluice_keys_init(&k, q->name, NULL, 0) != 0 || s->dash.admin == NULL ||
-        sluice_aconn_fcall(s->dash.admin, SLUICE_FN_REPLAY, 4, keys, NULL, 1 + n, args, NULL, 0,
-                           on_replayed, c) != 0) {
+    if (sluice_keys_init(&k, q->name, NULL, 0) != 0 ||
+        sluice_aconn_fcall(gw_conn_for(s, q->name), SLUICE_FN_REPLAY, 4, keys, NULL, 1 + n, args,
+                           NULL, 0, on_replayed, c) != 0) {
         reply_text(c, 503, "Retry-After: 1\r\n", "{\"error\":\"redis unavailable\"}\n");
         return;
     }
@@ -638,8 +631,9 @@ static void delete_dead(sluice__http_req *c, gw_server *s, gw_queue *q) {
     if (d != NULL) {
         d->c = c, d->n = n;
     }
-    if (d == NULL || sluice_keys_init(&k, q->name, NULL, 0) != 0 || s->dash.admin == NULL ||
-        sluice_aconn_command(s->dash.admin, 2 + n, argv, NULL, 0, on_dead_deleted, d) != 0) {
+    if (d == NULL || sluice_keys_init(&k, q->name, NULL, 0) != 0 ||
+        sluice_aconn_command(gw_conn_for(s, q->name), 2 + n, argv, NULL, 0, on_dead_deleted, d) !=
+            0) {
         free(d);
         reply_text(c, 503, "Retry-After: 1\r\n", "{\"error\":\"redis unavailable\"}\n");
         return;
@@ -702,23 +696,6 @@ static void route_admin(sluice__http_req *c, gw_server *s, const char *rest, siz
     } else {
         gw_verb_start(c, s, q, GW_VERB_CLEAR);
     }
-}
-
-int gw_dash_connect(gw_server *s, const sluice_url *u) {
-    sluice_conn_options o;
-    sluice_conn_options_init(&o);
-    o.name = "console";
-    o.no_load = 1; /* plain commands only */
-    s->dash.console = sluice_aconn_new(s->loop, u, &o, NULL, NULL);
-    if (s->dash.console == NULL) {
-        return -1;
-    }
-    if (s->dash.token_len == 0) {
-        return 0;
-    }
-    o.name = "admin";
-    s->dash.admin = sluice_aconn_new(s->loop, u, &o, NULL, NULL);
-    return s->dash.admin != NULL ? 0 : -1;
 }
 
 /* ---------------------------------------------------------------------------------------- */

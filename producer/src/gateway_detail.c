@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * gateway_detail.c - what GET /v1/queues/{q} reads besides the queue's figures, on demand and on
- * the console's own connection (never the admission connection; on a Redis Cluster, the
- * queue's own console connection, in its slot), one command after the other:
+ * the console's connection of the queue's slot (gateway_conns.c; never the admission
+ * connection), one command after the other:
  * XINFO GROUPS and XINFO CONSUMERS (the consumers with what they hold and their idle time),
  * XREVRANGE of the dead letters (the latest five with their reasons: never payloads, which need
  * the admin token), and the fair lanes (HLEN, then at most LANES_READ lanes with HGETALL, the
@@ -238,35 +238,8 @@ void gw_dash_answer_detail(sluice__http_req *c, const gw_queue *q, sluice_text *
     d->b = *b;
     sluice__http_hold(c);
     const char *argv[] = {"XINFO", "GROUPS", d->k.stream};
-    sluice_aconn *ac = q->console != NULL ? q->console : s->dash.console;
+    sluice_aconn *ac = gw_conn_for(s, q->name);
     if (ac == NULL || sluice_aconn_command(ac, 3, argv, NULL, 0, on_groups, d) != 0) {
         detail_finish(d); /* the console's connection is not up: the figures alone */
-    }
-}
-
-int gw_detail_connect(gw_server *s, const sluice_url *u) {
-    if (!u->is_cluster) {
-        return 0;
-    }
-    for (size_t i = 0; i < s->nqueues; i++) {
-        sluice_conn_options o;
-        sluice_conn_options_init(&o);
-        o.name = "console";
-        o.no_load = 1; /* plain commands only */
-        o.queue = s->queues[i].name;
-        s->queues[i].console = sluice_aconn_new(s->loop, u, &o, NULL, NULL);
-        if (s->queues[i].console == NULL) {
-            return -1;
-        }
-    }
-    return 0;
-}
-
-void gw_detail_close(gw_server *s) {
-    for (size_t i = 0; i < s->nqueues; i++) {
-        if (s->queues[i].console != NULL) {
-            sluice_aconn_close(s->queues[i].console, NULL, NULL);
-            s->queues[i].console = NULL;
-        }
     }
 }

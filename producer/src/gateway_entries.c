@@ -7,11 +7,13 @@
  *   GET /v1/queues/{q}/dead?count=N[&bytes=B]                  the latest N dead letters
  *
  * Each entry decoded as `sluice-admin peek | inspect | dead list --json` shows it (the one
- * writer: sluice/cli_entry.h), with its state from XPENDING. A chain of callbacks on the admin
- * connection holding the request: the queue's backend; for a stream the entries' ids (peek),
- * their pending state, then the entries themselves (a reply lives for its callback only, so the
- * pending state is copied and the entries read last). Reads only; a partitioned queue is read in
- * its partition 0 (its own name), the others by their names ("Q~1") with sluice-admin.
+ * writer: sluice/cli_entry.h), with its state from XPENDING. A chain of callbacks on the console's
+ * connection of the queue's slot (gateway_conns.c) holding the request: the queue's backend; for a
+ * stream the entries' ids (peek), their pending state, then the entries themselves (a reply lives
+ * for its callback only, so the pending state is copied and the entries read last); for a list
+ * the oldest N of the list (peek) or, to inspect element SEQ, the list and then each processing
+ * list, a page a call. Reads only; a partitioned queue is read in its partition 0 (its own
+ * name), the others by their names ("Q~1") with sluice-admin.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,9 +31,13 @@
 #define BYTES_MAX     16384 /* bytes of a payload shown: at most */
 #define BYTES_DEFAULT 200   /* ... when not given (as sluice-admin --bytes) */
 #define TENANT_MAX    256   /* bytes of a tenant named in the query */
+#define LIST_PAGE     200   /* inspect, list backend: elements a call reads */
+#define LIST_LOOK_MAX                                                                              \
+    100000             /* ... elements looked at, at most, over the list and processing lists */
+#define PROCS_MAX 1000 /* ... processing lists looked in, at most */
 
 typedef enum { READ_PEEK, READ_INSPECT, READ_DEAD } read_kind;
-typedef enum { AT_BACKEND, AT_BOUNDS, AT_PENDING, AT_ENTRIES } read_step;
+typedef enum { AT_BACKEND, AT_BOUNDS, AT_PENDING, AT_ENTRIES, AT_LIST_FIND, AT_PROCS } read_step;
 
 typedef struct pending {
     char id[SLUICE_STREAM_ID_MAX];
@@ -48,12 +54,16 @@ typedef struct reading {
     long long count, bytes;
     char name[SLUICE_QUEUE_NAME_MAX + 1];
     sluice_keys k;
-    char key[SLUICE_KEY_MAX]; /* the stream or lane read */
+    char key[SLUICE_KEY_MAX]; /* the stream or lane read; inspect, list: the list or a processing
+                                 list */
     char tenant[TENANT_MAX];
     long tenant_len; /* -1: none */
     char first[SLUICE_STREAM_ID_MAX], last[SLUICE_STREAM_ID_MAX];
     pending *p;
     size_t np;
+    long long from, looked; /* inspect, list: the next element to read, the elements looked at */
+    char **procs;           /* ... the processing lists (copies; NULL: not read yet) */
+    size_t nprocs, proc;    /* ... how many, the next to look in */
 } reading;
 
 static void on_read(sluice_aconn *ac, int status, int sent, struct redisReply *r, void *arg);
@@ -63,6 +73,10 @@ static void reading_free(reading *d) {
         free(d->p[i].consumer);
     }
     free(d->p);
+    for (size_t i = 0; i < d->nprocs; i++) {
+        free(d->procs[i]);
+    }
+    free(d->procs);
     free(d);
 }
 
@@ -74,12 +88,18 @@ static void answer(reading *d, int status, const char *json) {
 
 /* Sends the command of step d->at; 0, or -1. */
 static int send_step(reading *d) {
-    char n[24];
+    char n[24], from[24], to[24];
     const char *argv[7];
     int argc = 0;
     snprintf(n, sizeof(n), "%lld", d->count);
     if (d->at == AT_BACKEND) {
         argv[0] = "HGET", argv[1] = d->k.meta, argv[2] = "backend", argc = 3;
+    } else if (d->at == AT_LIST_FIND) { /* a page of the list or a processing list */
+        snprintf(from, sizeof(from), "%lld", d->from);
+        snprintf(to, sizeof(to), "%lld", d->from + LIST_PAGE - 1);
+        argv[0] = "LRANGE", argv[1] = d->key, argv[2] = from, argv[3] = to, argc = 4;
+    } else if (d->at == AT_PROCS) {
+        argv[0] = "SMEMBERS", argv[1] = d->k.procs, argc = 2;
     } else if (d->at == AT_BOUNDS) { /* peek: the ids of the oldest N */
         argv[0] = "XRANGE", argv[1] = d->key, argv[2] = "-", argv[3] = "+", argv[4] = "COUNT";
         argv[5] = n, argc = 6;
@@ -90,17 +110,17 @@ static int send_step(reading *d) {
         argv[0] = "XREVRANGE", argv[1] = d->k.dead, argv[2] = "+", argv[3] = "-";
         argv[4] = "COUNT", argv[5] = n, argc = 6;
     } else if (d->list) { /* the oldest N: workers take from the right */
-        char from[24];
         snprintf(from, sizeof(from), "%lld", -d->count);
         argv[0] = "LRANGE", argv[1] = d->k.list, argv[2] = from, argv[3] = "-1", argc = 4;
-        return sluice_aconn_command(d->s->dash.admin, argc, argv, NULL, 0, on_read, d) == 0
+        return sluice_aconn_command(gw_conn_for(d->s, d->name), argc, argv, NULL, 0, on_read, d) ==
+                       0
                    ? (sluice__http_hold(d->c), 0)
                    : -1;
     } else {
         argv[0] = "XRANGE", argv[1] = d->key, argv[2] = d->first, argv[3] = d->last;
         argv[4] = "COUNT", argv[5] = n, argc = 6;
     }
-    if (sluice_aconn_command(d->s->dash.admin, argc, argv, NULL, 0, on_read, d) != 0) {
+    if (sluice_aconn_command(gw_conn_for(d->s, d->name), argc, argv, NULL, 0, on_read, d) != 0) {
         return -1;
     }
     sluice__http_hold(d->c);
@@ -142,10 +162,11 @@ static void set_state(const reading *d, sluice_cli_entry *e) {
     }
 }
 
-/* The answer: {"queue":Q,"entries":[...]} (dead: "dead_letters"). */
-static void answer_entries(reading *d, const redisReply *r) {
+/* The answer: {"queue":Q,"entries":[...]} (dead: "dead_letters"), the entries of reply r, or
+ * (r NULL) the one entry found (NULL: none). */
+static void answer_entries(reading *d, const redisReply *r, const sluice_cli_entry *found) {
     char *out = NULL;
-    size_t len = 0, n = r->type == REDIS_REPLY_ARRAY ? r->elements : 0, shown = 0;
+    size_t len = 0, n = r != NULL && r->type == REDIS_REPLY_ARRAY ? r->elements : 0, shown = 0;
     FILE *f = open_memstream(&out, &len);
     if (f == NULL) {
         answer(d, 500, "{\"error\":\"out of memory\"}\n");
@@ -153,6 +174,10 @@ static void answer_entries(reading *d, const redisReply *r) {
     }
     fprintf(f, "{\"queue\":\"%s\",\"%s\":[", d->name,
             d->kind == READ_DEAD ? "dead_letters" : "entries");
+    if (found != NULL) {
+        sluice_cli_entry_json(f, found, 0, (size_t)d->bytes);
+        shown++;
+    }
     for (size_t i = 0; i < n; i++) {
         /* the list: the oldest is the last element */
         const redisReply *x = r->element[d->list && d->kind != READ_DEAD ? n - 1 - i : i];
@@ -191,16 +216,91 @@ static void answer_entries(reading *d, const redisReply *r) {
     reading_free(d);
 }
 
+/* ---- inspect, list backend: element SEQ ("SEQ:envelope") in the list (waiting), else in each
+ * processing list (in flight: its consumer), as sluice-admin inspect looks; LIST_PAGE elements a
+ * call, LIST_LOOK_MAX at most in all. ---- */
+
+/* The next list to look in, or the answer that the entry is not there. */
+static int next_list(reading *d) {
+    if (d->looked >= LIST_LOOK_MAX) {
+        answer(d, 404,
+               "{\"error\":\"not among the first 100000 elements of the list and processing "
+               "lists: sluice-admin inspect looks further\"}\n");
+        return 0;
+    }
+    if (d->procs == NULL) {
+        d->at = AT_PROCS;
+        return send_step(d);
+    }
+    if (d->proc == d->nprocs) {
+        answer_entries(d, NULL, NULL); /* 404 */
+        return 0;
+    }
+    snprintf(d->key, sizeof(d->key), "%s", d->procs[d->proc++]);
+    d->from = 0;
+    d->at = AT_LIST_FIND;
+    return send_step(d);
+}
+
+/* A page of d->key: the entry answered when it is there, else the next page or list. */
+static int list_page(reading *d, const redisReply *r) {
+    if (r->type != REDIS_REPLY_ARRAY) {
+        return -1;
+    }
+    size_t sl = strlen(d->first);
+    const char *consumer = d->procs != NULL ? sluice_key_proc_consumer(&d->k, d->key) : NULL;
+    for (size_t i = 0; i < r->elements; i++) {
+        const redisReply *el = r->element[i];
+        sluice_cli_entry e;
+        if (el->type == REDIS_REPLY_STRING && el->len > sl && memcmp(el->str, d->first, sl) == 0 &&
+            el->str[sl] == ':' && sluice_cli_entry_from_list(&e, el, consumer) == 0) {
+            answer_entries(d, NULL, &e);
+            return 0;
+        }
+    }
+    d->looked += (long long)r->elements;
+    if (r->elements == LIST_PAGE && d->looked < LIST_LOOK_MAX) {
+        d->from += LIST_PAGE;
+        return send_step(d);
+    }
+    return next_list(d);
+}
+
+/* The processing lists' keys (SMEMBERS), copied: the reply lives for its callback only. */
+static int keep_procs(reading *d, const redisReply *r) {
+    size_t n = r->type == REDIS_REPLY_ARRAY ? r->elements : 0;
+    d->procs = calloc(n ? n : 1, sizeof(*d->procs));
+    if (r->type != REDIS_REPLY_ARRAY || d->procs == NULL) {
+        return -1;
+    }
+    for (size_t i = 0; i < n && d->nprocs < PROCS_MAX; i++) {
+        if (r->element[i]->type == REDIS_REPLY_STRING && r->element[i]->len < SLUICE_KEY_MAX &&
+            (d->procs[d->nprocs] = strdup(r->element[i]->str)) != NULL) {
+            d->nprocs++;
+        }
+    }
+    return next_list(d);
+}
+
 /* The reply of the step under way: 0 the next step was sent or the answer given, -1 failed. */
 static int took(reading *d, const redisReply *r) {
     switch (d->at) {
     case AT_BACKEND:
         d->list = r->type == REDIS_REPLY_STRING && strcmp(r->str, "list") == 0;
-        if (d->list && (d->kind == READ_INSPECT || d->tenant_len >= 0)) {
-            answer(d, 400,
-                   "{\"error\":\"a list queue: it has no tenant lanes, and its entries are "
-                   "inspected with sluice-admin inspect\"}\n");
+        if (d->list && d->tenant_len >= 0) {
+            answer(d, 400, "{\"error\":\"tenant: a list queue has no tenant lanes\"}\n");
             return 0;
+        }
+        if (d->list && d->kind == READ_INSPECT) {
+            if (strchr(d->first, '-') != NULL) {
+                answer(d, 400,
+                       "{\"error\":\"not an entry id of a list queue: its entries are "
+                       "numbered (as peek shows)\"}\n");
+                return 0;
+            }
+            snprintf(d->key, sizeof(d->key), "%s", d->k.list);
+            d->at = AT_LIST_FIND;
+            return send_step(d);
         }
         d->at = d->list || d->kind == READ_DEAD ? AT_ENTRIES
                 : d->kind == READ_PEEK          ? AT_BOUNDS
@@ -211,7 +311,7 @@ static int took(reading *d, const redisReply *r) {
             return -1;
         }
         if (r->elements == 0) {
-            answer_entries(d, r);
+            answer_entries(d, r, NULL);
             return 0;
         }
         snprintf(d->first, sizeof(d->first), "%s", r->element[0]->element[0]->str);
@@ -228,8 +328,12 @@ static int took(reading *d, const redisReply *r) {
         if (r->type != REDIS_REPLY_ARRAY) {
             return -1;
         }
-        answer_entries(d, r);
+        answer_entries(d, r, NULL);
         return 0;
+    case AT_LIST_FIND:
+        return list_page(d, r);
+    case AT_PROCS:
+        return keep_procs(d, r);
     }
     return -1;
 }
@@ -319,7 +423,7 @@ void gw_entries_read(sluice__http_req *c, gw_server *s, const gw_queue *q, const
     if (read_query(d) != 0) {
         return;
     }
-    if (s->dash.admin == NULL || send_step(d) != 0) {
+    if (send_step(d) != 0) {
         answer(d, 503, "{\"error\":\"redis unavailable\"}\n");
     }
 }

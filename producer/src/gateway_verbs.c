@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * gateway_verbs.c - the admin actions that walk a queue's partitions: POST
- * /v1/admin/queues/{q}/pause, /resume and /clear on the gateway's admin connection.
+ * /v1/admin/queues/{q}/pause, /resume and /clear, each partition on the console's connection of
+ * its slot (gateway_conns.c).
  *
  * Each is a chain of callbacks holding the request: the queue's meta `partitions` first, then
  * every partition in turn (pause/resume: one HSET/HDEL of meta `paused`; clear: its backend, then
@@ -28,6 +29,7 @@ typedef struct verb {
     int verb; /* GW_VERB_* */
     step at;
     long long parts, i, unchanged, cleared, calls;
+    sluice_aconn *ac;         /* of partition i's slot */
     sluice_keys k;            /* of partition i */
     sluice__clear_call clear; /* of partition i */
 } verb;
@@ -59,18 +61,18 @@ static int send_step(verb *v) {
     int rc;
     if (v->at == STEP_PARTS) {
         const char *argv[] = {"HGET", v->k.meta, "partitions"};
-        rc = sluice_aconn_command(v->s->dash.admin, 3, argv, NULL, 0, on_reply, v);
+        rc = sluice_aconn_command(v->ac, 3, argv, NULL, 0, on_reply, v);
     } else if (v->at == STEP_PAUSE) {
         const char *argv[4];
         int argc = sluice__pause_command(&v->k, v->verb == GW_VERB_PAUSE, argv);
-        rc = sluice_aconn_command(v->s->dash.admin, argc, argv, NULL, 0, on_reply, v);
+        rc = sluice_aconn_command(v->ac, argc, argv, NULL, 0, on_reply, v);
     } else if (v->at == STEP_BACKEND) {
         const char *argv[] = {"HGET", v->k.meta, "backend"};
-        rc = sluice_aconn_command(v->s->dash.admin, 3, argv, NULL, 0, on_reply, v);
+        rc = sluice_aconn_command(v->ac, 3, argv, NULL, 0, on_reply, v);
     } else {
         sluice__clear_call *cc = &v->clear;
-        rc = sluice_aconn_fcall(v->s->dash.admin, cc->fn, cc->nkeys, cc->keys, NULL, cc->nargs,
-                                cc->args, NULL, 0, on_reply, v);
+        rc = sluice_aconn_fcall(v->ac, cc->fn, cc->nkeys, cc->keys, NULL, cc->nargs, cc->args, NULL,
+                                0, on_reply, v);
     }
     if (rc != 0) {
         return -1;
@@ -85,9 +87,12 @@ static int next_part(verb *v) {
         answer_done(v);
         return 0;
     }
-    if (sluice__partition_keys(v->name, (int)v->i, &v->k) != 0) {
+    char part[SLUICE_QUEUE_NAME_MAX + 1];
+    if (sluice_partition_name(v->name, (int)v->i, part, sizeof(part)) != 0 ||
+        sluice_keys_init(&v->k, part, NULL, 0) != 0) {
         return -1;
     }
+    v->ac = gw_conn_for(v->s, part);
     v->at = v->verb == GW_VERB_CLEAR ? STEP_BACKEND : STEP_PAUSE;
     return send_step(v);
 }
@@ -160,9 +165,10 @@ void gw_verb_start(sluice__http_req *c, gw_server *s, const gw_queue *q, int whi
     v->c = c, v->s = s, v->verb = which, v->parts = 1, v->at = STEP_PARTS;
     snprintf(v->name, sizeof(v->name), "%s", q->name);
     /* a partition served by its own name ("Q~1") is one queue, as sluice-admin takes it */
-    int rc = s->dash.admin == NULL || sluice_keys_init(&v->k, v->name, NULL, 0) != 0 ? -1
-             : strchr(v->name, '~') != NULL                                          ? next_part(v)
-                                                                                     : send_step(v);
+    v->ac = gw_conn_for(s, v->name);
+    int rc = sluice_keys_init(&v->k, v->name, NULL, 0) != 0 ? -1
+             : strchr(v->name, '~') != NULL                 ? next_part(v)
+                                                            : send_step(v);
     if (rc != 0) {
         answer(v, 503, "{\"error\":\"redis unavailable\"}\n");
     }

@@ -11,6 +11,8 @@
 #   slot_of QUEUE          the hash slot of QUEUE's keys
 #   slot_owner SLOT        the port of the primary serving SLOT (empty while none does)
 #   owner QUEUE            the port of the primary serving QUEUE's slot
+#   queue_per_primary P    fills queue_of (primary port -> a queue name P-N whose slot it
+#                          serves) for each of the 3 primaries
 #   pid_of PORT            the pid of the node on PORT
 #   replica_of PORT        the port of a replica (not failed) of the primary on PORT
 #   stat PORT SECTION NAME a count from INFO SECTION (its calls= or count=; 0 when absent)
@@ -64,6 +66,18 @@ slot_owner() {
 }
 
 owner() { slot_owner "$(slot_of "$1")"; }
+
+queue_per_primary() {
+    declare -gA queue_of=()
+    local i q p
+    for i in $(seq 1 300); do
+        q="$1-$i"
+        p=$(owner "$q")
+        [ -n "$p" ] && [ -z "${queue_of[$p]:-}" ] && queue_of[$p]=$q
+        [ "${#queue_of[@]}" -eq 3 ] && break
+    done
+    [ "${#queue_of[@]}" -eq 3 ] || fail "no queue name found for each primary"
+}
 
 pid_of() {
     local d

@@ -533,10 +533,45 @@ static void test_auth(void) {
     redisFree(rc);
 }
 
-int main(void) {
+/* `test_aconn --cluster URL QUEUE OTHER`, run by test_cluster_async.sh on a Redis Cluster of its
+ * own (QUEUE's and OTHER's slots on two primaries): a connection serving QUEUE, given a key of
+ * OTHER's slot, fails that call with EINVAL long before its deadline (the MOVED is not followed:
+ * a connection sent from node to node would loop until then), stays up in QUEUE's slot and
+ * answers the next call there. */
+static void test_cluster_foreign_slot(const char *u, const char *queue, const char *other) {
+    sluice_conn_options o;
+    sluice_conn_options_init(&o);
+    o.queue = queue;
+    o.no_load = 1;
+    o.command_timeout_ms = 60000; /* "at once" below: well within it */
+    state s;
+    sluice_aconn *c = open_url(u, &o, &s, 1);
+    char key[SLUICE_QUEUE_NAME_MAX + 32];
+    snprintf(key, sizeof(key), "sluice:{%s}:meta", other);
+    result x;
+    uint64_t t0 = uv_now(&loop);
+    CHECK_EQ(roundtrip(c, "HGET", key, "capacity", &x), SLUICE_EINVAL);
+    CHECK(uv_now(&loop) - t0 < WAIT_MS);
+    CHECK_EQ(x.sent, 0);
+    CHECK(strstr(sluice_aconn_errstr(c), "serves its queue's slot only") != NULL);
+    CHECK_EQ(s.lost, 0);
+    snprintf(key, sizeof(key), "sluice:{%s}:meta", queue);
+    CHECK_OK(roundtrip(c, "HGET", key, "capacity", &x), sluice_aconn_errstr(c));
+    close_conn(c);
+}
+
+int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN); /* hiredis writes with write(2) */
     CHECK_EQ(uv_loop_init(&loop), 0);
     CHECK_EQ(uv_timer_init(&loop, &watchdog), 0);
+    if (argc == 5 && strcmp(argv[1], "--cluster") == 0) {
+        test_cluster_foreign_slot(argv[2], argv[3], argv[4]);
+        uv_close((uv_handle_t *)&watchdog, NULL);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        CHECK_EQ(uv_loop_close(&loop), 0);
+        printf("test_aconn --cluster: ok\n");
+        return 0;
+    }
     test_ping(th_redis_url());
     test_ping(th_redis_unix_url());
     test_select();

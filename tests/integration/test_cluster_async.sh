@@ -10,14 +10,7 @@
 . "$(dirname "$0")/cluster_lib.sh"
 cluster_start
 p1=${ports[0]}
-declare -A queue_of
-for i in $(seq 1 300); do
-    q="ca$$-$i"
-    p=$(owner "$q")
-    [ -n "$p" ] && [ -z "${queue_of[$p]:-}" ] && queue_of[$p]=$q
-    [ "${#queue_of[@]}" -eq 3 ] && break
-done
-[ "${#queue_of[@]}" -eq 3 ] || fail "no queue name found for each primary"
+queue_per_primary "ca$$"
 queues=("${queue_of[@]}")
 E() { "$bin/sluice-enqueue" --redis "$curl" --capacity 100000 "$@"; }
 
@@ -47,21 +40,11 @@ for q in "${queues[@]}"; do
     grep -q '"group":"' "$tmp/b" || fail "gateway detail of $q (on $(owner "$q")): $(cat "$tmp/b")"
 done
 ! grep -q 'level=warn' "$tmp/gw.log" || fail "gateway warnings: $(grep level=warn "$tmp/gw.log")"
-# a call naming a key outside an async connection's slot (the admin actions' connection serves
-# no queue) is answered at once: the connection is not sent from node to node until its deadline
-printf '%s' "cluster-token-0123456789" >"$tmp/token"
-chmod 600 "$tmp/token"
-gateway_start --redis "$curl" "${args[@]}" --admin-token-file "$tmp/token" --log-level info
-for i in $(seq 1 100); do
-    curl -sf "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
-    sleep 0.05
-done
-for q in "${queues[@]}"; do
-    curl -s --max-time 10 -o /dev/null -H "Authorization: Bearer cluster-token-0123456789" \
-        -d '{"capacity":100000}' "http://127.0.0.1:$port/v1/admin/queues/$q/capacity" || true
-done
-n=$(grep -c 'event=cluster_moved conn=admin ' "$tmp/gw.log" || true)
-[ "$n" -le 3 ] || fail "the admin connection followed $n MOVEDs: $(grep -m 3 conn=admin "$tmp/gw.log")"
+# a call naming a key outside an async connection's slot is answered at once: the connection is
+# not sent from node to node until the call's deadline (the gateway's console calls each queue
+# on the connection of its slot: test_gateway_cluster.sh)
+"$bin/../tests/test_aconn" --cluster "$curl" "${queues[0]}" "${queues[1]}" >"$tmp/ac" 2>&1 ||
+    fail "test_aconn --cluster: $(cat "$tmp/ac")"
 
 # ---- a fair queue on the cluster: its lanes share the queue's slot ----
 fq=${queues[0]}

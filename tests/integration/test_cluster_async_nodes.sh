@@ -35,14 +35,7 @@ post() { # QUEUE BODY -> the status code of one POST through the gateway on $por
     curl -s --max-time 2 -o /dev/null -w '%{http_code}' -d "$2" \
         "http://127.0.0.1:$port/v1/queues/$1/messages" || true
 }
-declare -A queue_of
-for i in $(seq 1 300); do
-    q="cn$$-$i"
-    p=$(owner "$q")
-    [ -n "$p" ] && [ -z "${queue_of[$p]:-}" ] && queue_of[$p]=$q
-    [ "${#queue_of[@]}" -eq 3 ] && break
-done
-[ "${#queue_of[@]}" -eq 3 ] || fail "no queue name found for each primary"
+queue_per_primary "cn$$"
 primaries=("${!queue_of[@]}")
 
 # ---- 1. a failover under the gateway: short looks while it is under way ----

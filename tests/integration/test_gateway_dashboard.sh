@@ -11,7 +11,8 @@
 # (413), pause (the figures say so; a running worker takes nothing) and resume (it drains), clear
 # (only with {"confirm":true}; waiting entries only; a partitioned queue: every partition), dead
 # delete by id, the payload reads (peek, inspect, dead letters: token, decoded and escaped
-# fields, state, byte limit, bad queries), and a token file readable by others, or missing,
+# fields, state, byte limit, bad queries; a list queue's entries by number, waiting or in a
+# processing list), and a token file readable by others, or missing,
 # refused at start (exit 2).
 . "$(dirname "$0")/lib.sh"
 
@@ -19,7 +20,9 @@ q="dash-$$"
 q2="dash2-$$"
 q3="dash3-$$" # found by --discover
 q4="dash4-$$" # fair, with lanes
+q5="dash5-$$" # list backend
 keys+=($(queue_keys "$q") $(queue_keys "$q2") $(queue_keys "$q3") $(queue_keys "$q4"))
+keys+=($(queue_keys "$q5") "sluice:{$q5}:proc:w1")
 keys+=("sluice:{$q4}:"{lanes,lwait,weights,ring,wake,lane:acme,lane:beta})
 tok=$tmp/token
 secret=dash-token-0123456789
@@ -59,7 +62,11 @@ run 2 'admin-token-file.*No such file' \
     --admin-token-file "$tmp/missing"
 chmod 600 "$tok"
 
-gateway_start --queue "$q:5" --queue "$q2" --dashboard --admin-token-file "$tok"
+# a list queue: l1 (the oldest) in flight in w1's processing list, l2 and l3 waiting
+"$bin/sluice-enqueue" --redis "$url" --queue "$q5" --backend list l1 l2 l3 >/dev/null
+rcli LMOVE "sluice:{$q5}:list" "sluice:{$q5}:proc:w1" RIGHT LEFT >/dev/null
+rcli SADD "sluice:{$q5}:procs" "sluice:{$q5}:proc:w1" >/dev/null
+gateway_start --queue "$q:5" --queue "$q2" --queue "$q5" --dashboard --admin-token-file "$tok"
 gw=${pids[-1]}
 for i in 1 2 3; do expect 202 POST "/v1/queues/$q/messages" --data-binary "m$i"; done
 
@@ -207,6 +214,23 @@ for t in "messages?count=0" "messages?count=101" "messages?count=x" "messages?by
     expect 400 GET "/v1/queues/$q/$t" -H "$auth"
 done
 expect 405 DELETE "/v1/queues/$q/messages/$wid" -H "$auth"
+# a list queue, as sluice-admin peek and inspect show it: an entry's id is its number; inspect
+# finds it waiting in the list or in flight in a processing list
+expect 200 GET "/v1/queues/$q5/messages" -H "$auth"
+body_has "{\"queue\":\"$q5\",\"entries\":[{\"id\":\"2\",\"lane\":null,\"admitted_ms\":null,\"state\":\"waiting\","
+body_has '"payload":"l2"'
+body_has '"payload":"l3"'
+expect 200 GET "/v1/queues/$q5/messages/3" -H "$auth"
+body_has "{\"queue\":\"$q5\",\"entries\":[{\"id\":\"3\",\"lane\":null,\"admitted_ms\":null,\"state\":\"waiting\","
+body_has '"payload":"l3"'
+expect 200 GET "/v1/queues/$q5/messages/1?bytes=1" -H "$auth"
+body_has '{"id":"1","lane":null,"admitted_ms":null,"state":"in_flight","consumer":"w1",'
+body_has '"payload":"l","payload_bytes":2,"payload_truncated":true}]}'
+expect 404 GET "/v1/queues/$q5/messages/9" -H "$auth"
+expect 400 GET "/v1/queues/$q5/messages/1-0" -H "$auth"
+body_has 'its entries are numbered'
+expect 400 GET "/v1/queues/$q5/messages?tenant=A" -H "$auth"
+body_has 'a list queue has no tenant lanes'
 rcli XACK "sluice:{$q}:stream" workers "$(rcli XRANGE "sluice:{$q}:stream" - + | head -1)" >/dev/null
 # dead delete by id: the named letter goes, an unknown id counts as not found
 expect 202 POST "/v1/queues/$q/messages" --data-binary d1

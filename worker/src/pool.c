@@ -16,9 +16,10 @@
  * holding '~' is a partition on its own: the pool runs its worker alone and never looks for
  * more.
  *
- * Counters: a partition's thread copies its worker's counters every SNAPSHOT_MS (and once more
- * when the worker returned) under the pool's mutex; sluice_worker_pool_get_stats sums those
- * copies with the counters of the worker on the pool's loop. max_messages counts the whole pool:
+ * Counters: a partition's thread copies its worker's counters and concurrency limit (one
+ * reading) every SNAPSHOT_MS (and once more when the worker returned) under the pool's mutex;
+ * sluice_worker_pool_get_stats and _concurrency_limit sum those copies with the reading of the
+ * worker on the pool's loop. max_messages counts the whole pool:
  * every worker shares one tally (the caller's, or the pool's own).
  */
 #include <pthread.h>
@@ -41,16 +42,21 @@
 #define CHECK_MS_MAX  3600000 /* (an hour) */
 #define CHECK_DEFAULT 1000
 
+/* What a partition's worker reports: its counters and its concurrency limit. */
+typedef struct reading {
+    sluice_worker_stats stats;
+    int limit;
+} reading;
+
 typedef struct part {
     sluice_worker_pool *pool;
     sluice_worker *w; /* NULL until the partition is started */
     pthread_t thread;
-    int threaded;             /* runs on a thread of its own (joined by the pool) */
-    int status;               /* what its sluice_worker_run returned */
-    sluice_worker_stats snap; /* its counters, copied on its thread (under mu) */
-    int limit;                /* its concurrency limit, copied with snap */
-    uv_async_t *stop;         /* on its loop: a stop came, start the grace period (under mu;
-                                 NULL while the thread has none) */
+    int threaded;     /* runs on a thread of its own (joined by the pool) */
+    int status;       /* what its sluice_worker_run returned */
+    reading snap;     /* its counters and limit, copied on its thread (under mu) */
+    uv_async_t *stop; /* on its loop: a stop came, start the grace period (under mu;
+                         NULL while the thread has none) */
     char name[SLUICE_QUEUE_NAME_MAX + 1];
 } part;
 
@@ -107,46 +113,51 @@ static void stats_add(sluice_worker_stats *sum, const sluice_worker_stats *s) {
     sum->latency_sum_s += s->latency_sum_s;
 }
 
+static void read_worker(sluice_worker *w, reading *r) {
+    sluice_worker_get_stats(w, &r->stats);
+    r->limit = sluice_worker_concurrency_limit(w);
+}
+
 static void snapshot(part *t) {
-    sluice_worker_stats s;
-    sluice_worker_get_stats(t->w, &s);
-    int limit = sluice_worker_concurrency_limit(t->w);
+    reading r;
+    read_worker(t->w, &r);
     pthread_mutex_lock(&t->pool->mu);
-    t->snap = s;
-    t->limit = limit;
+    t->snap = r;
     pthread_mutex_unlock(&t->pool->mu);
 }
 
-void sluice_worker_pool_get_stats(const sluice_worker_pool *cp, sluice_worker_stats *sum) {
+/* The sum over the partitions: the threads' last snapshots, a worker on this loop (or never run)
+ * read now. */
+static void pool_sum(const sluice_worker_pool *cp, reading *sum) {
     sluice_worker_pool *p = (sluice_worker_pool *)cp; /* the mutex only */
     memset(sum, 0, sizeof(*sum));
     int n = atomic_load(&p->n);
     pthread_mutex_lock(&p->mu);
     for (int i = 0; i < n; i++) {
-        if (p->parts[i].threaded) {
-            stats_add(sum, &p->parts[i].snap);
-        } else if (p->parts[i].w != NULL) { /* on this loop, or never run */
-            sluice_worker_stats s;
-            sluice_worker_get_stats(p->parts[i].w, &s);
-            stats_add(sum, &s);
+        reading now;
+        const reading *r = p->parts[i].threaded ? &p->parts[i].snap : NULL;
+        if (r == NULL && p->parts[i].w != NULL) {
+            read_worker(p->parts[i].w, &now);
+            r = &now;
+        }
+        if (r != NULL) {
+            stats_add(&sum->stats, &r->stats);
+            sum->limit += r->limit;
         }
     }
     pthread_mutex_unlock(&p->mu);
 }
 
-int sluice_worker_pool_concurrency_limit(const sluice_worker_pool *cp) {
-    sluice_worker_pool *p = (sluice_worker_pool *)cp; /* the mutex only */
-    int n = atomic_load(&p->n), sum = 0;
-    pthread_mutex_lock(&p->mu);
-    for (int i = 0; i < n; i++) {
-        if (p->parts[i].threaded) {
-            sum += p->parts[i].limit;
-        } else if (p->parts[i].w != NULL) {
-            sum += sluice_worker_concurrency_limit(p->parts[i].w);
-        }
-    }
-    pthread_mutex_unlock(&p->mu);
-    return sum;
+void sluice_worker_pool_get_stats(const sluice_worker_pool *p, sluice_worker_stats *sum) {
+    reading r;
+    pool_sum(p, &r);
+    *sum = r.stats;
+}
+
+int sluice_worker_pool_concurrency_limit(const sluice_worker_pool *p) {
+    reading r;
+    pool_sum(p, &r);
+    return r.limit;
 }
 
 int sluice_worker_pool_partitions(const sluice_worker_pool *p) {
