@@ -10,24 +10,11 @@
 #    >= 0.85 x 320/s (or of the fixed run's rate when the machine is too loaded for 320/s) with
 #    the median number inside it <= 16, where a fixed --concurrency 64 keeps about 64 inside.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/http_lib.sh"
 q="hadapt-$$"
 read -ra qk <<<"$(queue_keys "$q")"
 keys+=("${qk[@]}")
 
-sink_start() { # NAME ARGS...: the back end, reporting to $tmp/NAME.out; sets $sport and $spid
-    local name=$1 _i
-    shift
-    "$bin/sluice-bench-backend" --port-file "$tmp/$name.port" "$@" >"$tmp/$name.out" \
-        2>"$tmp/$name.err" &
-    spid=$!
-    pids+=("$spid")
-    for _i in $(seq 1 100); do
-        [ -s "$tmp/$name.port" ] && break
-        sleep 0.05
-    done
-    sport=$(cat "$tmp/$name.port" 2>/dev/null) || fail "back end did not start: $(cat "$tmp/$name.err")"
-}
-sink_stop() { kill -TERM "$spid"; wait "$spid" || true; }
 fill() { seq 1 "$1" | "$bin/sluice-enqueue" --redis "$url" --queue "$q" --capacity 1000000 \
     --batch 500 >/dev/null; }
 acked() { local v; v=$(rcli HGET "sluice:{$q}:stats" acked); echo "${v:-0}"; }

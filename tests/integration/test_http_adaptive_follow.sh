@@ -8,24 +8,17 @@
 # each move takes well under a second (docs/delivery.md#adaptive-concurrency); the bound is the
 # phase, not 5 s, so that a loaded 2-core machine (latency noise slows the gradient) still passes.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/http_lib.sh"
 q="hfollow-$$"
 read -ra qk <<<"$(queue_keys "$q")"
 keys+=("${qk[@]}")
 now_ms() { date +%s%3N; }
 
 seq 1 9000 | "$bin/sluice-enqueue" --redis "$url" --queue "$q" --capacity 1000000 --batch 500 >/dev/null
-"$bin/sluice-bench-backend" --port-file "$tmp/be.port" --slots 8,16@5,4@13 --service-ms 25 \
-    --report-ms 1000 >"$tmp/be.out" 2>"$tmp/be.err" &
-bpid=$!
-pids+=("$bpid")
-for _ in $(seq 1 100); do
-    [ -s "$tmp/be.port" ] && break
-    sleep 0.05
-done
+sink_start be --slots 8,16@5,4@13 --service-ms 25 --report-ms 1000
 t0=$(now_ms) # the back end's clock of phases started a moment before
-bport=$(cat "$tmp/be.port" 2>/dev/null) || fail "back end did not start: $(cat "$tmp/be.err")"
 "$bin/sluice-worker" --redis "$url" --queue "$q" --concurrency auto \
-    --handler "http://127.0.0.1:$bport/in" --metrics 127.0.0.1:0 --log-level info \
+    --handler "http://127.0.0.1:$sport/in" --metrics 127.0.0.1:0 --log-level info \
     >"$tmp/w.out" 2>"$tmp/w.log" &
 wpid=$!
 pids+=("$wpid")
@@ -47,8 +40,7 @@ for _ in $(seq 1 150); do
 done
 kill -TERM "$wpid"
 wait "$wpid" || fail "worker failed: $(tail -5 "$tmp/w.log")"
-kill -TERM "$bpid"
-wait "$bpid" || true
+sink_stop
 python3 - "$tmp/samples" <<'PY' || fail "the limit did not follow: $(cat "$tmp/be.out")"
 import sys
 s = [tuple(map(int, l.split())) for l in open(sys.argv[1])]

@@ -20,13 +20,7 @@ seq 1 90 | xargs "$bin/sluice-enqueue" --redis "$url" --queue "$q" >/dev/null
 for p in "" "~1" "~2"; do
     [ "$(rcli XLEN "sluice:{$q$p}:stream")" -ge 15 ] || fail "partition $q$p got too few messages"
 done
-for i in 1 2; do
-    "$bin/sluice-worker" --redis "$url" --queue "$q" --handler "http://127.0.0.1:$bport/ra/2/1/100" \
-        --concurrency 1 --visibility-timeout 2000 --retry-backoff 100 --block 200 \
-        >"$tmp/w$i.out" 2>"$tmp/w$i.log" &
-    pids+=("$!")
-    wpid[$i]=$!
-done
+workers_start 2 "$q" "http://127.0.0.1:$bport/ra/2/1/100"
 left() { for p in "" "~1" "~2"; do rcli XLEN "sluice:{$q$p}:stream"; done | paste -sd+ | bc; }
 for i in $(seq 1 300); do
     [ "$(grep -c '"path"' "$tmp/be.log")" -ge 91 ] && [ "$(left)" = 0 ] && break
