@@ -22,7 +22,7 @@ for p in "" "~1" "~2"; do
 done
 workers_start 2 "$q" "http://127.0.0.1:$bport/ra/2/1/100"
 left() { for p in "" "~1" "~2"; do rcli XLEN "sluice:{$q$p}:stream"; done | paste -sd+ | bc; }
-for i in $(seq 1 300); do
+for _ in $(seq 1 300); do
     [ "$(grep -c '"path"' "$tmp/be.log")" -ge 91 ] && [ "$(left)" = 0 ] && break
     sleep 0.1
 done
