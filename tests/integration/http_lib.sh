@@ -8,6 +8,10 @@
 #                                  (stdout: the summary line; log in $tmp/worker.log)
 #   use_queue Q [KEY...]           Q's keys (and the KEYs) are deleted on exit
 #   wait_log FILE PATTERN [SECONDS] waits (10 s unless told) for a line matching PATTERN
+#   sink_start NAME [ARGS...]      sluice-bench-backend (tests/bench/backend.c) reporting to
+#                                  $tmp/NAME.out; sets $sport and $spid (sink_stop ends it)
+#   workers_start N Q HANDLER [ARGS...]  N sluice-workers of Q in the background, at concurrency
+#                                  1 (summary $tmp/wI.out, log $tmp/wI.log); sets wpid[1..N]
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 backend_start() {
     local name=$1 i
@@ -45,4 +49,29 @@ wait_log() {
         sleep 0.1
     done
     return 0
+}
+sink_start() {
+    local name=$1 _i
+    shift
+    "$bin/sluice-bench-backend" --port-file "$tmp/$name.port" "$@" >"$tmp/$name.out" \
+        2>"$tmp/$name.err" &
+    spid=$!
+    pids+=("$spid")
+    for _i in $(seq 1 100); do
+        [ -s "$tmp/$name.port" ] && break
+        sleep 0.05
+    done
+    sport=$(cat "$tmp/$name.port" 2>/dev/null) || fail "back end did not start: $(cat "$tmp/$name.err")"
+}
+sink_stop() { kill -TERM "$spid"; wait "$spid" || true; }
+workers_start() {
+    local n=$1 q=$2 handler=$3 i
+    shift 3
+    for i in $(seq 1 "$n"); do
+        "$bin/sluice-worker" --redis "$url" --queue "$q" --handler "$handler" --concurrency 1 \
+            --visibility-timeout 2000 --retry-backoff 100 --block 200 "$@" >"$tmp/w$i.out" \
+            2>"$tmp/w$i.log" &
+        pids+=("$!")
+        wpid[$i]=$!
+    done
 }

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 # sluice-worker --handler http://...: what a request carries (body, envelope headers, Sluice-*,
 # Idempotency-Key, extra headers from the command line and a file, a Standard Webhooks signature
-# verified by an independent implementation), connections kept alive (at most the concurrency),
+# verified by an independent implementation), --record seeing each delivery, connections kept
+# alive (at most the concurrency),
 # and every verdict of docs/delivery.md's table, against a scripted local back end.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/http_lib.sh"
@@ -25,9 +26,13 @@ for i in $(seq 1 40); do echo "{\"n\":$i}"; done >"$tmp/bodies"
 xargs -d '\n' "$bin/sluice-enqueue" --redis "$url" --queue "$q-a" --tenant acme \
     --header content-type=application/json --header request-id=req-7 <"$tmp/bodies" >/dev/null
 drain "$q-a" 40 "$base/ok" --concurrency 4 --sign-secret-file "$tmp/secret" \
-    --http-header 'X-Extra: one' --http-header-file "$tmp/hdrs" >"$tmp/out"
+    --http-header 'X-Extra: one' --http-header-file "$tmp/hdrs" --record "$tmp/rec" >"$tmp/out"
 expect processed 40
 expect http_ok 40
+# --record sees HTTP deliveries: a line "ID PAYLOAD WALL_MS" for each
+[ "$(awk '{ print $2 }' "$tmp/rec" | sort)" = "$(sort "$tmp/bodies")" ] ||
+    fail "--record: $(head -3 "$tmp/rec")"
+[ "$(awk '{ print $1 }' "$tmp/rec" | sort -u | wc -l)" -eq 40 ] || fail "--record ids: $(head -3 "$tmp/rec")"
 python3 - "$tmp/be.log" "$q-a" <<'PY' || fail "requests: see above"
 import json, sys
 rs = [json.loads(l) for l in open(sys.argv[1])]

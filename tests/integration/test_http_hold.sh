@@ -11,13 +11,7 @@ backend_start be
 use_queue "$q" "sluice:{$q}:hold:127.0.0.1:$bport"
 seq 1 40 | xargs "$bin/sluice-enqueue" --redis "$url" --queue "$q" >/dev/null
 # 100 ms a request, one at a time per worker: 40 messages take 2 s without a hold
-for i in 1 2; do
-    "$bin/sluice-worker" --redis "$url" --queue "$q" --handler "http://127.0.0.1:$bport/ra/2/1/100" \
-        --concurrency 1 --visibility-timeout 2000 --retry-backoff 100 --block 200 \
-        >"$tmp/w$i.out" 2>"$tmp/w$i.log" &
-    pids+=("$!")
-    wpid[$i]=$!
-done
+workers_start 2 "$q" "http://127.0.0.1:$bport/ra/2/1/100"
 for i in $(seq 1 200); do
     [ "$(grep -c '"path"' "$tmp/be.log")" -ge 41 ] && [ "$(rcli XLEN "sluice:{$q}:stream")" = 0 ] && break
     sleep 0.1

@@ -4,7 +4,8 @@
  * gives no verdict by the deadline is retried (its second delivery is processed, once), the
  * handler is told (abandon_handler for an async handler, sluice_job_abandoned for a blocking
  * one) and its late verdict is ignored; a worker stopped while a timed-out handler still holds
- * its job ends after the grace and frees it.
+ * its job ends after the grace and frees it. The on_verdict hook sees the timeout's RETRY and
+ * the second delivery's DONE, never the ignored late verdict.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -20,6 +21,16 @@
 static atomic_int abandons, firsts;
 static const sluice_job *held; /* a first delivery's job, held by the async handler */
 static int finish_on_abandon;
+static atomic_int hook_done, hook_retry, hook_other;
+
+static void on_verdict(const sluice_job *job, sluice_verdict v, const char *reason, void *arg) {
+    (void)job, (void)reason;
+    CHECK(arg == &hook_done);
+    atomic_fetch_add(v == SLUICE_DONE    ? &hook_done
+                     : v == SLUICE_RETRY ? &hook_retry
+                                         : &hook_other,
+                     1);
+}
 
 static void async_handler(sluice_worker *w, const sluice_job *job, void *arg) {
     if (job->deliveries == 1) {
@@ -72,8 +83,13 @@ static void check_retried(int blocking) {
     atomic_store(&abandons, 0);
     atomic_store(&firsts, 0);
     finish_on_abandon = 1;
+    atomic_store(&hook_done, 0);
+    atomic_store(&hook_retry, 0);
+    atomic_store(&hook_other, 0);
     sluice_worker_options o;
     sluice_worker_options_init(&o);
+    o.on_verdict = on_verdict;
+    o.on_verdict_arg = &hook_done;
     if (blocking) {
         o.handler = blocking_handler;
     } else {
@@ -91,6 +107,9 @@ static void check_retried(int blocking) {
     CHECK_EQ(st.dead, 0);
     CHECK_EQ(atomic_load(&firsts), 1);
     CHECK_EQ(atomic_load(&abandons), blocking ? 0 : 1);
+    CHECK_EQ(atomic_load(&hook_done), 1); /* the late DONE of the first delivery is not seen */
+    CHECK_EQ(atomic_load(&hook_retry), 1);
+    CHECK_EQ(atomic_load(&hook_other), 0);
     CHECK_EQ(th_int(c, "HGET sluice:{%s}:stats acked", q), 1);
     CHECK_EQ(th_int(c, "XLEN sluice:{%s}:stream", q), 0);
     sluice_worker_free(r.w);

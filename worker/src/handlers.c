@@ -12,8 +12,8 @@
  *                  testing poison messages)
  *   http(s)://...  the worker library's HTTP delivery (sluice/worker_http.h); here only its
  *                  command line: headers and the signing secret read from files
- * (--record does not see HTTP deliveries: they are settled inside the library.)
- * With --record FILE, each DONE verdict appends "<id> <payload> <wall_ms>\n" to FILE (payload
+ * With --record FILE, each DONE verdict of any handler (the HTTP handler's too: the record is
+ * the worker options' on_verdict hook) appends "<id> <payload> <wall_ms>\n" to FILE (payload
  * bytes outside 0x21..0x7e as '?'; wall_ms = sluice_wall_ms() at the verdict) with one write(2)
  * before the acknowledgement is sent, so an external checker can prove nothing was lost.
  */
@@ -35,8 +35,10 @@ int sw_handlers_record(const char *path) {
     return record_fd < 0 ? -errno : 0;
 }
 
-static void record(const sluice_job *job) {
-    if (record_fd < 0) {
+void sw_handlers_record_verdict(const sluice_job *job, sluice_verdict v, const char *reason,
+                                void *arg) {
+    (void)reason, (void)arg;
+    if (record_fd < 0 || v != SLUICE_DONE) {
         return;
     }
     char line[600];
@@ -53,23 +55,12 @@ static void record(const sluice_job *job) {
     }
 }
 
-static void finish_reason(const sluice_job *job, sluice_verdict v, const char *reason) {
-    if (v == SLUICE_DONE) {
-        record(job);
-    }
-    sluice_job_finish_reason(job, v, reason);
-}
-
-static void finish(const sluice_job *job, sluice_verdict v) {
-    finish_reason(job, v, NULL);
-}
-
 /* ---- noop, crash-on ---- */
 
 static const char *crash_text;
 
 static void noop_handler(sluice_worker *w, const sluice_job *job, void *arg) {
-    finish(job, SLUICE_DONE);
+    sluice_job_finish(job, SLUICE_DONE);
 }
 
 static void crash_handler(sluice_worker *w, const sluice_job *job, void *arg) {
@@ -79,7 +70,7 @@ static void crash_handler(sluice_worker *w, const sluice_job *job, void *arg) {
             abort();
         }
     }
-    finish(job, SLUICE_DONE);
+    sluice_job_finish(job, SLUICE_DONE);
 }
 
 /* ---- sleep:MS ---- */
@@ -109,14 +100,14 @@ static void sleeper_closed(uv_handle_t *h) {
 
 static void sleeper_cb(uv_timer_t *t) {
     sleeper *s = t->data;
-    finish(s->job, SLUICE_DONE);
+    sluice_job_finish(s->job, SLUICE_DONE);
     uv_close((uv_handle_t *)t, sleeper_closed);
 }
 
 static void sleep_handler(sluice_worker *w, const sluice_job *job, void *arg) {
     sleeper *s = malloc(sizeof(*s));
     if (s == NULL) {
-        finish(job, SLUICE_RETRY);
+        sluice_job_finish(job, SLUICE_RETRY);
         return;
     }
     s->job = job;
@@ -157,7 +148,7 @@ static const char *exec_queue;
 static void child_closed(uv_handle_t *h) {
     child *c = h->data;
     if (--c->open == 0) {
-        finish_reason(c->job, c->verdict, c->reason);
+        sluice_job_finish_reason(c->job, c->verdict, c->reason);
         free(c);
     }
 }
@@ -191,7 +182,7 @@ static void child_written(uv_write_t *req, int status) {
 static void exec_handler(sluice_worker *w, const sluice_job *job, void *arg) {
     child *c = calloc(1, sizeof(*c));
     if (c == NULL) {
-        finish(job, SLUICE_RETRY);
+        sluice_job_finish(job, SLUICE_RETRY);
         return;
     }
     uv_loop_t *loop = sluice_worker_loop(w);

@@ -35,6 +35,10 @@ int sw_http_new(const sw_http_args *a, sluice_http **out, char *err, size_t errl
 /* Opens FILE for --record. Returns 0 or -errno. */
 int sw_handlers_record(const char *path);
 
+/* The worker options' on_verdict hook of --record: a DONE verdict's line (see handlers.c). */
+void sw_handlers_record_verdict(const sluice_job *job, sluice_verdict v, const char *reason,
+                                void *arg);
+
 /* After the grace period: stops every sleep (no verdict) and kills every exec child, so the
  * loop can end; their entries stay pending and are reclaimed by other workers. */
 void sw_handlers_abandon(uv_loop_t *loop);

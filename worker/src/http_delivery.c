@@ -554,6 +554,23 @@ static int on_timer(CURLM *m, long timeout_ms, void *arg) {
 
 /* ---- the worker's calls (sluice__http_ops) ---- */
 
+/* The hold key: for every partition of a partitioned queue, the queue's as a whole (partition
+ * 0's), so a hold set by one partition's worker holds them all. On a Redis Cluster a worker's
+ * connection reaches only its own partition's slot: there each partition has its own. */
+static int hold_key_of(const sluice_worker *w, const char *target, char *buf, size_t len) {
+    const char *tilde = strchr(w->queue, '~');
+    if (tilde == NULL || w->url.is_cluster) {
+        return sluice_key_hold(&w->keys, target, strlen(target), buf, len);
+    }
+    char whole[SLUICE_QUEUE_NAME_MAX + 1];
+    sluice_keys k;
+    snprintf(whole, sizeof(whole), "%.*s", (int)(tilde - w->queue), w->queue);
+    if (sluice_keys_init(&k, whole, NULL, 0) != 0) {
+        return SLUICE_EINVAL;
+    }
+    return sluice_key_hold(&k, target, strlen(target), buf, len);
+}
+
 static int client_start(sluice_worker *w) {
     client *c = calloc(1, sizeof(*c));
     if (c == NULL || (c->multi = curl_multi_init()) == NULL) {
@@ -564,8 +581,7 @@ static int client_start(sluice_worker *w) {
     c->h = w->o.http;
     xlist_init(&c->waiting);
     xlist_init(&c->active);
-    if (sluice_key_hold(&w->keys, c->h->target, strlen(c->h->target), c->hold_key,
-                        sizeof(c->hold_key)) != 0) {
+    if (hold_key_of(w, c->h->target, c->hold_key, sizeof(c->hold_key)) != 0) {
         curl_multi_cleanup(c->multi);
         free(c);
         return SLUICE_EINVAL;

@@ -282,6 +282,9 @@ static void job_verdict(job *j, sluice_verdict v, const char *reason) {
         sluice__job_release(j);
         return;
     }
+    if (w->o.on_verdict != NULL) {
+        w->o.on_verdict(&j->pub, v, reason, w->o.on_verdict_arg);
+    }
     count_latency(w, j);
     if (w->o.concurrency_min > 0) {
         adapt(w, j);

@@ -369,6 +369,9 @@ int main(int argc, char **argv) {
         snprintf(err, sizeof(err), "--record: cannot open \"%s\"", a.record);
         return bad(err);
     }
+    if (a.record != NULL) {
+        a.o.on_verdict = sw_handlers_record_verdict;
+    }
     if (a.http.url != NULL && sw_http_new(&a.http, &http_target, err, sizeof(err)) != 0) {
         return bad(err);
     }

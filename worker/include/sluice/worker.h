@@ -131,6 +131,14 @@ typedef struct sluice_worker_options {
      * (sluice/worker_http.h; borrowed, may be shared by workers on other threads);
      * `handler` and `async_handler` are then not used */
     sluice_http *http;
+    /* NULL = none: called on the worker's loop thread with each verdict a job gets, from any
+     * handler (the HTTP handler's too), before the worker acts on it (a DONE: before its
+     * acknowledgement is sent). `job` and `reason` (NULL or the dead letter's reason) are
+     * borrowed for the call. Not called for a verdict that is ignored (a second one, or one
+     * after handler_timeout_ms retried the entry, whose RETRY it was told) nor for jobs left
+     * pending at a close past grace_ms. A worker pool calls it on each partition's thread. */
+    void (*on_verdict)(const sluice_job *job, sluice_verdict v, const char *reason, void *arg);
+    void *on_verdict_arg;
 } sluice_worker_options;
 
 /* Counters of one worker since it started. */

@@ -17,7 +17,8 @@
  * the extra headers; with a secret, webhook-id, webhook-timestamp and webhook-signature.
  *
  * The verdict: 2xx done; 429 and 503 retried after Retry-After (seconds or an HTTP date) when
- * given, else the worker's backoff, and every worker of the queue holds its deliveries to the
+ * given, else the worker's backoff, and every worker of the queue (of every partition of a
+ * partitioned queue, but on a Redis Cluster only the partition's own) holds its deliveries to the
  * target until then; 408, 425, other 5xx, a refused or reset connection, a TLS failure or the
  * deadline retried with the backoff; any other 4xx, and a 3xx unless redirects are followed,
  * dead-lettered with the reason "http STATUS: <start of the body>". After a refused connection
