@@ -85,7 +85,7 @@ void sluice__cluster_free(sluice__cluster *cl) {
         return;
     }
     for (int i = 0; i < cl->npool; i++) {
-        sluice__node_drop(cl->pool[i]);
+        sluice__node_release(cl->pool[i]); /* with its TLS context and session */
         free(cl->pool[i]);
     }
     sdsfree(cl->pending);
@@ -161,7 +161,7 @@ static sluice__node *pool_get(sluice_conn *c, const char *host, int port) {
              strchr(host, ':') != NULL ? "cluster node [%s]:%d" : "cluster node %s:%d", host, port);
     sluice__node_init(n, &c->env, host, port, where);
     if (at < cl->npool) {
-        sluice__node_drop(cl->pool[at]);
+        sluice__node_release(cl->pool[at]);
         free(cl->pool[at]);
     } else {
         cl->npool++;

@@ -248,7 +248,8 @@ static int master_ready(sluice_conn *c, uint64_t deadline) {
             s->checked = 0; /* ROLE again, even on a connection still open (after READONLY in a
                              * pipeline, the same address may now be a replica) */
             if (strcmp(old, s->data.host) != 0 || old_port != s->data.port) {
-                sluice__node_drop(n); /* another server: its own backoff, its own library */
+                /* another server: its own backoff, its own library, its own TLS session */
+                sluice__node_release(n);
                 sluice__node_init(n, &c->env, s->data.host, s->data.port, "");
             }
             say(n->where, sizeof(n->where), "master '%.100s' at %.60s:%d (%.100s)",
