@@ -85,7 +85,7 @@ void sluice__cluster_free(sluice__cluster *cl) {
         return;
     }
     for (int i = 0; i < cl->npool; i++) {
-        sluice__node_drop(cl->pool[i]);
+        sluice__node_release(cl->pool[i]); /* with its TLS context and session */
         free(cl->pool[i]);
     }
     sdsfree(cl->pending);
@@ -161,7 +161,7 @@ static sluice__node *pool_get(sluice_conn *c, const char *host, int port) {
              strchr(host, ':') != NULL ? "cluster node [%s]:%d" : "cluster node %s:%d", host, port);
     sluice__node_init(n, &c->env, host, port, where);
     if (at < cl->npool) {
-        sluice__node_drop(cl->pool[at]);
+        sluice__node_release(cl->pool[at]);
         free(cl->pool[at]);
     } else {
         cl->npool++;
@@ -170,17 +170,16 @@ static sluice__node *pool_get(sluice_conn *c, const char *host, int port) {
     return n;
 }
 
-/* CLUSTER SHARDS (CLUSTER SLOTS before Redis 7) on ctx (host:port) into cl->fresh. Returns 0,
- * -1 when the connection failed (ctx unusable), or a status: SLUICE_ECLUSTER from a server
+/* CLUSTER SHARDS (CLUSTER SLOTS before Redis 7) on p (host:port) into cl->fresh. Returns 0,
+ * -1 when the connection failed (p unusable), or a status: SLUICE_ECLUSTER from a server
  * without cluster mode, SLUICE_EAUTH / ENOPERM when it refused us. */
-static int ask_map(sluice_conn *c, redisContext *ctx, const char *host, int port, char *why,
+static int ask_map(sluice_conn *c, sluice__probe *p, const char *host, int port, char *why,
                    size_t len) {
     static const char *const cmds[][2] = {{"CLUSTER", "SHARDS"}, {"CLUSTER", "SLOTS"}};
     int st = SLUICE_EPROTO;
     for (int i = 0; i < 2; i++) {
-        redisReply *r = redisCommandArgv(ctx, 2, (const char **)cmds[i], NULL);
+        redisReply *r = sluice__probe_command(p, 2, (const char **)cmds[i], why, len);
         if (r == NULL) {
-            snprintf(why, len, "%s", ctx->errstr);
             return -1;
         }
         char where[300];
@@ -206,33 +205,32 @@ static int ask_map(sluice_conn *c, redisContext *ctx, const char *host, int port
     return st;
 }
 
-/* A short-lived connection to a seed or former primary, only to read the map. */
+/* A short-lived connection to a seed or former primary (over TLS for rediss+cluster://, with
+ * the connection's TLS options), only to read the map. A TLS failure is SLUICE_ETLS. */
 static int ask_map_at(sluice_conn *c, const char *host, int port, int timeout_ms, char *why,
                       size_t len) {
-    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
-    redisContext *ctx = redisConnectWithTimeout(host, port, tv);
-    if (ctx == NULL || ctx->err) {
-        snprintf(why, len, "%s:%d: %s", host, port, ctx ? ctx->errstr : "out of memory");
-        redisFree(ctx);
-        return -1;
+    sluice__probe p;
+    char reason[300];
+    int st = sluice__probe_open(&p, &c->o, c->url.is_tls, host, port, timeout_ms, reason,
+                                sizeof(reason));
+    if (st != 0) {
+        snprintf(why, len, "%s:%d: %s", host, port, reason);
+        return st == SLUICE_ETLS ? st : -1;
     }
-    sluice__fd_cloexec(ctx->fd);
-    redisSetTimeout(ctx, tv);
-    int st = 0;
     const char *argv[3];
     int argc = sluice__hs_auth_argv(&c->url, argv);
     if (argc > 0) {
-        redisReply *r = redisCommandArgv(ctx, argc, argv, NULL);
+        redisReply *r = sluice__probe_command(&p, argc, argv, reason, sizeof(reason));
         if (r == NULL || r->type == REDIS_REPLY_ERROR) {
-            snprintf(why, len, "%s:%d: AUTH: %s", host, port, r ? r->str : ctx->errstr);
+            snprintf(why, len, "%s:%d: AUTH: %s", host, port, r ? r->str : reason);
             st = SLUICE_EAUTH;
         }
         freeReplyObject(r);
     }
     if (st == 0) {
-        st = ask_map(c, ctx, host, port, why, len);
+        st = ask_map(c, &p, host, port, why, len);
     }
-    redisFree(ctx);
+    sluice__probe_close(&p);
     return st;
 }
 
@@ -245,13 +243,14 @@ static int remaining_ms(uint64_t deadline) {
  * known primaries and the seeds of the URL, while the deadline allows. */
 static int refresh(sluice_conn *c, uint64_t deadline) {
     sluice__cluster *cl = c->cl;
-    char why[256] = "no node to ask";
+    char why[512] = "no node to ask";
     int st = -1;
     cl->next_refresh_ms = sluice_now_ms() + REFRESH_MIN_MS;
     for (int i = 0; st != 0 && i < cl->npool; i++) {
         sluice__node *n = cl->pool[i];
         if (n->ctx != NULL && n != cl->pipe) {
-            st = ask_map(c, n->ctx, n->host, n->port, why, sizeof(why));
+            sluice__probe view = {n->ctx, n->tls};
+            st = ask_map(c, &view, n->host, n->port, why, sizeof(why));
             if (st == -1) {
                 sluice__node_drop(n);
             }

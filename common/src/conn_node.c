@@ -141,6 +141,68 @@ static int roundtrip(sluice__node *n, int argc, const char **argv, const size_t 
     return get_reply(n, (void **)r);
 }
 
+int sluice__probe_open(sluice__probe *p, const sluice_conn_options *o, int tls, const char *host,
+                       int port, int timeout_ms, char *why, size_t len) {
+    p->ctx = NULL;
+    p->tls = NULL;
+    if (!tls) {
+        struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+        p->ctx = redisConnectWithTimeout(host, port, tv);
+        if (p->ctx == NULL || p->ctx->err) {
+            snprintf(why, len, "%s", p->ctx ? p->ctx->errstr : "out of memory");
+            int st = p->ctx != NULL ? io_status(p->ctx) : SLUICE_ENOMEM;
+            sluice__probe_close(p);
+            return st;
+        }
+        sluice__fd_cloexec(p->ctx->fd);
+        redisSetTimeout(p->ctx, tv);
+        return 0;
+    }
+    if ((p->tls = sluice__tls_link_new()) == NULL) {
+        snprintf(why, len, "out of memory");
+        return SLUICE_ENOMEM;
+    }
+    sluice_conn_options t = *o; /* the probe's own timeout for the connect and each reply */
+    t.connect_timeout_ms = t.command_timeout_ms = timeout_ms;
+    char where[300];
+    snprintf(where, sizeof(where), strchr(host, ':') != NULL ? "[%s]:%d" : "%s:%d", host, port);
+    int st = sluice__tls_link_open(p->tls, &t, host, port, where, &p->ctx);
+    if (st != 0) {
+        snprintf(why, len, "%s", p->tls->err);
+        sluice__probe_close(p);
+    }
+    return st;
+}
+
+redisReply *sluice__probe_command(sluice__probe *p, int argc, const char **argv, char *why,
+                                  size_t len) {
+    void *r = NULL;
+    if (p->tls == NULL) {
+        if ((r = redisCommandArgv(p->ctx, argc, argv, NULL)) == NULL) {
+            snprintf(why, len, "%s", p->ctx->errstr);
+        }
+        return r;
+    }
+    if (redisAppendCommandArgv(p->ctx, argc, argv, NULL) != REDIS_OK) {
+        snprintf(why, len, "out of memory formatting a command");
+        return NULL;
+    }
+    if (sluice__tls_link_reply(p->tls, p->ctx, &r) != 0) {
+        snprintf(why, len, "%s", p->tls->err);
+        return NULL;
+    }
+    return r;
+}
+
+void sluice__probe_close(sluice__probe *p) {
+    if (p != NULL) {
+        sluice__tls_link_free(p->tls); /* before the context, which closes the socket */
+        redisFree(p->ctx);
+        p->ctx = NULL;
+        p->tls = NULL;
+    }
+}
+
 /* FUNCTION LOAD of the library on `n` (after NOSCRIPT: the server lost it). */
 static int load_library(sluice__node *n) {
     size_t len;
@@ -192,11 +254,8 @@ static int handshake(sluice__node *n) {
 }
 
 /* Opens n's rediss:// connection: socket and TLS handshake (conn_tls.h), within the connect
- * timeout. A cluster's nodes are not reached over TLS yet (their map and redirects are). */
+ * timeout. A cluster's node is checked against its own address (or tls_server_name). */
 static int tls_connect(sluice__node *n, const char *host, int port) {
-    if (n->env->member) {
-        return fail(n, SLUICE_EINVAL, "rediss+cluster:// is not supported yet");
-    }
     if (n->tls == NULL && (n->tls = sluice__tls_link_new()) == NULL) {
         return fail(n, SLUICE_ENOMEM, "out of memory");
     }

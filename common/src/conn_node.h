@@ -52,6 +52,28 @@ typedef struct sluice__node {
     sluice__tls_link *tls;    /* rediss://: the TLS transport (made at the first connect) */
 } sluice__node;
 
+/* A router's own short-lived connection, for its questions (a cluster's slot map from a seed,
+ * a sentinel's answer): plain TCP, or TLS with the options' CAs and names when `tls`; no
+ * handshake plan. Also a view of a connected node: {n->ctx, n->tls}. */
+typedef struct sluice__probe {
+    redisContext *ctx;
+    sluice__tls_link *tls; /* the TLS transport, or NULL over plain TCP */
+} sluice__probe;
+
+/* Connects p to host:port, connect and each reply within timeout_ms. Returns 0, or a status
+ * (SLUICE_ETLS for a TLS failure: "certificate verify failed: ...") with the reason in why and
+ * nothing left open. */
+int sluice__probe_open(sluice__probe *p, const sluice_conn_options *o, int tls, const char *host,
+                       int port, int timeout_ms, char *why, size_t len);
+
+/* One command on p and its reply (the caller frees it), or NULL with the reason in why: the
+ * connection is then unusable. */
+redisReply *sluice__probe_command(sluice__probe *p, int argc, const char **argv, char *why,
+                                  size_t len);
+
+/* Closes what sluice__probe_open opened. NULL-safe. */
+void sluice__probe_close(sluice__probe *p);
+
 /* Sets up `n` (not connected) for `env`: host and port for a cluster's node (env->member). */
 void sluice__node_init(sluice__node *n, const sluice__node_env *env, const char *host, int port,
                        const char *where);

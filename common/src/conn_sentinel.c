@@ -92,36 +92,33 @@ static void sentinel_auth(const sluice_url *u, sluice_url *auth) {
 /* What one sentinel answered. */
 enum { ASK_FOUND = 0, ASK_DOWN, ASK_UNKNOWN, ASK_REFUSED };
 
-/* Asks the sentinel `seed` for the primary's address (into s->data); the reason of a failure
- * in why. */
+/* Asks the sentinel `seed` for the primary's address (into s->data), over TLS for
+ * rediss+sentinel:// (the connection's TLS options); the reason of a failure in why. */
 static int ask_one(sluice_conn *c, const sluice_url_seed *seed, int timeout_ms, char *why,
                    size_t len) {
-    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
-    redisContext *ctx = redisConnectWithTimeout(seed->host, seed->port, tv);
-    if (ctx == NULL || ctx->err) {
-        say(why, len, "%s", ctx != NULL ? ctx->errstr : "out of memory");
-        redisFree(ctx);
+    sluice__probe p;
+    if (sluice__probe_open(&p, &c->o, c->url.is_tls, seed->host, seed->port, timeout_ms, why,
+                           len) != 0) {
         return ASK_DOWN;
     }
-    sluice__fd_cloexec(ctx->fd);
-    redisSetTimeout(ctx, tv);
     sluice_url auth;
     sentinel_auth(&c->url, &auth);
     const char *argv[3];
     int argc = sluice__hs_auth_argv(&auth, argv);
     int res = ASK_REFUSED;
-    redisReply *r = argc > 0 ? redisCommandArgv(ctx, argc, argv, NULL) : NULL;
+    redisReply *r = argc > 0 ? sluice__probe_command(&p, argc, argv, why, len) : NULL;
     memset(auth.password, 0, sizeof(auth.password));
     if (argc > 0 && (r == NULL || r->type == REDIS_REPLY_ERROR)) {
-        say(why, len, "AUTH: %s", r != NULL ? r->str : ctx->errstr);
+        if (r != NULL) {
+            say(why, len, "AUTH: %s", r->str);
+        }
         res = r != NULL ? ASK_REFUSED : ASK_DOWN;
         goto out;
     }
     freeReplyObject(r);
     const char *q[] = {"SENTINEL", "GET-MASTER-ADDR-BY-NAME", c->url.master_name};
-    r = redisCommandArgv(ctx, 3, q, NULL);
+    r = sluice__probe_command(&p, 3, q, why, len);
     if (r == NULL) {
-        say(why, len, "%s", ctx->errstr);
         res = ASK_DOWN;
     } else if (r->type == REDIS_REPLY_NIL || (r->type == REDIS_REPLY_ARRAY && r->elements == 0)) {
         say(why, len, "master name unknown");
@@ -140,7 +137,7 @@ static int ask_one(sluice_conn *c, const sluice_url_seed *seed, int timeout_ms, 
     }
 out:
     freeReplyObject(r);
-    redisFree(ctx);
+    sluice__probe_close(&p);
     return res;
 }
 
@@ -251,7 +248,8 @@ static int master_ready(sluice_conn *c, uint64_t deadline) {
             s->checked = 0; /* ROLE again, even on a connection still open (after READONLY in a
                              * pipeline, the same address may now be a replica) */
             if (strcmp(old, s->data.host) != 0 || old_port != s->data.port) {
-                sluice__node_drop(n); /* another server: its own backoff, its own library */
+                /* another server: its own backoff, its own library, its own TLS session */
+                sluice__node_release(n);
                 sluice__node_init(n, &c->env, s->data.host, s->data.port, "");
             }
             say(n->where, sizeof(n->where), "master '%.100s' at %.60s:%d (%.100s)",

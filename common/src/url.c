@@ -719,11 +719,7 @@ int sluice_url_supported(const sluice_url *u, char *err, size_t errlen) {
     if (u == NULL) {
         return url_fail(&e, "missing URL");
     }
-    if (u->is_tls && (u->is_cluster || u->is_sentinel)) {
-        return url_fail(&e, "%s needs TLS support for %s, not built yet", scheme_of(u),
-                        u->is_cluster ? "clusters" : "Sentinel");
-    }
-    return 0;
+    return 0; /* every parsed form, on the blocking connection (the async one says its own) */
 }
 
 const char *sluice_url_default(void) {

@@ -148,6 +148,7 @@ int bench_admit(int argc, char **argv) {
     sluice_producer_options o;
     sluice_producer_options_init(&o);
     o.redis_url = url;
+    o.tls = bench_conn_options(); /* SLUICE_TLS_* for a rediss:// URL */
     o.queue = queue;
     o.capacity = count + bcount + 1;
     o.max_batch = (size_t)batch;

@@ -20,6 +20,8 @@ static const struct {
     {"gateway", bench_gateway, "HTTP requests per second and latency against sluice-gateway"},
     {"limit", bench_limit, "rate-limit checks per second per algorithm, and bytes per key"},
     {"deliver", bench_deliver, "HTTP deliveries per second from one worker to a local back end"},
+    {"reconnect", bench_reconnect,
+     "what a blocking (re)connect costs, plain or TLS, new or resumed"},
 };
 
 static void usage(FILE *f) {

@@ -15,6 +15,21 @@
 
 #include "bench_util.h"
 
+const sluice_conn_options *bench_conn_options(void) {
+    static sluice_conn_options o;
+    static int ready;
+    if (!ready) {
+        char err[256];
+        sluice_conn_options_init(&o);
+        if (sluice_cli_tls_env(&o, err, sizeof(err)) != 0) {
+            fprintf(stderr, "sluice-bench: %s\n", err);
+            exit(SLUICE_EXIT_USAGE);
+        }
+        ready = 1;
+    }
+    return &o;
+}
+
 /* Parses the URL and the queue's keys and makes a connection (connected lazily); NULL after
  * printing why, with *rc the exit code. */
 static sluice_conn *open_queue(const char *url, const char *queue, sluice_keys *k, int *rc) {
@@ -26,7 +41,7 @@ static sluice_conn *open_queue(const char *url, const char *queue, sluice_keys *
         *rc = SLUICE_EXIT_USAGE;
         return NULL;
     }
-    sluice_conn *c = sluice_conn_new(&u, NULL);
+    sluice_conn *c = sluice_conn_new(&u, bench_conn_options());
     if (c == NULL) {
         fprintf(stderr, "sluice-bench: out of memory\n");
         *rc = SLUICE_EXIT_REDIS;
@@ -193,6 +208,7 @@ int bench_fill(const char *url, const char *queue, long long count, size_t size,
     char err[256];
     sluice_producer_options_init(&o);
     o.redis_url = url;
+    o.tls = bench_conn_options();
     o.queue = queue;
     o.capacity = count + 1;
     if (sluice_producer_new(&o, &p, err, sizeof(err)) != 0) {

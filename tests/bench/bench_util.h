@@ -8,6 +8,11 @@
 #include "sluice/figures.h"
 #include "sluice/redis.h"
 
+/* The connection options of every blocking connection a bench makes: the defaults and the
+ * SLUICE_TLS_* variables (sluice_cli_tls_env), read once; a bad variable ends the program with
+ * exit code 2 after saying which. */
+const sluice_conn_options *bench_conn_options(void);
+
 /* Deletes the keys of `queue` (stream, dead, meta, stats, list, limits, and a fair queue's lanes
  * and their bookkeeping; not the limiter state sluice:{Q}:qlim:*), and of each of its partitions
  * when it is partitioned (sluice-admin partitions). Returns 0 or exit code 3. */

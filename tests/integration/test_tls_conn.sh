@@ -2,12 +2,12 @@
 # SPDX-License-Identifier: MIT
 # rediss:// on the blocking connection (sluice-enqueue, sluice-admin, sluice-limit) against a
 # TLS-only redis-server with a private CA: admission and stats through the CA of
-# SLUICE_TLS_CA_FILE; another CA and another server name are each refused with exit 3 and the
-# reason; a server that requires client certificates is reached with SLUICE_TLS_CERT_FILE /
-# KEY_FILE and refuses a client without; AUTH over TLS; batches of about 1 MB; a stopped
-# server times the handshake out; a connection the server closed comes back resuming its TLS
-# session; a restart of the server while a producer runs is followed by a reconnect; the async
-# binaries refuse rediss:// clearly.
+# SLUICE_TLS_CA_FILE; another CA, another server name and an expired certificate are each
+# refused with exit 3 and the reason; a server that requires client certificates is reached
+# with SLUICE_TLS_CERT_FILE / KEY_FILE and refuses a client without; AUTH over TLS; batches of
+# about 1 MB; a stopped server times the handshake out; a connection the server closed comes
+# back resuming its TLS session; a restart of the server while a producer runs is followed by
+# a reconnect; the async binaries refuse rediss:// clearly.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/tls_lib.sh"
@@ -42,6 +42,12 @@ run 3 "$mismatch" env SLUICE_TLS_SERVER_NAME=other.example "$bin/sluice-enqueue"
 grep -q unavailable "$tmp/out" && fail "a verification failure reported as unavailable"
 run 3 'certificate verify failed' \
     env SLUICE_TLS_CA_FILE="$tls_dir/other-ca.crt" "$bin/sluice-limit" "ns$$" "k=5/s"
+# an expired certificate (the server's own key and names, valid until yesterday)
+openssl x509 -req -in "$tls_dir/server.csr" -CA "$tls_dir/ca.crt" -CAkey "$tls_dir/ca.key" \
+    -CAcreateserial -days -1 -extfile "$tls_dir/server.ext" -out "$tls_dir/expired.crt" 2>/dev/null
+tls_cli CONFIG SET tls-cert-file "$tls_dir/expired.crt" >/dev/null
+run 3 'certificate verify failed: certificate has expired' "$bin/sluice-enqueue" -q "$q" expired
+tls_cli --insecure CONFIG SET tls-cert-file "$tls_dir/server.crt" >/dev/null
 # the insecure switch: no check, loudly
 run 0 'event=tls_insecure_skip_verify' env SLUICE_TLS_CA_FILE="$tls_dir/other-ca.crt" \
     SLUICE_TLS_INSECURE_SKIP_VERIFY=1 "$bin/sluice-enqueue" --log-level warn -q "$q" five

@@ -355,10 +355,9 @@ static void test_supported(void) {
         {"unix:///tmp/r.sock", NULL},
         {"redis+cluster://a,b", NULL},
         {"rediss://h", NULL}, /* the blocking connection; the async one refuses it itself */
-        {"rediss+cluster://a", "rediss+cluster:// needs TLS support for clusters, not built yet"},
+        {"rediss+cluster://a", NULL},
         {"redis+sentinel://s/m", NULL},
-        {"rediss+sentinel://s/m",
-         "rediss+sentinel:// needs TLS support for Sentinel, not built yet"},
+        {"rediss+sentinel://s/m", NULL},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         sluice_url u = PARSE_OK(cases[i].url);
@@ -374,7 +373,8 @@ static void test_supported(void) {
         {"redis://h", NULL},
         {"redis+cluster://a,b", NULL},
         {"redis+sentinel://s/m", "redis+sentinel:// is not supported by the async connection yet"},
-        {"rediss+sentinel://s/m", "rediss+sentinel:// needs TLS support for Sentinel, not built"},
+        {"rediss+sentinel://s/m", "rediss:// is not supported by the async connection yet"},
+        {"rediss+cluster://a", "rediss:// is not supported by the async connection yet"},
         {"rediss://h", "rediss:// is not supported by the async connection yet"},
     };
     for (size_t i = 0; i < sizeof(async) / sizeof(async[0]); i++) {

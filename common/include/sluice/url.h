@@ -73,12 +73,11 @@ SLUICE_API void sluice_url_redact(const sluice_url *u, char *buf, size_t len);
 
 /*
  * Whether this build of sluice can connect to `u`: 0, or SLUICE_EINVAL with a message in `err`
- * (may be NULL) naming what is missing (TLS for rediss+cluster:// and rediss+sentinel://).
- * Every place that turns a parsed URL into a connection checks it first, so such a URL fails
- * with that message instead of reaching a server the wrong way. rediss:// and
- * redis+sentinel:// are accepted: the blocking connection (sluice_conn) speaks TLS and follows
- * Sentinel; the async one (sluice_aconn) refuses both for now (sluice_aconn_new returns NULL).
- * Pure, thread-safe.
+ * (may be NULL) naming what is missing. Every place that turns a parsed URL into a connection
+ * checks it first, so such a URL fails with that message instead of reaching a server the wrong
+ * way. The blocking connection (sluice_conn) takes every form this parser accepts (TLS, a
+ * cluster or Sentinel, and both together); the async one (sluice_aconn) checks what it can
+ * reach itself (sluice_aconn_new returns NULL for the rest). Pure, thread-safe.
  */
 SLUICE_API int sluice_url_supported(const sluice_url *u, char *err, size_t errlen);
 
