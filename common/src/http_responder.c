@@ -12,82 +12,22 @@
  * too large -> 413, too many or too large headers -> 431, target too long -> 414, too slow -> 408.
  * Before closing, the write side is shut down and input is read and discarded for a moment
  * ("lingering close"), so the client sees the answer rather than a reset.
+ *
+ * This file is the connection: accepting, reading, serving one request at a time, writing the
+ * answers (whole or streamed), timers and closing. Parsing a request and the handler's view of
+ * it are http_request.c's; the structures both share are in http_conn.h.
  */
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 
-#include "sluice/http_responder.h"
+#include "http_conn.h"
 #include "sluice/log.h"
 
-#define READ_BUF    16384  /* bytes per connection for unparsed input */
 #define WRITE_LIMIT 262144 /* bytes queued for a client that does not read: stop parsing */
 #define LINGER_MS   2000   /* after an answer that closes: wait this long for the client's EOF */
 #define KEEP_BODY   65536  /* body buffer kept between requests, at most */
-
-enum { IDLE = 0, HEADERS, BODY, BUSY, STREAM };
-
-struct sluice__http_server {
-    uv_loop_t *loop;
-    uv_tcp_t listener;
-    sluice__http_options o;
-    sluice__http_handler handler;
-    void *arg;
-    sluice__http_req *conns; /* open connections (a list) */
-    size_t nconns;
-    size_t nrefusing; /* refused connections still being closed */
-    size_t nalive;    /* connections whose memory is not freed yet (closing, or held) */
-    unsigned long long accepted, refused;
-    int listener_open; /* the listener's handle is not closed yet */
-    int stopping;      /* sluice__http_stop or _close was called */
-    int closing;       /* sluice__http_close was called */
-    void (*closed)(void *arg);
-    void *closed_arg;
-    char date[64]; /* "Date: ...\r\n", refreshed once per second */
-    uint64_t date_s;
-    char sink[READ_BUF]; /* input of lingering connections goes here */
-};
-
-/* One parsed request header: offsets into the connection's header arena. */
-typedef struct hdr {
-    uint32_t name, name_len, value, value_len;
-} hdr;
-
-struct sluice__http_req {
-    uv_tcp_t tcp;
-    uv_timer_t timer;   /* header, body or idle timeout; linger after an error */
-    uv_shutdown_t shut; /* the write side, before a lingering close */
-    sluice__http_server *srv;
-    sluice__http_req *prev, *next;
-    http_parser parser;
-    char rbuf[READ_BUF]; /* unparsed input (pipelined requests wait here) */
-    size_t roff, rlen;
-    /* the request being read or served */
-    char *arena; /* URL, then header names and values; max_headers_total bytes */
-    size_t arena_len;
-    size_t url_len;
-    hdr *hdrs; /* max_headers entries */
-    int nhdrs;
-    int in_value; /* the last header callback was a value */
-    char *body;   /* the body (grows up to max_body) */
-    size_t body_len, body_cap;
-    int error_status; /* a limit a parser callback hit: 408, 413, 414, 431 */
-    int method;
-    int keep_alive;
-    int phase;           /* IDLE, HEADERS, BODY, BUSY, STREAM (a streamed answer) */
-    int eof;             /* the client closed its side: close after the response */
-    int wblocked;        /* stopped parsing until the client reads its responses */
-    int closing;         /* uv_close called */
-    int reading;         /* uv_read_start in effect */
-    int in_process;      /* inside the parse loop: responses do not re-enter it */
-    int lingering;       /* error response sent; reading and discarding until EOF/timer */
-    int handles;         /* handles not yet closed */
-    int holds;           /* callbacks that will still answer (or release) this request */
-    uint64_t started_ns; /* when the request being served was complete */
-};
 
 typedef struct pending_write {
     uv_write_t req;
@@ -222,7 +162,7 @@ int sluice__http_release(sluice__http_req *c) {
 
 static void on_timer(uv_timer_t *t);
 
-static void arm(sluice__http_req *c, int ms) {
+void sluice__http_arm(sluice__http_req *c, int ms) {
     uv_timer_start(&c->timer, on_timer, (uint64_t)ms, 0);
 }
 
@@ -245,7 +185,7 @@ static void linger(sluice__http_req *c) {
         conn_close(c);
         return;
     }
-    arm(c, LINGER_MS);
+    sluice__http_arm(c, LINGER_MS);
     update_reading(c);
 }
 
@@ -325,7 +265,7 @@ static void on_written(uv_write_t *req, int status) {
 }
 
 /* Writes at once what the socket takes; queues the rest (copied). */
-static void send_bytes(sluice__http_req *c, const char *data, size_t len) {
+void sluice__http_send(sluice__http_req *c, const char *data, size_t len) {
     uv_stream_t *st = (uv_stream_t *)&c->tcp;
     uv_buf_t b = uv_buf_init((char *)data, (unsigned)len);
     int n = 0;
@@ -409,11 +349,11 @@ void sluice__http_respond(sluice__http_req *c, int status, const char *ctype, co
     }
     if ((size_t)n + len <= sizeof(buf)) {
         memcpy(buf + n, body, len);
-        send_bytes(c, buf, (size_t)n + len);
+        sluice__http_send(c, buf, (size_t)n + len);
     } else {
-        send_bytes(c, buf, (size_t)n);
+        sluice__http_send(c, buf, (size_t)n);
         if (!c->closing) {
-            send_bytes(c, body, len);
+            sluice__http_send(c, body, len);
         }
     }
     c->phase = IDLE;
@@ -429,7 +369,7 @@ void sluice__http_respond(sluice__http_req *c, int status, const char *ctype, co
         linger(c);
         return;
     }
-    arm(c, s->o.idle_timeout_ms);
+    sluice__http_arm(c, s->o.idle_timeout_ms);
     if (!c->in_process) {
         process(c);
     }
@@ -458,7 +398,7 @@ void sluice__http_stream_begin(sluice__http_req *c, const char *ctype, const cha
         conn_close(c);
         return;
     }
-    send_bytes(c, buf, (size_t)n);
+    sluice__http_send(c, buf, (size_t)n);
 }
 
 int sluice__http_stream_write(sluice__http_req *c, const char *data, size_t len) {
@@ -466,7 +406,7 @@ int sluice__http_stream_write(sluice__http_req *c, const char *data, size_t len)
         uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) > WRITE_LIMIT) {
         return -1; /* gone, ended, or a client that does not read */
     }
-    send_bytes(c, data, len);
+    sluice__http_send(c, data, len);
     return c->closing ? -1 : 0;
 }
 
@@ -490,158 +430,6 @@ static void fail(sluice__http_req *c, int status, const char *msg) {
     sluice__http_respond(c, status, "application/json", NULL, body, (size_t)n, 1);
 }
 
-/* ---------------------------------------------------------------------------------------- */
-/* Parsing                                                                                  */
-
-static int limit(sluice__http_req *c, int status) {
-    c->error_status = status;
-    return -1;
-}
-
-static int on_message_begin(http_parser *p) {
-    sluice__http_req *c = p->data;
-    c->arena_len = c->url_len = 0;
-    c->nhdrs = 0;
-    c->in_value = 0;
-    c->body_len = 0;
-    c->error_status = 0;
-    c->method = -1; /* not known before the headers are complete */
-    c->phase = HEADERS;
-    arm(c, c->srv->o.header_timeout_ms);
-    return 0;
-}
-
-static int arena_add(sluice__http_req *c, const char *at, size_t len) {
-    if (c->arena_len + len > c->srv->o.max_headers_total) {
-        return limit(c, 431);
-    }
-    memcpy(c->arena + c->arena_len, at, len);
-    c->arena_len += len;
-    return 0;
-}
-
-static int on_url(http_parser *p, const char *at, size_t len) {
-    sluice__http_req *c = p->data;
-    if (c->url_len + len > c->srv->o.max_url) {
-        return limit(c, 414);
-    }
-    c->url_len += len;
-    return arena_add(c, at, len);
-}
-
-static int on_header_field(http_parser *p, const char *at, size_t len) {
-    sluice__http_req *c = p->data;
-    const sluice__http_options *o = &c->srv->o;
-    if (c->nhdrs == 0 || c->in_value) {
-        if (c->nhdrs == o->max_headers) {
-            return limit(c, 431);
-        }
-        c->hdrs[c->nhdrs++] = (hdr){(uint32_t)c->arena_len, 0, 0, 0};
-        c->in_value = 0;
-    }
-    hdr *h = &c->hdrs[c->nhdrs - 1];
-    if (h->name_len + len > o->max_header_line) {
-        return limit(c, 431);
-    }
-    h->name_len += (uint32_t)len;
-    return arena_add(c, at, len);
-}
-
-static int on_header_value(http_parser *p, const char *at, size_t len) {
-    sluice__http_req *c = p->data;
-    hdr *h = &c->hdrs[c->nhdrs - 1];
-    if (!c->in_value) {
-        h->value = (uint32_t)c->arena_len;
-        c->in_value = 1;
-    }
-    if (h->name_len + h->value_len + len > c->srv->o.max_header_line) {
-        return limit(c, 431);
-    }
-    h->value_len += (uint32_t)len;
-    return arena_add(c, at, len);
-}
-
-static int on_headers_complete(http_parser *p) {
-    sluice__http_req *c = p->data;
-    size_t max = c->srv->o.max_body, len;
-    c->method = p->method;
-    if (p->content_length != ULLONG_MAX && p->content_length > max) {
-        return limit(c, 413);
-    }
-    if (p->content_length != ULLONG_MAX && p->content_length > c->body_cap) {
-        char *b = realloc(c->body, (size_t)p->content_length);
-        if (b == NULL) {
-            return limit(c, 503);
-        }
-        c->body = b;
-        c->body_cap = (size_t)p->content_length;
-    }
-    const char *expect = sluice__http_header(c, "expect", &len);
-    if (expect != NULL && len == 12 && strncasecmp(expect, "100-continue", 12) == 0 &&
-        p->http_minor >= 1) {
-        static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-        send_bytes(c, cont, sizeof(cont) - 1);
-    }
-    c->phase = BODY;
-    arm(c, c->srv->o.body_timeout_ms);
-    return 0;
-}
-
-static int on_body(http_parser *p, const char *at, size_t len) {
-    sluice__http_req *c = p->data;
-    size_t max = c->srv->o.max_body;
-    if (c->body_len + len > max) {
-        return limit(c, 413);
-    }
-    if (c->body_len + len > c->body_cap) {
-        size_t cap = c->body_cap ? c->body_cap * 2 : 4096;
-        cap = cap < c->body_len + len ? c->body_len + len : cap > max ? max : cap;
-        char *b = realloc(c->body, cap);
-        if (b == NULL) {
-            return limit(c, 503);
-        }
-        c->body = b;
-        c->body_cap = cap;
-    }
-    memcpy(c->body + c->body_len, at, len);
-    c->body_len += len;
-    return 0;
-}
-
-static int on_message_complete(http_parser *p) {
-    sluice__http_req *c = p->data;
-    c->keep_alive = http_should_keep_alive(p) && !p->upgrade; /* no protocol switches here */
-    c->phase = BUSY;
-    uv_timer_stop(&c->timer);
-    http_parser_pause(p, 1); /* one request at a time: go on once it is answered */
-    return 0;
-}
-
-static const http_parser_settings settings = {
-    .on_message_begin = on_message_begin,
-    .on_url = on_url,
-    .on_header_field = on_header_field,
-    .on_header_value = on_header_value,
-    .on_headers_complete = on_headers_complete,
-    .on_body = on_body,
-    .on_message_complete = on_message_complete,
-};
-
-static const char *status_text(int status) {
-    switch (status) {
-    case 413:
-        return "request body too large";
-    case 414:
-        return "request target too long";
-    case 431:
-        return "too many or too large request headers";
-    case 503:
-        return "out of memory";
-    default:
-        return "malformed HTTP request";
-    }
-}
-
 /* Runs the handler on a complete request; a handler that neither answered nor took a hold
  * gets a 500 for it, so the client is not left hanging. */
 static void serve(sluice__http_req *c) {
@@ -657,7 +445,8 @@ static void serve(sluice__http_req *c) {
 static void process(sluice__http_req *c) {
     c->in_process = 1;
     while (!c->closing && !c->lingering && c->phase < BUSY && !c->wblocked && c->rlen > 0) {
-        size_t n = http_parser_execute(&c->parser, &settings, c->rbuf + c->roff, c->rlen);
+        size_t n = http_parser_execute(&c->parser, &sluice__http_parser_settings, c->rbuf + c->roff,
+                                       c->rlen);
         c->roff += n;
         c->rlen -= n;
         enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
@@ -669,7 +458,8 @@ static void process(sluice__http_req *c) {
                 c->wblocked = 1; /* the client does not read its answers */
             }
         } else if (e != HPE_OK || n == 0) { /* n == 0: the parser is stuck (upgrade) */
-            fail(c, c->error_status ? c->error_status : 400, status_text(c->error_status));
+            fail(c, c->error_status ? c->error_status : 400,
+                 sluice__http_limit_text(c->error_status));
         }
     }
     if (c->rlen == 0) {
@@ -876,7 +666,7 @@ static void accept_one(sluice__http_server *s) {
     http_parser_init(&c->parser, HTTP_REQUEST);
     c->parser.data = c;
     c->phase = IDLE;
-    arm(c, s->o.header_timeout_ms); /* the first request must start soon */
+    sluice__http_arm(c, s->o.header_timeout_ms); /* the first request must start soon */
     update_reading(c);
 }
 
@@ -931,127 +721,4 @@ int sluice__http_address(const sluice__http_server *s, char *host, size_t len, i
         *port = ntohs(((struct sockaddr_in *)&got)->sin_port);
     }
     return got.ss_family;
-}
-
-/* ---------------------------------------------------------------------------------------- */
-/* The request                                                                              */
-
-void *sluice__http_arg(const sluice__http_req *c) {
-    return c->srv->arg;
-}
-
-int sluice__http_method(const sluice__http_req *c) {
-    return c->method;
-}
-
-int sluice__http_path_is(const char *p, size_t len, const char *want) {
-    return p != NULL && len == strlen(want) && memcmp(p, want, len) == 0;
-}
-
-/* Field `f` of the request target, or NULL (no such field, or a target that does not parse). */
-static const char *target_field(const sluice__http_req *c, enum http_parser_url_fields f,
-                                size_t *len) {
-    struct http_parser_url u;
-    http_parser_url_init(&u);
-    *len = 0;
-    if (c->url_len == 0 || http_parser_parse_url(c->arena, c->url_len, 0, &u) != 0 ||
-        !(u.field_set & (1 << UF_PATH)) || !(u.field_set & (1 << f))) {
-        return NULL;
-    }
-    *len = u.field_data[f].len;
-    return c->arena + u.field_data[f].off;
-}
-
-const char *sluice__http_path(const sluice__http_req *c, size_t *len) {
-    return target_field(c, UF_PATH, len);
-}
-
-const char *sluice__http_query(const sluice__http_req *c, size_t *len) {
-    return target_field(c, UF_QUERY, len);
-}
-
-static int hex_digit(char ch) {
-    return ch >= '0' && ch <= '9'   ? ch - '0'
-           : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
-           : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10
-                                    : -1;
-}
-
-long sluice__http_query_param(const char *q, size_t qlen, const char *name, char *out, size_t cap) {
-    size_t nl = strlen(name);
-    for (size_t at = 0; q != NULL && at < qlen;) {
-        const char *amp = memchr(q + at, '&', qlen - at);
-        size_t end = amp ? (size_t)(amp - q) : qlen;
-        if (end - at > nl && memcmp(q + at, name, nl) == 0 && q[at + nl] == '=') {
-            size_t n = 0;
-            for (size_t i = at + nl + 1; i < end; i++) {
-                int ch = (unsigned char)q[i];
-                if (ch == '%') {
-                    int hi = i + 2 < end ? hex_digit(q[i + 1]) : -1;
-                    int lo = hi >= 0 ? hex_digit(q[i + 2]) : -1;
-                    if (lo < 0) {
-                        return -2;
-                    }
-                    ch = hi * 16 + lo;
-                    i += 2;
-                } else if (ch == '+') {
-                    ch = ' ';
-                }
-                if (n + 1 >= cap) {
-                    return -2;
-                }
-                out[n++] = (char)ch;
-            }
-            out[n] = '\0';
-            return (long)n;
-        }
-        at = end + 1;
-    }
-    return -1;
-}
-
-/* The nth line of header `name` from the end of the request; nth < 0: the first line. */
-static const char *find_header(const sluice__http_req *c, const char *name, int nth, size_t *len) {
-    size_t nl = strlen(name);
-    for (int k = 0; k < c->nhdrs; k++) {
-        const hdr *h = &c->hdrs[nth < 0 ? k : c->nhdrs - 1 - k];
-        if (h->name_len == nl && strncasecmp(c->arena + h->name, name, nl) == 0 &&
-            (nth < 0 || nth-- == 0)) {
-            *len = h->value_len;
-            return h->value_len > 0 ? c->arena + h->value : "";
-        }
-    }
-    *len = 0;
-    return NULL;
-}
-
-const char *sluice__http_header(const sluice__http_req *c, const char *name, size_t *len) {
-    return find_header(c, name, -1, len);
-}
-
-const char *sluice__http_header_from_end(const sluice__http_req *c, const char *name, int nth,
-                                         size_t *len) {
-    return find_header(c, name, nth < 0 ? 0 : nth, len);
-}
-
-const char *sluice__http_body(const sluice__http_req *c, size_t *len) {
-    *len = c->body_len;
-    return c->body;
-}
-
-void sluice__http_peer(const sluice__http_req *c, char *out, size_t len) {
-    struct sockaddr_storage ss;
-    int sl = sizeof(ss);
-    out[0] = '\0';
-    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &sl) == 0) {
-        if (ss.ss_family == AF_INET6) {
-            uv_ip6_name((const struct sockaddr_in6 *)&ss, out, len);
-        } else {
-            uv_ip4_name((const struct sockaddr_in *)&ss, out, len);
-        }
-    }
-}
-
-uint64_t sluice__http_started_ns(const sluice__http_req *c) {
-    return c->started_ns;
 }

@@ -29,7 +29,8 @@ mv "$prefix" "$work/moved"
 prefix="$work/moved"
 pcdir=$(dirname "${pc/$work\/prefix/$prefix}")
 libdir=$(dirname "$pcdir")
-for f in include/sluice/producer.h include/sluice/worker.h; do
+for f in include/sluice/producer.h include/sluice/worker.h share/sluice/grafana/sluice.json \
+    share/sluice/prometheus/sluice-alerts.yml; do
     [ -e "$prefix/$f" ] || fail "install is missing $f"
 done
 # The installed include directory is the public API and nothing else (cli.h, lua.h, reply.h,

@@ -145,6 +145,28 @@ static void queue_gauge(sluice_text *b, const sluice_metrics *m, const char *nam
                        m->label_group, v);
 }
 
+/* The queue's own counters (its stats hash, every producer and worker of it), as counters. */
+static void queue_counters(sluice_text *b, const sluice_metrics *m) {
+    static const char *const help[SLUICE_COUNTER_COUNT_] = {
+        [SLUICE_COUNTER_ADMITTED] = "Messages admitted into the bucket, by every producer.",
+        [SLUICE_COUNTER_REJECTED] = "Admissions refused because the bucket was full.",
+        [SLUICE_COUNTER_ACKED] = "Messages acknowledged, by every worker.",
+        [SLUICE_COUNTER_RETRIED] = "Messages given back for a retry.",
+        [SLUICE_COUNTER_DEAD] = "Messages moved to the dead stream.",
+        [SLUICE_COUNTER_RECLAIMED] = "Entries claimed from other consumers.",
+        [SLUICE_COUNTER_LIMITED] = ("Admissions refused by a rate limit (all limits; by name: "
+                                    "sluice-admin limit QUEUE list, the gateway's /metrics)."),
+    };
+    for (int c = 0; c < SLUICE_COUNTER_COUNT_; c++) {
+        const char *name = sluice_counter_name((sluice_counter)c);
+        sluice_text_printf(b,
+                           "# HELP sluice_queue_%s_total %s\n# TYPE sluice_queue_%s_total counter\n"
+                           "sluice_queue_%s_total{queue=\"%s\",group=\"%s\"} %lld\n",
+                           name, help[c], name, name, m->info.queue, m->label_group,
+                           m->q.counters[c]);
+    }
+}
+
 static void queue_metrics(sluice_text *b, const sluice_metrics *m) {
     int fresh = m->q_at_ms != 0 && sluice_now_ms() - m->q_at_ms <= STALE_MS;
     sluice_text_printf(b,
@@ -170,12 +192,13 @@ static void queue_metrics(sluice_text *b, const sluice_metrics *m) {
                 m->q.lanes_depth);
     queue_gauge(b, m, "lane_pending", "Of pending, entries delivered from the tenant lanes.",
                 m->q.lanes_in_flight);
-    sluice_text_printf(b,
-                       "# HELP sluice_queue_limited_total Admissions refused by a rate limit (all "
-                       "limits; by name: sluice-admin limit QUEUE list, the gateway's /metrics).\n"
-                       "# TYPE sluice_queue_limited_total counter\n"
-                       "sluice_queue_limited_total{queue=\"%s\",group=\"%s\"} %lld\n",
-                       m->info.queue, m->label_group, m->q.counters[SLUICE_COUNTER_LIMITED]);
+    if (m->q.capacity >= 0) { /* absent while no capacity is set */
+        queue_gauge(b, m, "capacity", "The bucket's capacity (sluice-admin capacity).",
+                    m->q.capacity);
+    }
+    queue_gauge(b, m, "consumers", "Consumers of the queue's group (list: processing lists).",
+                m->q.consumers);
+    queue_counters(b, m);
     if (m->nq > 1) {
         static const struct {
             const char *name, *help;
@@ -370,6 +393,8 @@ static void figures_total(sluice_metrics *m) {
         t->dead += f->dead, t->lanes_depth += f->lanes_depth;
         t->lanes_in_flight += f->lanes_in_flight, t->paused += f->paused;
         t->consumers = f->consumers > t->consumers ? f->consumers : t->consumers;
+        t->capacity =
+            t->capacity >= 0 && f->capacity >= 0 ? t->capacity + f->capacity : SLUICE_FIGURE_UNSET;
         for (int c = 0; c < SLUICE_COUNTER_COUNT_; c++) {
             t->counters[c] += f->counters[c];
         }
