@@ -5,7 +5,12 @@
  * FUNCTION LOAD takes the library as it is. For servers without functions (or when forced),
  * each function is also available as a stand-alone script for EVALSHA: the modules it needs (the
  * "-- @needs <local>:" line of the register module; each module starts at its "-- @module NAME"
- * line, written by the build), in that order, plus `return entry(<local>)(KEYS, ARGV)`.
+ * line, written by the build), in that order, plus `return entry(<local>)(KEYS, ARGV)`. The
+ * first module (base) stands at the chunk's level and the others inside one function,
+ * `local <local> = (function() ... return <local> end)()`: an EVALSHA call makes every closure
+ * of the script again, and a closure made in the chunk looks each chunk-level local it uses up
+ * in a list of the chunk's captured locals (as long as the script has them), where one made
+ * inside that function copies base's locals from the function's own upvalues.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,6 +129,8 @@ static int lua_needs(sluice_fn fn, void (*each)(const char *, size_t, void *), v
 struct lua_out {
     char *buf; /* NULL: only count */
     size_t n;
+    const char *open; /* written after the first module */
+    int modules;      /* modules written */
 };
 
 static void lua_append(const char *text, size_t len, void *ud) {
@@ -132,21 +139,31 @@ static void lua_append(const char *text, size_t len, void *ud) {
         memcpy(o->buf + o->n, text, len);
     }
     o->n += len;
+    if (o->modules++ == 0) {
+        lua_append(o->open, strlen(o->open), ud);
+    }
 }
 
 char *sluice_lua_script(sluice_fn fn, size_t *len) {
-    struct lua_out o = {NULL, 0};
-    if ((unsigned)fn >= SLUICE_FN_COUNT_ || lua_needs(fn, lua_append, &o) != 0) {
+    if ((unsigned)fn >= SLUICE_FN_COUNT_) {
         return NULL;
     }
-    size_t cap = o.n + 64 + strlen(fns[fn].local);
+    char open[64];
+    snprintf(open, sizeof(open), "local %s = (function()\n", fns[fn].local);
+    struct lua_out o = {NULL, 0, open, 0};
+    if (lua_needs(fn, lua_append, &o) != 0) {
+        return NULL;
+    }
+    size_t cap = o.n + 64 + 2 * strlen(fns[fn].local);
     o.buf = malloc(cap);
     if (o.buf == NULL) {
         return NULL;
     }
     o.n = 0;
+    o.modules = 0;
     lua_needs(fn, lua_append, &o);
-    int tail = snprintf(o.buf + o.n, cap - o.n, "\nreturn entry(%s)(KEYS, ARGV)\n", fns[fn].local);
+    int tail = snprintf(o.buf + o.n, cap - o.n, "return %s\nend)()\nreturn entry(%s)(KEYS, ARGV)\n",
+                        fns[fn].local, fns[fn].local);
     if (len != NULL) {
         *len = o.n + (size_t)tail;
     }

@@ -51,17 +51,21 @@ end
 
 -- Counts n entries deleted from tenant lane t (ack, dead). An empty lane's stream goes (with
 -- its group, made again when the lane is next read) and its served count: tenants come and go,
--- their lanes with them, and an idle tenant keeps nothing.
-local function lane_removed(K, t, n)
+-- their lanes with them, and an idle tenant keeps nothing. `later`: meta `lane_depth` is left
+-- to the caller, which counts the returned number out of it once for several lanes.
+local function lane_removed(K, t, n, later)
     if t == '' or n <= 0 then
-        return
+        return 0
     end
     if redis.call('HINCRBY', K.lanes, t, -n) <= 0 then
         redis.call('HDEL', K.lanes, t)
         redis.call('HDEL', K.served, t)
         redis.call('DEL', K:lane(t))
     end
-    redis.call('HINCRBY', K.meta, 'lane_depth', -n)
+    if not later then
+        redis.call('HINCRBY', K.meta, 'lane_depth', -n)
+    end
+    return n
 end
 
 -- An admission's or replay's way into a fair queue: append(env, tenant, counted) adds to the

@@ -14,11 +14,13 @@ reply: number of ids that were pending (acked now); ids acked earlier (after a r
 another worker) count 0 and are not deleted twice. A missing stream or group acks nothing (0).
 A lane, or a queue that counts tenants, derives keys (tdepth, lanes): while its slot migrates
 they must be on this node, else TRYAGAIN (see slot_migrating); `checked`: the caller (lane_ack)
-checked already.
+checked already. `batch` (lane_ack, one call over several lanes): {K, counted (meta
+tenant_counts, read once), n, removed}: the queue's counts (stats acked, meta lane_depth) are
+added up there for the caller to write once, instead of here.
 errors: ERR (an id that is not a stream id, or no id at all), WRONGTYPE (KEYS[1] is not a
 stream, KEYS[2] not a hash), TRYAGAIN (nothing written) ]]
-local function ack(keys, args, checked)
-    local K = queue_keys_of(keys[2], 'stats')
+local function ack(keys, args, checked, batch)
+    local K = batch and batch.K or queue_keys_of(keys[2], 'stats')
     local lane = K:lane_tenant(keys[1]) or ''
     if not keys[3] and not checked then
         if slot_migrating(K) then
@@ -26,7 +28,12 @@ local function ack(keys, args, checked)
         end
         checked = true
     end
-    local counted = redis.call('HGET', keys[3] or K.meta, 'tenant_counts')
+    local counted
+    if batch then
+        counted = batch.counted
+    else
+        counted = redis.call('HGET', keys[3] or K.meta, 'tenant_counts')
+    end
     if (counted or lane ~= '') and not checked and slot_migrating(K) then
         local list = {} -- derived: they must all be here
         if counted then
@@ -47,6 +54,10 @@ local function ack(keys, args, checked)
     local n = redis.call('XACK', keys[1], args[1], unpack(ids))
     tdepth_release(K, keys[1], ids, counted)
     local d = redis.call('XDEL', keys[1], unpack(ids))
+    if batch then
+        batch.n, batch.removed = batch.n + n, batch.removed + lane_removed(K, lane, d, true)
+        return n
+    end
     lane_removed(K, lane, d)
     if n > 0 then
         redis.call('HINCRBY', keys[2], 'acked', n)

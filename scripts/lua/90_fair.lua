@@ -354,9 +354,23 @@ local function lane_ack(keys, args)
             return err
         end
     end
-    local n = 0
-    for _, tn in ipairs(order) do
-        n = n + ack({K:lane(tn), keys[2], keys[3]}, by[tn], true)
+    -- As ack per lane; the queue's counts (stats acked, meta lane_depth) once for the call, and
+    -- written before an error (a lane's bad id) ends it, so they match the lanes settled.
+    local meta = keys[3] or K.meta
+    local batch = {K = K, counted = redis.call('HGET', meta, 'tenant_counts'), n = 0, removed = 0}
+    local ok, err = pcall(function()
+        for _, tn in ipairs(order) do
+            ack({K:lane(tn), keys[2], keys[3]}, by[tn], true, batch)
+        end
+    end)
+    if batch.removed > 0 then
+        redis.call('HINCRBY', meta, 'lane_depth', -batch.removed)
     end
-    return n
+    if batch.n > 0 then
+        redis.call('HINCRBY', keys[2], 'acked', batch.n)
+    end
+    if not ok then
+        error(err, 0)
+    end
+    return batch.n
 end

@@ -20,7 +20,8 @@ extern "C" {
 #endif
 
 /* The library text as loaded with FUNCTION LOAD, and the stand-alone script text EVALSHA mode
- * uses for one function: the modules it needs (its "-- @needs" line), then
+ * uses for one function: the modules it needs (its "-- @needs" line; all but the first inside
+ * `local <local> = (function() ... return <local> end)()`, see scripts.c), then
  * `return entry(<local>)(KEYS, ARGV)` (malloc'ed, caller frees; NULL for an unknown fn, a
  * library without its needs, or when out of memory). */
 const char *sluice_lua_library(size_t *len);
