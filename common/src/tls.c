@@ -123,3 +123,10 @@ SSL_CTX *sluice__tls_ctx_new(const sluice_conn_options *o, int *status, char *er
     }
     return ctx;
 }
+
+void sluice__tls_explain(char *err, size_t errlen, const char *name) {
+    if (strstr(err, "mismatch") != NULL) {
+        size_t used = strlen(err);
+        snprintf(err + used, errlen - used, " (the certificate does not name %s)", name);
+    }
+}
