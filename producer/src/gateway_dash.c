@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "sluice/client.h"
 #include "sluice/buf.h"
 #include "sluice/log.h"
 #include "sluice/reply.h"
@@ -707,6 +708,7 @@ static void route_admin(sluice__http_req *c, gw_server *s, const char *rest, siz
 int gw_dash_connect(gw_server *s, const sluice_url *u) {
     sluice_conn_options o;
     sluice_conn_options_init(&o);
+    sluice__client_tls(&o, &s->tls);
     o.name = "console";
     o.no_load = 1; /* plain commands only */
     s->dash.console = sluice_aconn_new(s->loop, u, &o, NULL, NULL);

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sluice/client.h"
 #include "sluice/buf.h"
 #include "sluice/cli.h"
 #include "sluice/keys.h"
@@ -251,6 +252,7 @@ int gw_detail_connect(gw_server *s, const sluice_url *u) {
     for (size_t i = 0; i < s->nqueues; i++) {
         sluice_conn_options o;
         sluice_conn_options_init(&o);
+        sluice__client_tls(&o, &s->tls);
         o.name = "console";
         o.no_load = 1; /* plain commands only */
         o.queue = s->queues[i].name;

@@ -131,6 +131,9 @@ typedef struct sluice_worker_options {
      * (sluice/worker_http.h; borrowed, may be shared by workers on other threads);
      * `handler` and `async_handler` are then not used */
     sluice_http *http;
+    /* NULL = none; else its tls_* fields (sluice/redis.h) are used for a rediss:// URL (strings
+     * copied by _new). A certificate check that fails stops the worker with SLUICE_ETLS. */
+    const struct sluice_conn_options *tls;
 } sluice_worker_options;
 
 /* Counters of one worker since it started. */
