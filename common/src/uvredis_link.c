@@ -467,9 +467,9 @@ static void step_plan(sluice_aconn *c, redisReply *r, int fn) {
 
 /*
  * Sends what the handshake plan yields until it waits for a reply or ends; AUTH, CLUSTER MYID,
- * SELECT, the router's steps and the probe go out pipelined. `in_connect`: inside hiredis'
- * connect callback, where the context must not be freed (hiredis touches it after the callback
- * returns): a step that cannot even be queued leaves the link to the connect timer.
+ * SELECT, the router's steps and the probe go out pipelined. `in_connect`: inside the
+ * transport's connect callback: a step that cannot even be queued leaves the link to the
+ * connect timer, rather than freeing it there.
  */
 static void hs_pump(sluice_aconn *c, int in_connect) {
     for (;;) {
