@@ -6,7 +6,8 @@
 # server name each stop the worker and the gateway with exit 3 and the reason; a server that
 # requires client certificates refuses a worker without one (exit 3) and serves one with; a
 # connection the server closed comes back resuming its TLS session; a restart of the server
-# under a running gateway and worker is followed by both.
+# under a running gateway and worker is followed by both; the insecure switch; a server that
+# does not answer times the handshake out.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/tls_lib.sh"
@@ -96,4 +97,22 @@ wait "$wk" || rc=$?
 grep -q 'processed=5 failed=0' "$tmp/w.out" || fail "across a restart: $(tail -n 5 "$tmp/w.out")"
 kill -TERM "$gw"
 wait "$gw" || fail "the gateway's exit after SIGTERM: $(tail -n 5 "$tmp/gw.log")"
+
+# the insecure switch: no check, loudly
+run 0 'admitted=1' "$bin/sluice-enqueue" -q "$q" x
+run 0 'event=tls_insecure_skip_verify' env SLUICE_TLS_CA_FILE="$tls_dir/other-ca.crt" \
+    SLUICE_TLS_INSECURE_SKIP_VERIFY=1 "$bin/sluice-worker" -q "$q" -H noop --max-messages 1 \
+    --log-level warn
+grep -q 'processed=1 failed=0' "$tmp/out" || fail "insecure: $(cat "$tmp/out")"
+# a server that does not answer: the connect timeout (2 s) bounds the TLS handshake, retried
+kill -STOP "$tls_pid"
+"$bin/sluice-worker" -q "$q" -H noop >"$tmp/stop.out" 2>&1 &
+wk=$!
+pids+=("$wk")
+wait_lines "$tmp/stop.out" 3 6
+kill -KILL "$wk"
+wait "$wk" 2>/dev/null || true
+kill -CONT "$tls_pid"
+grep -q 'status=ETIMEDOUT .*the TLS handshake did not finish within 2000 ms' "$tmp/stop.out" ||
+    fail "a stopped server: $(cat "$tmp/stop.out")"
 echo "test_tls_async: ok"
