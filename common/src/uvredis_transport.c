@@ -204,7 +204,7 @@ static int take_cipher(sluice__uvlink *l) {
 /* Writes what it can of b. 0, or -1 (failed). */
 static int write_buf(sluice__uvlink *l, sluice__uvbuf *b, uint64_t *count) {
     while (buf_size(b) > 0) {
-        ssize_t n = write(l->fd, b->p + b->off, buf_size(b));
+        ssize_t n = send(l->fd, b->p + b->off, buf_size(b), MSG_NOSIGNAL);
         if (n < 0) {
             if (errno == EINTR) {
                 continue;
@@ -310,16 +310,22 @@ static void connect_done(sluice__uvlink *l) {
 static void process_replies(sluice__uvlink *l) {
     while (l->open) {
         void *reply = NULL;
+        /* both fail the link as a lost connection (ECONN), as hiredis's async context did */
         if (redisReaderGetReply(l->reader, &reply) != REDIS_OK) {
-            fail(l, SLUICE_EPROTO, l->reader->errstr);
+            fail(l, SLUICE_ECONN, l->reader->errstr);
             return;
         }
         if (reply == NULL) {
             return;
         }
         if (l->ring_len == 0) {
+            /* e.g. "ERR max number of clients reached", sent to a new connection */
+            redisReply *r = reply;
+            char why[200];
+            snprintf(why, sizeof(why), "%s",
+                     r->type == REDIS_REPLY_ERROR ? r->str : "a reply to no request");
             freeReplyObject(reply);
-            fail(l, SLUICE_EPROTO, "a reply to no request");
+            fail(l, SLUICE_ECONN, why);
             return;
         }
         void *privdata = ring_pop(l);

@@ -4,8 +4,9 @@
  * server on a unix socket in a temporary directory: the connect is reported, commands are
  * written in order and counted, each reply goes to the oldest request, a free asked for inside
  * a reply callback waits for its return and hands the rest NULL, the server closing or sending
- * a reply nobody asked for fails the link with the reason, a missing socket fails the open.
- * (TLS under the same transport: test_tls_async.sh against a real server.)
+ * a reply nobody asked for (a refusal of a new connection) fails the link with the reason, a
+ * missing socket fails the open. (TLS under the same transport: test_tls_async.sh against a real
+ * server.)
  */
 #include <errno.h>
 #include <stdint.h>
@@ -179,9 +180,10 @@ static void test_server_closes(int lfd) {
 static void test_reply_to_nothing(int lfd) {
     int peer;
     connect_link(lfd, &peer);
-    peer_write(peer, "+unasked\r\n");
+    peer_write(peer, "-ERR max number of clients reached\r\n");
     run_until(&ev.disconnected, 1);
-    CHECK_EQ(ev.lost_status, SLUICE_EPROTO);
+    CHECK_EQ(ev.lost_status, SLUICE_ECONN);
+    CHECK_STREQ(ev.lost_err, "ERR max number of clients reached");
     CHECK_EQ(ev.nreplies, 0);
     run_until(&ev.closed, 1);
     close(peer);
