@@ -578,27 +578,6 @@ static const sluice__uvlink_hooks link_hooks = {
     .closed = on_link_closed,
 };
 
-/* rediss://: the TLS stream of the next link (the context made at the first connect, the
- * session of the last link offered). 0, or a status with the reason in c->err. */
-static int tls_stream_for(sluice_aconn *c, const char *host, sluice__tls_stream **out) {
-    char err[sizeof(c->err) - sizeof(c->where) - 8];
-    int st = SLUICE_ENOMEM;
-    *out = NULL;
-    if (c->tls_ctx == NULL &&
-        (c->tls_ctx = sluice__tls_ctx_new(&c->o, &st, err, sizeof(err))) == NULL) {
-        snprintf(c->err, sizeof(c->err), "%s: %s", c->where, err);
-        return st;
-    }
-    *out = sluice__tls_stream_new(c->tls_ctx, host, c->o.tls_server_name,
-                                  c->o.tls_insecure_skip_verify, c->where, &c->tls_session, 0, err,
-                                  sizeof(err));
-    if (*out == NULL) {
-        snprintf(c->err, sizeof(c->err), "%s: %s", c->where, err);
-        return SLUICE_ENOMEM;
-    }
-    return 0;
-}
-
 /* A connect failing at once (unix socket missing, out of memory, a TLS file unreadable) is
  * reported like any other, from this timer callback, never from inside sluice_aconn_new. hiredis
  * 0.14 resolves a host name with a blocking getaddrinfo here; use IP literals or unix sockets on
@@ -617,19 +596,14 @@ static void on_retry(uv_timer_t *t) {
         host = c->node_host;
         port = c->node_port;
     }
-    sluice__tls_stream *tls = NULL;
-    int st = c->url.is_tls ? tls_stream_for(c, host, &tls) : 0;
-    sluice__uvlink *l = NULL;
-    if (st == 0) {
-        char err[256];
-        l = sluice__uvlink_open(c->loop, host, port, c->url.is_unix ? c->url.path : NULL, tls,
-                                &link_hooks, c, err, sizeof(err));
-        if (l == NULL) {
-            snprintf(c->err, sizeof(c->err), "%s: %.200s", c->where, err);
-            st = SLUICE_ECONN;
-        }
-    }
+    sluice__uvlink_tls tls = {&c->o, &c->tls_ctx, &c->tls_session, c->where};
+    char err[256];
+    int st = 0;
+    sluice__uvlink *l =
+        sluice__uvlink_open(c->loop, host, port, c->url.is_unix ? c->url.path : NULL,
+                            c->url.is_tls ? &tls : NULL, &link_hooks, c, &st, err, sizeof(err));
     if (l == NULL) {
+        snprintf(c->err, sizeof(c->err), "%s: %.200s", c->where, err);
         schedule_retry(c);
         report_down(c, st, 0);
         return;

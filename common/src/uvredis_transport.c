@@ -439,9 +439,27 @@ static void on_poll(uv_poll_t *handle, int status, int events) {
     update_events(l);
 }
 
+/* The TLS stream of a new link, or NULL with *status and err. */
+static sluice__tls_stream *stream_new(const sluice__uvlink_tls *t, const char *host, int *status,
+                                      char *err, size_t errlen) {
+    *status = SLUICE_ENOMEM;
+    if (*t->ctx == NULL && (*t->ctx = sluice__tls_ctx_new(t->o, status, err, errlen)) == NULL) {
+        return NULL;
+    }
+    *status = SLUICE_ENOMEM;
+    return sluice__tls_stream_new(*t->ctx, host, t->o->tls_server_name,
+                                  t->o->tls_insecure_skip_verify, t->where, t->session, 0, err,
+                                  errlen);
+}
+
 sluice__uvlink *sluice__uvlink_open(uv_loop_t *loop, const char *host, int port, const char *path,
-                                    sluice__tls_stream *tls, const sluice__uvlink_hooks *hooks,
-                                    void *owner, char *err, size_t errlen) {
+                                    const sluice__uvlink_tls *t, const sluice__uvlink_hooks *hooks,
+                                    void *owner, int *status, char *err, size_t errlen) {
+    sluice__tls_stream *tls = NULL;
+    if (t != NULL && (tls = stream_new(t, host, status, err, errlen)) == NULL) {
+        return NULL;
+    }
+    *status = SLUICE_ECONN;
     redisContext *rc =
         path != NULL ? redisConnectUnixNonBlock(path) : redisConnectNonBlock(host, port);
     if (rc == NULL || rc->err) {
@@ -463,6 +481,7 @@ sluice__uvlink *sluice__uvlink_open(uv_loop_t *loop, const char *host, int port,
     if (l == NULL || reader == NULL || uv_poll_init(loop, &l->poll, fd) != 0) {
         snprintf(err, errlen, "%s",
                  l == NULL || reader == NULL ? "out of memory" : "cannot watch the socket");
+        *status = l == NULL || reader == NULL ? SLUICE_ENOMEM : SLUICE_ECONN;
         redisReaderFree(reader);
         free(l);
         close(fd);

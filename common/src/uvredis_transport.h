@@ -72,15 +72,28 @@ struct sluice__uvlink {
     char errstr[256];  /* why, in words ("" when its owner freed it) */
 };
 
+/* rediss://: what a link's TLS stream is made of. The context and the session slot belong to
+ * the connection, kept across its links: the context is made at the first link (from o), the
+ * slot's session is offered at each and replaced by the link's own when it is freed. */
+typedef struct sluice__uvlink_tls {
+    const sluice_conn_options *o; /* tls_* fields */
+    SSL_CTX **ctx;
+    SSL_SESSION **session;
+    const char *where; /* the redacted URL, for the insecure switch's warning */
+} sluice__uvlink_tls;
+
 /*
  * Starts a non-blocking connect to `path` (a unix socket) or else host:port on `loop`, TLS over
- * it when `tls` is not NULL (taken over, freed with the link or here on failure). Returns the
- * link, whose `connected` hook runs later from the loop, or NULL with the reason in err.
- * hiredis resolves a host name with a blocking getaddrinfo: use IP literals on busy loops.
+ * it when `tls` is not NULL (the name checked is o->tls_server_name, else `host`). Returns the
+ * link, whose `connected` hook runs later from the loop, or NULL with a status in *status
+ * (SLUICE_ECONN; SLUICE_ETLS or SLUICE_EINVAL when the TLS context cannot be made from the
+ * options; SLUICE_ENOMEM) and the reason in err. hiredis resolves a host name with a blocking
+ * getaddrinfo: use IP literals on busy loops.
  */
 sluice__uvlink *sluice__uvlink_open(uv_loop_t *loop, const char *host, int port, const char *path,
-                                    sluice__tls_stream *tls, const sluice__uvlink_hooks *hooks,
-                                    void *owner, char *err, size_t errlen);
+                                    const sluice__uvlink_tls *tls,
+                                    const sluice__uvlink_hooks *hooks, void *owner, int *status,
+                                    char *err, size_t errlen);
 
 /* Queues a formatted command whose reply goes to `privdata`. 0, or -1 once the link is being
  * freed or out of memory (the privdata is not kept). */

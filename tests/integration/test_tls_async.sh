@@ -49,6 +49,9 @@ run 3 'hostname mismatch \(the certificate does not name other.example' \
 run 3 'sluice-gateway: queue .*certificate verify failed: [a-z]' \
     env SLUICE_TLS_CA_FILE="$tls_dir/other-ca.crt" timeout 20 "$bin/sluice-gateway" \
     --listen 127.0.0.1:0 --queue "$q" --redis "$tls_url"
+# a CA file that cannot be read: exit 3 naming it
+run 3 "cannot load the CA certificates from $tmp/none.crt" \
+    env SLUICE_TLS_CA_FILE="$tmp/none.crt" "$bin/sluice-worker" -q "$q" -H noop
 # a usage error in the TLS options: exit 2
 run 2 'SLUICE_TLS_KEY_FILE' env -u SLUICE_TLS_KEY_FILE "$bin/sluice-worker" -q "$q" -H noop
 

@@ -100,8 +100,9 @@ static int listen_unix(void) {
 static sluice__uvlink *connect_link(int lfd, int *peer) {
     char err[256];
     memset(&ev, 0, sizeof(ev));
+    int st = 0;
     sluice__uvlink *l =
-        sluice__uvlink_open(&loop, NULL, 0, path, NULL, &hooks, NULL, err, sizeof(err));
+        sluice__uvlink_open(&loop, NULL, 0, path, NULL, &hooks, NULL, &st, err, sizeof(err));
     CHECK(l != NULL);
     CHECK_EQ(l->stage, SLUICE__UVLINK_CONNECTING);
     *peer = accept(lfd, NULL, NULL);
@@ -194,8 +195,10 @@ static void test_missing_socket(void) {
     char missing[160];
     snprintf(missing, sizeof(missing), "%s/none.sock", dir);
     memset(&ev, 0, sizeof(ev));
-    CHECK(sluice__uvlink_open(&loop, NULL, 0, missing, NULL, &hooks, NULL, err, sizeof(err)) ==
+    int st = 0;
+    CHECK(sluice__uvlink_open(&loop, NULL, 0, missing, NULL, &hooks, NULL, &st, err, sizeof(err)) ==
           NULL);
+    CHECK_EQ(st, SLUICE_ECONN);
     CHECK(strstr(err, "No such file") != NULL);
     CHECK_EQ(ev.connected, 0);
 }
