@@ -5,9 +5,12 @@
  */
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "sluice/client.h"
 #include "sluice/status.h"
+#include "sluice/tls.h"
 
 int sluice_client_setup(const char *redis_url, int connect_timeout_ms, int command_timeout_ms,
                         int force_eval, const char *name, sluice_url *url, sluice_conn_options *co,
@@ -26,12 +29,6 @@ int sluice_client_setup(const char *redis_url, int connect_timeout_ms, int comma
 
 int sluice_client_async_supported(const sluice_url *url, char *err, size_t errlen) {
     if (sluice_url_supported(url, err, errlen) != 0) {
-        return SLUICE_EINVAL;
-    }
-    if (url->is_tls) {
-        if (err != NULL && errlen > 0) {
-            snprintf(err, errlen, "rediss:// is not supported by the async connection yet");
-        }
         return SLUICE_EINVAL;
     }
     if (url->is_sentinel) {
@@ -55,4 +52,39 @@ void sluice__client_tls(sluice_conn_options *co, const sluice_conn_options *tls)
     co->tls_key_file = tls->tls_key_file;
     co->tls_server_name = tls->tls_server_name;
     co->tls_insecure_skip_verify = tls->tls_insecure_skip_verify;
+}
+
+/* The tls_* string fields of sluice_conn_options, in one list. */
+#define TLS_STRING_FIELDS(o)                                                                       \
+    {                                                                                              \
+        &(o)->tls_ca_file, &(o)->tls_ca_dir, &(o)->tls_cert_file, &(o)->tls_key_file,              \
+            &(o)->tls_server_name                                                                  \
+    }
+#define TLS_NSTRINGS 5
+
+int sluice__tls_options_keep(sluice_conn_options *o) {
+    const char **f[TLS_NSTRINGS] = TLS_STRING_FIELDS(o);
+    int st = 0;
+    for (int i = 0; i < TLS_NSTRINGS; i++) {
+        const char *v = *f[i];
+        *f[i] = NULL;
+        if (v != NULL && v[0] != '\0' && st == 0 && (*f[i] = strdup(v)) == NULL) {
+            st = SLUICE_ENOMEM;
+        }
+    }
+    if (st != 0) {
+        sluice__tls_options_release(o);
+    }
+    return st;
+}
+
+void sluice__tls_options_release(sluice_conn_options *o) {
+    if (o == NULL) {
+        return;
+    }
+    const char **f[TLS_NSTRINGS] = TLS_STRING_FIELDS(o);
+    for (int i = 0; i < TLS_NSTRINGS; i++) {
+        free((char *)*f[i]);
+        *f[i] = NULL;
+    }
 }

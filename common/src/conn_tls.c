@@ -238,10 +238,9 @@ int sluice__tls_link_open(sluice__tls_link *l, const sluice_conn_options *o, con
         return SLUICE_ENOMEM;
     }
     st = handshake(l, deadline);
-    if (st == SLUICE_ETLS && strstr(l->err, "mismatch") != NULL) { /* say which name */
-        const char *name = o->tls_server_name != NULL ? o->tls_server_name : host;
-        size_t used = strlen(l->err);
-        snprintf(l->err + used, sizeof(l->err) - used, " (the certificate does not name %s)", name);
+    if (st == SLUICE_ETLS) {
+        sluice__tls_explain(l->err, sizeof(l->err),
+                            o->tls_server_name != NULL ? o->tls_server_name : host);
     }
     if (st == 0 && (*ctx = redisConnectFd(fd)) == NULL) {
         snprintf(l->err, sizeof(l->err), "out of memory");

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * tls.c - the TLS options a connection keeps and the client SSL_CTX made from them (tls.h).
+ * tls.c - the client SSL_CTX made from a connection's TLS options (tls.h; the copies of the
+ * options a connection keeps are client.c's, built into every library).
  *
  * Verification is on unless tls_insecure_skip_verify: the server's chain against the given CA
  * file or directory, else the system store (SSL_CTX_set_default_verify_paths, which also honours
@@ -16,41 +17,6 @@
 
 #include "sluice/status.h"
 #include "sluice/tls.h"
-
-/* The tls_* string fields of sluice_conn_options, in one list. */
-#define TLS_STRING_FIELDS(o)                                                                       \
-    {                                                                                              \
-        &(o)->tls_ca_file, &(o)->tls_ca_dir, &(o)->tls_cert_file, &(o)->tls_key_file,              \
-            &(o)->tls_server_name                                                                  \
-    }
-#define TLS_NSTRINGS 5
-
-int sluice__tls_options_keep(sluice_conn_options *o) {
-    const char **f[TLS_NSTRINGS] = TLS_STRING_FIELDS(o);
-    int st = 0;
-    for (int i = 0; i < TLS_NSTRINGS; i++) {
-        const char *v = *f[i];
-        *f[i] = NULL;
-        if (v != NULL && v[0] != '\0' && st == 0 && (*f[i] = strdup(v)) == NULL) {
-            st = SLUICE_ENOMEM;
-        }
-    }
-    if (st != 0) {
-        sluice__tls_options_release(o);
-    }
-    return st;
-}
-
-void sluice__tls_options_release(sluice_conn_options *o) {
-    if (o == NULL) {
-        return;
-    }
-    const char **f[TLS_NSTRINGS] = TLS_STRING_FIELDS(o);
-    for (int i = 0; i < TLS_NSTRINGS; i++) {
-        free((char *)*f[i]);
-        *f[i] = NULL;
-    }
-}
 
 /* "what: OpenSSL's reason" for the last error on this thread's queue; clears the queue. */
 static void ssl_fail(char *err, size_t errlen, const char *what) {
@@ -122,4 +88,11 @@ SSL_CTX *sluice__tls_ctx_new(const sluice_conn_options *o, int *status, char *er
         return NULL;
     }
     return ctx;
+}
+
+void sluice__tls_explain(char *err, size_t errlen, const char *name) {
+    if (strstr(err, "mismatch") != NULL) {
+        size_t used = strlen(err);
+        snprintf(err + used, errlen - used, " (the certificate does not name %s)", name);
+    }
 }

@@ -6,22 +6,23 @@
  * uvredis_route.c's; this file reaches it only through the hooks the router installed
  * (c->route, uvredis_link.h).
  *
- * One sluice_aconn owns at most one hiredis redisAsyncContext at a time (a "link", watched by
- * the adapter of uvredis_adapter.c). A link goes: connect (bounded by connect_timeout_ms) ->
- * handshake (the plan of handshake.h: AUTH, CLUSTER MYID, SELECT, FCALL sluice_version,
- * FUNCTION LOAD or SCRIPT LOADs, pipelined) -> ready. Any failure lets go of the link, fails
- * what was pending on it and arms a reconnect after a capped exponential backoff with jitter.
+ * One sluice_aconn owns at most one transport at a time (a "link", uvredis_transport.c: the
+ * socket, plain or TLS, and hiredis's reply reader). A link goes: connect and, for rediss://,
+ * the TLS handshake (bounded by connect_timeout_ms) -> handshake (the plan of handshake.h: AUTH,
+ * CLUSTER MYID, SELECT, FCALL sluice_version, FUNCTION LOAD or SCRIPT LOADs, pipelined) -> ready.
+ * Any failure lets go of the link, fails what was pending on it and arms a reconnect after a capped
+ * exponential backoff with jitter.
  *
  * Every request, internal or the caller's, is a `request` on the pending list (send order) and
- * the privdata of its hiredis callback, so hiredis hands it back exactly once: with the reply,
- * or with NULL when the context is freed. The caller's callback runs from that single place,
+ * the privdata of its command on the link, which hands it back exactly once: with the reply,
+ * or with NULL when the link is freed. The caller's callback runs from that single place,
  * which is what keeps "exactly once" true across timeouts, connection loss and close.
  *
- * Re-entrancy: a caller may submit or close from any callback. hiredis runs the pending
- * callbacks of a context synchronously inside redisAsyncFree (or right after the reply
- * callback it is in returns), so before freeing a context the link is detached (c->link =
- * NULL, link->data = NULL); everything that then comes back from hiredis is recognised as
- * belonging to a link we let go of. The connection's memory is freed only once its four
+ * Re-entrancy: a caller may submit or close from any callback. The transport runs the pending
+ * callbacks of a link synchronously inside sluice__uvlink_free (or right after the reply
+ * callback it is in returns), so before freeing a link it is detached (c->link = NULL,
+ * link->data = NULL); everything that then comes back from it is recognised as belonging to a
+ * link we let go of. The connection's memory is freed only once its four
  * timers and every poll handle it ever had are closed.
  */
 #include <stdint.h>
@@ -31,6 +32,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include <openssl/ssl.h>
 #include <uv.h>
 
 #include "sluice/cluster.h"
@@ -49,7 +51,7 @@
  * not make a busy producer buffer without bound (the call then fails with ETOOBIG). */
 #define ACONN_MAX_UNSENT ((size_t)64 << 20)
 
-static void on_reply(redisAsyncContext *ac, void *r, void *privdata);
+static void on_reply(sluice__uvlink *l, redisReply *reply, void *privdata);
 static void on_retry(uv_timer_t *t);
 
 /* ---------------------------------------------------------------------------------------- */
@@ -244,16 +246,13 @@ static void link_lost(sluice_aconn *c, sluice__uvlink *l, int status, const char
 }
 
 /*
- * Drops the current link and frees its context: hiredis calls every pending callback with a
- * NULL reply, at once, or right after the reply callback we are in returns.
+ * Drops the current link and frees it: the transport calls every pending callback with a NULL
+ * reply, at once, or right after the reply callback we are in returns.
  */
 void sluice__uv_drop(sluice_aconn *c, int status, const char *detail) {
     sluice__uvlink *l = c->link;
-    redisAsyncContext *ac = l->ac;
     link_lost(c, l, status, detail);
-    if (ac != NULL) {
-        redisAsyncFree(ac);
-    }
+    sluice__uvlink_free(l);
 }
 
 static void on_deadline(uv_timer_t *t) {
@@ -304,6 +303,8 @@ static void maybe_finish(sluice_aconn *c) {
     memset(&c->url, 0, sizeof(c->url)); /* the password */
     sluice__hs_free(&c->hs);
     sluice__tls_options_release(&c->o);
+    SSL_CTX_free(c->tls_ctx);
+    SSL_SESSION_free(c->tls_session);
     free(c);
     if (closed != NULL) {
         closed(arg);
@@ -326,13 +327,12 @@ static void on_link_closed(sluice__uvlink *l) {
 /* ---------------------------------------------------------------------------------------- */
 /* Sending                                                                                  */
 
-/* Appends a formatted command for `q` to the link; 0 or ECONN (hiredis is disconnecting). */
+/* Appends a formatted command for `q` to the link; 0 or ECONN (the link is being freed). */
 int sluice__uv_append(sluice_aconn *c, sluice__uvlink *l, request *q, const char *cmd, size_t len) {
-    if (redisAsyncFormattedCommand(l->ac, on_reply, q, cmd, len) != REDIS_OK) {
+    q->start = l->appended;
+    if (sluice__uvlink_append(l, cmd, len, q) != 0) {
         return SLUICE_ECONN;
     }
-    q->start = l->appended;
-    l->appended += len;
     q->end = l->appended;
     list_push(c, q);
     arm_deadline(c, q->deadline);
@@ -467,9 +467,9 @@ static void step_plan(sluice_aconn *c, redisReply *r, int fn) {
 
 /*
  * Sends what the handshake plan yields until it waits for a reply or ends; AUTH, CLUSTER MYID,
- * SELECT, the router's steps and the probe go out pipelined. `in_connect`: inside hiredis'
- * connect callback, where the context must not be freed (hiredis touches it after the callback
- * returns): a step that cannot even be queued leaves the link to the connect timer.
+ * SELECT, the router's steps and the probe go out pipelined. `in_connect`: inside the
+ * transport's connect callback: a step that cannot even be queued leaves the link to the
+ * connect timer, rather than freeing it there.
  */
 static void hs_pump(sluice_aconn *c, int in_connect) {
     for (;;) {
@@ -525,45 +525,63 @@ static void handshake_start(sluice_aconn *c) {
     hs_pump(c, 1);
 }
 
-static void on_connect(const redisAsyncContext *ac, int status) {
-    sluice__uvlink *l = ac->data;
+static void on_connect(sluice__uvlink *l, int status) {
     sluice_aconn *c = l->data;
     if (c == NULL) {
         return;
     }
-    if (status != REDIS_OK) {
-        /* hiredis frees the context when this returns */
-        link_lost(c, l, SLUICE_ECONN, ac->c.errstr);
+    if (status != 0) {
+        /* the link frees itself when this returns */
+        char detail[sizeof(l->errstr) + 80];
+        snprintf(detail, sizeof(detail), "%s", l->errstr);
+        if (status == SLUICE_ETLS) {
+            sluice__tls_explain(detail, sizeof(detail),
+                                c->o.tls_server_name != NULL ? c->o.tls_server_name
+                                : c->route != NULL           ? c->node_host
+                                                             : c->url.host);
+        }
+        link_lost(c, l, status, detail);
         return;
+    }
+    if (l->tls != NULL) {
+        SLUICE_LOG(SLUICE_LOG_DEBUG, "event=tls_connected server=%s resumed=%d", c->where,
+                   sluice__uvlink_resumed(l));
     }
     handshake_start(c);
 }
 
-static void on_disconnect(const redisAsyncContext *ac, int status) {
-    (void)status;
-    sluice__uvlink *l = ac->data;
+static void on_disconnect(sluice__uvlink *l) {
     sluice_aconn *c = l->data;
     if (c != NULL) {
-        link_lost(c, l, SLUICE_ECONN, ac->c.errstr[0] ? ac->c.errstr : "connection closed");
+        link_lost(c, l, l->status != 0 ? l->status : SLUICE_ECONN,
+                  l->errstr[0] ? l->errstr : "connection closed");
     }
 }
 
 static void on_connect_timeout(uv_timer_t *t) {
     sluice_aconn *c = t->data;
-    if (c->link == NULL || c->link->ac == NULL) {
+    if (c->link == NULL || !c->link->open) {
         return;
     }
+    static const char *const what[] = {"could not connect", "the TLS handshake did not finish",
+                                       "no reply to the handshake"};
     char detail[128];
-    snprintf(detail, sizeof(detail), "%s within %d ms",
-             (c->link->ac->c.flags & REDIS_CONNECTED) ? "no reply to the handshake"
-                                                      : "could not connect",
+    snprintf(detail, sizeof(detail), "%s within %d ms", what[c->link->stage],
              c->o.connect_timeout_ms);
     sluice__uv_drop(c, SLUICE_ETIMEDOUT, detail);
 }
 
-/* A connect failing at once (unix socket missing, out of memory) is reported like any other,
- * from this timer callback, never from inside sluice_aconn_new. hiredis 0.14 resolves a host
- * name with a blocking getaddrinfo here; use IP literals or unix sockets on busy loops. */
+static const sluice__uvlink_hooks link_hooks = {
+    .connected = on_connect,
+    .reply = on_reply,
+    .disconnected = on_disconnect,
+    .closed = on_link_closed,
+};
+
+/* A connect failing at once (unix socket missing, out of memory, a TLS file unreadable) is
+ * reported like any other, from this timer callback, never from inside sluice_aconn_new. hiredis
+ * 0.14 resolves a host name with a blocking getaddrinfo here; use IP literals or unix sockets on
+ * busy loops. */
 static void on_retry(uv_timer_t *t) {
     sluice_aconn *c = t->data;
     const char *host = c->url.host;
@@ -578,36 +596,22 @@ static void on_retry(uv_timer_t *t) {
         host = c->node_host;
         port = c->node_port;
     }
-    redisAsyncContext *ac =
-        c->url.is_unix ? redisAsyncConnectUnix(c->url.path) : redisAsyncConnect(host, port);
-    sluice__uvlink *l = NULL;
-    if (ac != NULL) {
-        sluice__fd_cloexec(ac->c.fd);
-    }
-    if (ac == NULL) {
-        snprintf(c->err, sizeof(c->err), "%s: out of memory", c->where);
-    } else if (ac->err) {
-        snprintf(c->err, sizeof(c->err), "%s: %s", c->where, ac->c.errstr);
-    } else if ((l = sluice__uvlink_attach(c->loop, ac, c, on_link_closed)) == NULL) {
-        snprintf(c->err, sizeof(c->err), "%s: cannot watch the socket", c->where);
-    }
+    sluice__uvlink_tls tls = {&c->o, &c->tls_ctx, &c->tls_session, c->where};
+    char err[256];
+    int st = 0;
+    sluice__uvlink *l =
+        sluice__uvlink_open(c->loop, host, port, c->url.is_unix ? c->url.path : NULL,
+                            c->url.is_tls ? &tls : NULL, &link_hooks, c, &st, err, sizeof(err));
     if (l == NULL) {
-        if (ac != NULL) {
-            redisAsyncFree(ac);
-        }
+        snprintf(c->err, sizeof(c->err), "%s: %.200s", c->where, err);
         schedule_retry(c);
-        report_down(c, SLUICE_ECONN, 0);
+        report_down(c, st, 0);
         return;
-    }
-    if (!c->url.is_unix) {
-        redisEnableKeepAlive(&ac->c); /* notices a vanished peer on an idle connection */
     }
     c->open_handles++;
     c->link = l;
     c->hs_left = 0;
     memset(c->loaded_at, 0, sizeof(c->loaded_at));
-    redisAsyncSetConnectCallback(ac, on_connect);
-    redisAsyncSetDisconnectCallback(ac, on_disconnect);
     uv_timer_start(&c->connect_timer, on_connect_timeout, (uint64_t)c->o.connect_timeout_ms, 0);
 }
 
@@ -695,21 +699,20 @@ static void after_reply(sluice_aconn *c, sluice__uvlink *l) {
     }
 }
 
-static void on_reply(redisAsyncContext *ac, void *r, void *privdata) {
+static void on_reply(sluice__uvlink *l, redisReply *reply, void *privdata) {
     request *q = privdata;
     sluice_aconn *c = q->conn;
-    sluice__uvlink *l = ac->data;
-    redisReply *reply = r;
     list_unlink(c, q);
     if (reply == NULL) {
-        /* hiredis is freeing the context: if we did not ask for it, the connection broke */
-        link_lost(c, l, SLUICE_ECONN, ac->c.errstr[0] ? ac->c.errstr : "connection lost");
+        /* the link is being freed: if we did not ask for it, the connection broke */
+        link_lost(c, l, l->status != 0 ? l->status : SLUICE_ECONN,
+                  l->errstr[0] ? l->errstr : "connection lost");
         if (q->cb == NULL) {
             request_free(q);
             return;
         }
         int st = q->timed_out ? SLUICE_ETIMEDOUT : c->closing ? SLUICE_ECANCELED : SLUICE_ECONN;
-        sluice__uv_complete(c, q, st, q->end <= sluice__uvlink_written(l, ac), NULL);
+        sluice__uv_complete(c, q, st, q->end <= sluice__uvlink_written(l), NULL);
         after_reply(c, l);
         return;
     }
@@ -802,7 +805,7 @@ const char *sluice_aconn_errstr(const sluice_aconn *c) {
 static int submit(sluice_aconn *c, sds cmd, int fn, int wait, int timeout_ms,
                   sluice_aconn_reply_cb cb, void *arg) {
     sluice__uvlink *l = c->link;
-    size_t unsent = l->ac->c.obuf != NULL ? sdslen(l->ac->c.obuf) : 0;
+    size_t unsent = sluice__uvlink_unsent(l);
     if (unsent + sdslen(cmd) > ACONN_MAX_UNSENT) {
         snprintf(c->err, sizeof(c->err), "%s: %zu bytes waiting to be written; refusing more",
                  c->where, unsent);
@@ -920,10 +923,8 @@ void sluice_aconn_close(sluice_aconn *c, void (*closed)(void *arg), void *arg) {
     c->link = NULL;
     if (l != NULL) {
         l->data = NULL;
-        if (l->ac != NULL) {
-            /* pending callbacks run with ECANCELED now, or right after the hiredis callback
-             * we are inside of returns */
-            redisAsyncFree(l->ac);
-        }
+        /* pending callbacks run with ECANCELED now, or right after the reply callback we are
+         * inside of returns */
+        sluice__uvlink_free(l);
     }
 }

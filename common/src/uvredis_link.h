@@ -9,22 +9,24 @@
  * made, and the link calls those at the few places where routing decides - which node to
  * connect to, the router's handshake steps, a reply that is a redirection, a lost link, close.
  * A connection without hooks (redis://, unix://) is a link alone. A Sentinel router would
- * install its own hooks (ask the sentinels in `pick`, follow a failover on `lost`); a TLS
- * transport goes under the link (its context and adapter).
+ * install its own hooks (ask the sentinels in `pick`, follow a failover on `lost`). Under the
+ * link is its transport (uvredis_transport.h): the socket, plain or TLS, and the reply reader.
  */
 #ifndef SLUICE_UVREDIS_LINK_H
 #define SLUICE_UVREDIS_LINK_H
 
 #include <stdint.h>
 
-#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
 #include <uv.h>
 
 #include "sluice/cluster.h"
 #include "sluice/handshake.h"
 #include "sluice/redis.h"
 
-#include "uvredis_internal.h"
+#include "sluice/tls.h"
+
+#include "uvredis_transport.h"
 
 /* Cluster nodes a connection remembers besides its seeds (the primaries of the last map read,
  * the nodes MOVEDs named): more than enough to find one that answers. */
@@ -75,9 +77,11 @@ struct sluice_aconn {
     uv_timer_t connect_timer;                /* bounds connect + handshake */
     uv_timer_t deadline_timer;               /* the earliest pending deadline (see arm_deadline) */
     uint64_t armed;                          /* deadline deadline_timer is set for; 0 = stopped */
-    sluice__uvlink *link;                    /* the current context's adapter; NULL while down */
-    request *head, *tail;                    /* waiting for a reply */
-    size_t npending;                         /* the caller's requests among them */
+    sluice__uvlink *link;                    /* the current transport; NULL while down */
+    SSL_CTX *tls_ctx;         /* rediss://: made at the first connect, kept for the reconnects */
+    SSL_SESSION *tls_session; /* rediss://: the session offered at the next connect */
+    request *head, *tail;     /* waiting for a reply */
+    size_t npending;          /* the caller's requests among them */
     int ready;
     int mode;
     int hs_left;                          /* handshake replies still awaited */

@@ -539,7 +539,7 @@ static int route_follow(sluice_aconn *c, sluice__uvlink *l, request *w, int kind
 /* Moving to a slot's new owner: once everything sent on the old link is answered, let it go
  * (the reconnect to the new owner starts at once). */
 static void moved_maybe_drop(sluice_aconn *c, sluice__uvlink *l) {
-    if (c->moving && c->head == NULL && c->link == l && l->ac != NULL && !c->closing) {
+    if (c->moving && c->head == NULL && c->link == l && l->open && !c->closing) {
         sluice__uv_drop(c, SLUICE_ECONN, "the queue's slot moved");
     }
     retired_maybe_close(c); /* a retired ask link, once its last call is answered */
@@ -702,7 +702,7 @@ static const sluice__uvroute_ops cluster = {
 
 sluice_aconn *sluice_aconn_new(uv_loop_t *loop, const sluice_url *url, const sluice_conn_options *o,
                                sluice_aconn_state_cb state_cb, void *state_arg) {
-    if (url == NULL || url->is_sentinel || url->is_tls) { /* neither on the async side yet */
+    if (url == NULL || url->is_sentinel) { /* not on the async side yet */
         return NULL;
     }
     return sluice__uv_new(loop, url, o, state_cb, state_arg, url->is_cluster ? &cluster : NULL);

@@ -37,6 +37,7 @@
 #include "sluice/figures.h"
 #include "sluice/options.h"
 #include "sluice/reply.h"
+#include "sluice/tls.h"
 #include "sluice/url.h"
 
 #include "admit.h"
@@ -96,7 +97,9 @@ struct sluice_aproducer {
     uv_loop_t *loop;
     sluice_producer_options o; /* kept to build each partition's settings */
     sluice_url url;            /* kept to connect partitions added later */
-    sluice_conn_options co;
+    sluice_conn_options co;    /* its tls_* strings are copies (sluice__tls_options_keep) */
+    void (*refused_cb)(sluice_aproducer *ap, int status, void *arg);
+    void *refused_arg;
     apart *part[SLUICE_PARTITIONS_MAX]; /* created when first used; part[0] at once */
     int nmade;                          /* part[nmade..] were never created */
     int nparts;                         /* partitions admissions are routed to */
@@ -672,12 +675,14 @@ static void on_drain_timer(uv_timer_t *t) {
 /* Life cycle                                                                               */
 
 static void on_state(sluice_aconn *c, int ready, int status, void *arg) {
-    (void)status;
     apart *pt = arg;
     sluice_aproducer *ap = pt->ap;
     pt->down = !ready;
     if (!ready) {
         snprintf(ap->err, sizeof(ap->err), "%s", sluice_aconn_errstr(c));
+        if (status == SLUICE_ETLS && ap->refused_cb != NULL) {
+            ap->refused_cb(ap, status, ap->refused_arg);
+        }
     } else if (pt->index == 0 && ap->parts_state == PARTS_UNKNOWN) {
         parts_read(ap);
     }
@@ -738,6 +743,10 @@ int sluice_aproducer_new(uv_loop_t *loop, const sluice_producer_options *o,
         st = SLUICE_EINVAL;
     }
     if (st == 0) {
+        sluice__client_tls(&ap->co, o->tls);
+        st = sluice__tls_options_keep(&ap->co);
+    }
+    if (st == 0) {
         ap->scratch = calloc(cfg.max_batch, sizeof(*ap->scratch));
         st = ap->scratch != NULL ? 0 : SLUICE_ENOMEM;
     }
@@ -753,6 +762,7 @@ int sluice_aproducer_new(uv_loop_t *loop, const sluice_producer_options *o,
     }
     if (st != 0) {
         memset(&ap->url, 0, sizeof(ap->url)); /* the password */
+        sluice__tls_options_release(&ap->co);
         free(ap->scratch);
         free(ap);
         return st;
@@ -763,6 +773,8 @@ int sluice_aproducer_new(uv_loop_t *loop, const sluice_producer_options *o,
     ap->max_inflight = ao->max_inflight > 0 ? ao->max_inflight : DEFAULT_MAX_INFLIGHT;
     ap->timeout_ms = o->command_timeout_ms > 0 ? o->command_timeout_ms : 5000;
     ap->fail_open = o->fail_open;
+    ap->refused_cb = ao->refused_cb;
+    ap->refused_arg = ao->refused_arg;
     init_handles(ap, ao->drain_sample_ms);
     *out = ap;
     return 0;
@@ -814,6 +826,7 @@ static void maybe_free(sluice_aproducer *ap) {
         free(ap->part[i]);
     }
     memset(&ap->url, 0, sizeof(ap->url)); /* the password */
+    sluice__tls_options_release(&ap->co);
     free(ap->scratch);
     free(ap);
     if (closed_cb != NULL) {

@@ -42,6 +42,7 @@ static const char usage[] =
     "                                while the queue's meta has none (default 1000)\n"
     "  -r, --redis URL               redis://[user:pass@]host:port[/db] or unix:///path\n"
     "                                (default $SLUICE_REDIS_URL, else redis://127.0.0.1:6379)\n"
+    "                                rediss://...: TLS, options in $SLUICE_TLS_* (docs/tls.md)\n"
     "      --timeout MS              deadline of one admission in Redis (default 2000)\n"
     "      --connect-timeout MS      Redis connect timeout (default 2000)\n"
     "      --wait-replicas N         answer 202 only once N replicas have the message (WAIT);\n"
@@ -388,11 +389,37 @@ static int parse_args(int argc, char **argv, config *cfg, gw_server *s) {
         fprintf(stderr, "sluice-gateway: --redis: %s\n", err);
         return SLUICE_EXIT_USAGE;
     }
+    sluice_conn_options_init(&s->tls);
+    if (sluice_cli_tls_env(&s->tls, err, sizeof(err)) != 0) {
+        fprintf(stderr, "sluice-gateway: %s\n", err);
+        return SLUICE_EXIT_USAGE;
+    }
     return 0;
 }
 
 /* ---------------------------------------------------------------------------------------- */
 /* Start and stop                                                                           */
+
+static void on_stop_tick(uv_timer_t *t);
+
+/* A connection refused for a reason no retry heals (a certificate check): said once, then the
+ * gateway stops at once (exit 3), as the blocking binaries do. */
+static void on_refused(sluice_aproducer *ap, int status, void *arg) {
+    gw_server *s = arg;
+    if (s->exit_code != 0 || s->stopping == 2) {
+        return;
+    }
+    fprintf(stderr, "sluice-gateway: queue %s: %s: %s\n", sluice_aproducer_queue(ap),
+            sluice_strerror(status), sluice_aproducer_errstr(ap));
+    s->exit_code = SLUICE_EXIT_REDIS;
+    if (!s->stopping) {
+        s->stopping = 1;
+        sluice__http_stop(s->http);
+        gw_dash_stop(s);
+    }
+    stop_deadline = uv_now(s->loop); /* no grace: nothing can be admitted */
+    uv_timer_start(&stop_timer, on_stop_tick, 0, 20);
+}
 
 static int start_producers(gw_server *s, const config *cfg) {
     char err[512];
@@ -409,8 +436,11 @@ static int start_producers(gw_server *s, const config *cfg) {
         o.retry_after_max_s = (unsigned)cfg->retry_max;
         o.wait_replicas = (int)cfg->wait_replicas;
         o.wait_timeout_ms = (int)cfg->wait_timeout_ms;
+        o.tls = &s->tls;
         sluice_aproducer_options ao;
         sluice_aproducer_options_init(&ao);
+        ao.refused_cb = on_refused;
+        ao.refused_arg = s;
         ao.max_queued = (size_t)cfg->max_pending;
         ao.drain_sample_ms = 1000; /* keeps Retry-After current between rejections */
         if (sluice_aproducer_new(s->loop, &o, &ao, &s->queues[i].ap, err, sizeof(err)) != 0) {
@@ -541,5 +571,5 @@ int main(int argc, char **argv) {
     uv_loop_close(s->loop);
     gw_dash_free(s);
     memset(s->dash.token, 0, sizeof(s->dash.token));
-    return SLUICE_EXIT_OK;
+    return s->exit_code;
 }

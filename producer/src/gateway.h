@@ -113,7 +113,9 @@ typedef struct gw_server {
     uv_signal_t sigterm, sigint;
     gw_queue queues[GW_MAX_QUEUES];
     size_t nqueues;
-    int stopping; /* 1: draining after the first signal; 2: after the second / grace */
+    int stopping;  /* 1: draining after the first signal; 2: after the second / grace */
+    int exit_code; /* SLUICE_EXIT_REDIS after a refusal no retry heals (a TLS check), else 0 */
+    sluice_conn_options tls; /* rediss://: the SLUICE_TLS_* options (strings from the env) */
     int grace_ms;
     gw_metrics m;
     char client_header[64]; /* lower case; "" = the peer address is the client key */

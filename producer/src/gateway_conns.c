@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sluice/client.h"
 #include "sluice/cluster.h"
 #include "sluice/keys.h"
 
@@ -25,6 +26,7 @@
 static sluice_aconn *open_conn(gw_server *s, const sluice_url *u, const char *queue) {
     sluice_conn_options o;
     sluice_conn_options_init(&o);
+    sluice__client_tls(&o, &s->tls);
     o.name = "console";
     o.no_load = s->dash.token_len == 0; /* no actions: plain commands only */
     o.queue = queue;

@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "sluice/client.h"
 #include "sluice/buf.h"
 #include "sluice/log.h"
 #include "sluice/reply.h"

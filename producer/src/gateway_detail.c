@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sluice/client.h"
 #include "sluice/buf.h"
 #include "sluice/cli.h"
 #include "sluice/keys.h"

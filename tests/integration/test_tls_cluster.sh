@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# rediss+cluster:// on the blocking connection, against a Redis Cluster of 3 TLS-only primaries
+# rediss+cluster:// on the blocking connection (and the async one: sluice-worker), against a Redis Cluster of 3 TLS-only primaries
 # of its own (--port 0, tls-cluster yes: the bus is TLS too; the private CA of tls_lib.sh),
 # stopped by their PIDs: sluice-enqueue and sluice-admin through it, the seeds and every node
 # verified; another CA is refused with the reason (exit 3). A node announces its IP address, so
@@ -9,7 +9,8 @@
 # name is accepted but the nodes it names by IP are refused ("IP address mismatch"), and
 # accepted with SLUICE_TLS_SERVER_NAME=localhost. A slot migration (MIGRATING, the keys
 # moved, the slot reassigned) under a running sluice-enqueue loses nothing: every payload is
-# admitted once, all on the new owner.
+# admitted once, all on the new owner; a worker over rediss+cluster:// drains a queue of a
+# node that is not a seed, and the migrated queue from its new owner.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/tls_lib.sh"
@@ -66,6 +67,16 @@ for i in 1 2 3 4 5 6; do
 done
 run 0 '' "$bin/sluice-admin" --redis "$curl" --json stats "tq3.$$"
 grep -q '"depth":2' "$tmp/out" || fail "stats over TLS: $(cat "$tmp/out")"
+# the async connection over rediss+cluster:// too: a worker drains a queue of the node that is
+# not a seed (reached at the address the cluster announces)
+q3=""
+for i in $(seq 1 60); do
+    [ "$(owner "tw$i.$$")" = "${cports[2]}" ] && q3=tw$i.$$ && break
+done
+[ -n "$q3" ] || fail "no queue name on the third node"
+run 0 'admitted=3' enq -q "$q3" x y z
+run 0 'processed=3 failed=0' "$bin/sluice-worker" --redis "$curl" -q "$q3" -H noop --max-messages 3
+[ "$(tc "${cports[2]}" XLEN "sluice:{$q3}:stream")" = 0 ] || fail "the worker left entries in $q3"
 # seeds by name: the seed is checked against localhost, the nodes against 127.0.0.1
 run 0 'admitted=1' enq -r "rediss+cluster://localhost:${cports[2]}" -q "tq1.$$" c
 run 3 'certificate verify failed: [a-z]' \
@@ -132,4 +143,7 @@ n=$(tc "$mdst" XLEN "sluice:{$q}:stream")
 [ "$n" = $((total + 1)) ] || fail "after the migration: $n entries on the new owner, not $((total + 1))"
 run 0 '' "$bin/sluice-admin" --redis "$curl" --json stats "$q"
 grep -q "\"depth\":$((total + 1))" "$tmp/out" || fail "stats after the migration: $(cat "$tmp/out")"
+# ... and drains the migrated queue from its new owner
+run 0 "processed=$((total + 1)) failed=0" "$bin/sluice-worker" --redis "$curl" -q "$q" -H noop \
+    --max-messages $((total + 1))
 echo "test_tls_cluster: ok"

@@ -7,7 +7,7 @@
 # with SLUICE_TLS_CERT_FILE / KEY_FILE and refuses a client without; AUTH over TLS; batches of
 # about 1 MB; a stopped server times the handshake out; a connection the server closed comes
 # back resuming its TLS session; a restart of the server while a producer runs is followed by
-# a reconnect; the async binaries refuse rediss:// clearly.
+# a reconnect. The async binaries over TLS: test_tls_async.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/tls_lib.sh"
@@ -54,11 +54,6 @@ run 0 'event=tls_insecure_skip_verify' env SLUICE_TLS_CA_FILE="$tls_dir/other-ca
 # plain TCP to the TLS port is not mistaken for a server
 run 3 '' env SLUICE_REDIS_URL="redis://127.0.0.1:$tls_port" "$bin/sluice-enqueue" \
     --timeout 500 -q "$q" six
-
-# the async connection refuses rediss:// up front
-run 2 'rediss:// is not supported by the async connection yet' "$bin/sluice-worker" -q "$q"
-run 2 'rediss:// is not supported by the async connection yet' "$bin/sluice-gateway" \
-    --listen 127.0.0.1:0 --queue "$q" --redis "$tls_url"
 
 # client certificates required: refused without, admitted with
 tls_cli CONFIG SET tls-auth-clients yes >/dev/null

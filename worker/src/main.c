@@ -30,6 +30,7 @@ static const char usage[] =
     "  -q, --queue NAME             queue to drain (1-64 of A-Z a-z 0-9 _ . -)\n"
     "  -r, --redis URL              redis://[user:pass@]host:port[/db] or unix:///path\n"
     "                               (default $SLUICE_REDIS_URL, else redis://127.0.0.1:6379)\n"
+    "                               rediss://...: TLS, options in $SLUICE_TLS_* (docs/tls.md)\n"
     "  -H, --handler SPEC           noop | sleep:MS | exec:CMD | crash-on:TEXT |\n"
     "                               http://HOST[:PORT]/PATH | https://... (default noop)\n"
     "                               exec: payload on stdin; exit 0 done, 75 retry, else failed\n"
@@ -175,6 +176,7 @@ typedef struct args {
     int log_level;
     int timeout_given; /* --handler-timeout was given */
     sw_http_args http;
+    sluice_conn_options tls; /* SLUICE_TLS_* (rediss://) */
 } args;
 
 static int int_opt(const char *name, const char *v, long long lo, long long hi, int *out, char *err,
@@ -334,6 +336,11 @@ static int parse_args(args *a, int argc, char **argv, char *err, size_t n) {
         snprintf(err, n, "--queue is required");
         return -1;
     }
+    sluice_conn_options_init(&a->tls);
+    if (sluice_cli_tls_env(&a->tls, err, n) != 0) {
+        return -1;
+    }
+    a->o.tls = &a->tls;
     if (sw_handler_parse(a->handler, a->o.queue, &a->o, err, n) != 0) {
         return -1;
     }
@@ -395,7 +402,8 @@ int main(int argc, char **argv) {
     uv_unref((uv_handle_t *)&sigterm); /* signals alone do not keep the loop running */
     uv_unref((uv_handle_t *)&sigint);
     sluice_metrics *m = NULL;
-    if (a.metrics != NULL && sw_metrics_start(loop, a.metrics, pool, &m, err, sizeof(err)) != 0) {
+    if (a.metrics != NULL &&
+        sw_metrics_start(loop, a.metrics, pool, &a.tls, &m, err, sizeof(err)) != 0) {
         sluice_worker_pool_free(pool);
         sluice_http_free(http_target);
         return bad(err);

@@ -36,6 +36,7 @@
 
 #include "sluice/buf.h"
 #include "sluice/cli.h"
+#include "sluice/client.h"
 #include "sluice/figures.h"
 #include "sluice/http_responder.h"
 #include "sluice/log.h"
@@ -68,6 +69,7 @@ struct sluice_metrics {
     uv_loop_t *loop;
     sluice_worker_pool *pool;         /* the workers; its closing closes the module */
     const sluice_url *url;            /* the workers' Redis */
+    const sluice_conn_options *tls;   /* its TLS options (borrowed: the worker's), or NULL */
     sluice_worker_info info;          /* of the pool (partition 0) */
     mqueue mq[SLUICE_PARTITIONS_MAX]; /* [0, nq) */
     int nq;                           /* queues read: 1, or the partitions */
@@ -444,6 +446,7 @@ static int mqueue_open(sluice_metrics *m, int i) {
     }
     sluice_conn_options co;
     sluice_conn_options_init(&co);
+    sluice__client_tls(&co, m->tls);
     co.no_load = 1;
     co.name = "metrics";
     co.queue = name;
@@ -561,7 +564,8 @@ static void init_handles(sluice_metrics *m) {
 }
 
 int sw_metrics_start(uv_loop_t *loop, const char *addr, sluice_worker_pool *pool,
-                     sluice_metrics **out, char *err, size_t errlen) {
+                     const sluice_conn_options *tls, sluice_metrics **out, char *err,
+                     size_t errlen) {
     sluice_metrics *m = calloc(1, sizeof(*m));
     *out = NULL;
     if (m == NULL) {
@@ -572,6 +576,7 @@ int sw_metrics_start(uv_loop_t *loop, const char *addr, sluice_worker_pool *pool
     m->pool = pool;
     sluice_worker_pool_get_info(pool, &m->info);
     m->url = m->info.url;
+    m->tls = tls;
     escape_label(m->label_consumer, sizeof(m->label_consumer), m->info.consumer);
     escape_label(m->label_group, sizeof(m->label_group), m->info.group);
     init_handles(m);

@@ -9,6 +9,7 @@
 
 #include <uv.h>
 
+#include "sluice/redis.h"
 #include "sluice/worker.h"
 #include "sluice/worker_http.h"
 
@@ -18,7 +19,8 @@ typedef struct sluice_metrics sluice_metrics;
  * its workers (summed), the queue figures (a partitioned queue's totals and one series per
  * partition). Closes itself as soon as the pool closes. Returns 0 or -1 with a message. */
 int sw_metrics_start(uv_loop_t *loop, const char *addr, sluice_worker_pool *pool,
-                     sluice_metrics **out, char *err, size_t errlen);
+                     const sluice_conn_options *tls, sluice_metrics **out, char *err,
+                     size_t errlen);
 
 /* --handler http(s)://: the target whose deliveries (by answer) and holds are exposed too, as
  * sluice_worker_http_*; the process's one, set before the module starts. NULL: none. */

@@ -30,10 +30,12 @@
 
 #include <uv.h>
 
+#include "sluice/client.h"
 #include "sluice/log.h"
 #include "sluice/options.h"
 #include "sluice/redis.h"
 #include "sluice/reply.h"
+#include "sluice/tls.h"
 #include "sluice/worker.h"
 
 #define SNAPSHOT_MS   250     /* how often a partition's thread copies its worker's counters */
@@ -63,6 +65,7 @@ typedef struct part {
 struct sluice_worker_pool {
     sluice_worker_options o; /* every partition's, but the queue; strings below */
     char *queue, *redis_url, *group, *consumer;
+    sluice_conn_options tls; /* the tls_* options, copied; o.tls points here */
     sluice_worker_pool_options po;
     sluice_worker_tally *own_tally; /* max_messages without a caller's tally */
     sluice_keys keys;               /* the queue's: meta `partitions` */
@@ -542,6 +545,12 @@ static int pool_init(sluice_worker_pool *p, const sluice_worker_options *wo,
         (st = copy_string(&p->consumer, &p->o.consumer, err, errlen)) != 0) {
         return st;
     }
+    sluice__client_tls(&p->tls, p->o.tls);
+    p->o.tls = &p->tls;
+    if (sluice__tls_options_keep(&p->tls) != 0) {
+        snprintf(err, errlen, "out of memory");
+        return SLUICE_ENOMEM;
+    }
     if (p->o.max_messages > 0 && p->o.tally == NULL) { /* max_messages counts the whole pool */
         p->o.tally = p->own_tally = sluice_worker_tally_new();
         if (p->own_tally == NULL) {
@@ -562,6 +571,7 @@ static int pool_init(sluice_worker_pool *p, const sluice_worker_options *wo,
     sluice_keys_init(&p->keys, p->queue, NULL, 0); /* checked by the worker */
     sluice_conn_options co;
     sluice_conn_options_init(&co);
+    sluice__client_tls(&co, &p->tls);
     co.connect_timeout_ms = p->o.connect_timeout_ms > 0 ? p->o.connect_timeout_ms : 2000;
     co.queue = p->queue;
     co.name = "partitions";
@@ -612,6 +622,7 @@ void sluice_worker_pool_free(sluice_worker_pool *p) {
     free(p->redis_url);
     free(p->group);
     free(p->consumer);
+    sluice__tls_options_release(&p->tls);
     pthread_mutex_destroy(&p->mu);
     free(p);
 }

@@ -18,6 +18,7 @@
 #include "sluice/log.h"
 #include "sluice/options.h"
 #include "sluice/reply.h"
+#include "sluice/tls.h"
 
 #include "http_delivery.h"
 #include "worker_internal.h"
@@ -154,6 +155,12 @@ int sluice_worker_new(const sluice_worker_options *in, sluice_worker **out, char
     w->o.group = w->group;
     w->o.consumer = w->consumer;
     w->o.redis_url = NULL; /* parsed into w->url; the caller's string is not kept */
+    sluice__client_tls(&w->tls, o.tls);
+    w->o.tls = NULL;
+    if (sluice__tls_options_keep(&w->tls) != 0) {
+        sluice_worker_free(w);
+        return SLUICE_ENOMEM;
+    }
     w->url = url;
     w->keys = keys;
     if (sluice_key_proc(&keys, w->consumer, w->proc_key, sizeof(w->proc_key)) != 0) {
@@ -183,6 +190,7 @@ void sluice_worker_free(sluice_worker *w) {
     free(w->queue);
     free(w->group);
     free(w->consumer);
+    sluice__tls_options_release(&w->tls);
     free(w);
 }
 
@@ -309,7 +317,7 @@ static void worker_error(sluice_worker *w, const char *what, int status, const c
     /* a wrong key type, a missing permission, credentials refused or a queue set up for another
      * group or backend does not heal by retrying */
     if (status == SLUICE_EWRONGTYPE || status == SLUICE_ENOPERM || status == SLUICE_EAUTH ||
-        status == SLUICE_ECONFIG) {
+        status == SLUICE_ECONFIG || status == SLUICE_ETLS) {
         w->fatal = status;
         sluice_worker_stop(w);
     }
@@ -949,9 +957,10 @@ static void on_state(sluice_aconn *c, int ready, int status, void *arg) {
             snprintf(w->err, sizeof(w->err), "%s", sluice_aconn_errstr(c));
             w->fatal = status;
             sluice_worker_stop(w);
-        } else if ((status == SLUICE_ENOPERM || status == SLUICE_EAUTH) && !w->fatal) {
-            /* the ACL refused the connection's set-up (e.g. EXISTS or CLUSTER on a cluster), or
-             * AUTH refused the credentials: no retry heals that */
+        } else if ((status == SLUICE_ENOPERM || status == SLUICE_EAUTH || status == SLUICE_ETLS) &&
+                   !w->fatal) {
+            /* the ACL refused the connection's set-up (e.g. EXISTS or CLUSTER on a cluster),
+             * AUTH refused the credentials, or a TLS check failed: no retry heals that */
             sluice__worker_error(w, "connect_refused", status, sluice_aconn_errstr(c));
         }
         return; /* the connection logged it (event=redis_down conn=read|cmd queue=Q) */
@@ -1109,6 +1118,7 @@ static int start_handles(sluice_worker *w) {
     uv_check_start(&w->flush_check, flush_cb);
     sluice_conn_options co;
     sluice_conn_options_init(&co);
+    sluice__client_tls(&co, &w->tls);
     co.connect_timeout_ms = w->o.connect_timeout_ms;
     co.command_timeout_ms = w->o.command_timeout_ms;
     co.force_eval = w->o.force_eval;

@@ -54,7 +54,8 @@ struct job {
 };
 
 struct sluice_worker {
-    sluice_worker_options o;
+    sluice_worker_options o; /* o.tls is NULL: the copy is tls below */
+    sluice_conn_options tls; /* the tls_* options, copied (sluice__tls_options_keep) */
     char *queue, *group, *consumer;
     sluice_url url;
     sluice_keys keys;

@@ -54,6 +54,10 @@ void sluice__tls_options_release(sluice_conn_options *o);
  */
 SSL_CTX *sluice__tls_ctx_new(const sluice_conn_options *o, int *status, char *err, size_t errlen);
 
+/* After a failed handshake (status SLUICE_ETLS, its text in err): a host name mismatch also
+ * says which name was checked (`name`: the server name, else the host connected to). */
+void sluice__tls_explain(char *err, size_t errlen, const char *name);
+
 /* ---------------------------------------------------------------------------------------- */
 /* Stream                                                                                   */
 

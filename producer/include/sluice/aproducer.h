@@ -56,6 +56,11 @@ typedef struct sluice_aproducer_options {
                                  connection (partition), default 64 */
     unsigned drain_sample_ms; /* ms between reads of the `acked` counter for the drain-rate
                                  estimate; default 0 = only from the replies to rejections */
+    /* NULL = none: called on the loop thread each time a connection is refused for a reason
+     * no retry heals - SLUICE_ETLS, a certificate check or the TLS handshake failed (the reason
+     * in sluice_aproducer_errstr). The producer keeps retrying; a binary may stop instead. */
+    void (*refused_cb)(sluice_aproducer *ap, int status, void *arg);
+    void *refused_arg;
 } sluice_aproducer_options;
 
 /* Writes the defaults into `o`. */

@@ -93,7 +93,7 @@ typedef struct sluice_producer_options {
     int wait_timeout_ms;        /* ms for WAIT, default 1000, at most command_timeout_ms */
     const struct sluice_conn_options *tls; /* NULL = none; else its tls_* fields (sluice/redis.h)
                                               are used for a rediss:// URL (strings copied by
-                                              _new). The async producer refuses rediss:// yet */
+                                              _new) */
 } sluice_producer_options;
 
 #define SLUICE_WAIT_REPLICAS_MAX 16

@@ -139,6 +139,9 @@ typedef struct sluice_worker_options {
      * pending at a close past grace_ms. A worker pool calls it on each partition's thread. */
     void (*on_verdict)(const sluice_job *job, sluice_verdict v, const char *reason, void *arg);
     void *on_verdict_arg;
+    /* NULL = none; else its tls_* fields (sluice/redis.h) are used for a rediss:// URL (strings
+     * copied by _new). A certificate check that fails stops the worker with SLUICE_ETLS. */
+    const struct sluice_conn_options *tls;
 } sluice_worker_options;
 
 /* Counters of one worker since it started. */
