@@ -279,13 +279,19 @@ local function gcra_parse(c, key, v)
     if e and e[1] == v then
         return e[2], e[3], e[4], e[5]
     end
-    local ti, tf, tail = s_match(v, '^(%-?%d+) ([%d%.eE%-%+]+)( %d+ %d+)$')
-    local n0, p0 = c.n, c.p_ms -- the usual case: written with this very limit
-    if tail ~= c.tail then
-        n0, p0 = s_match(tail or '', '^ (%d+) (%d+)$')
+    -- the usual value, written with this very limit, ends in its tail: matched as text (one
+    -- pattern of two captures, then a plain find), and its TAT_INT is digits (+ 0 converts)
+    local ti, tf = s_match(v, '^(%-?%d+) ([%d%.eE%-%+]+) ')
+    if not ti then
+        return nil
+    end
+    local tail, at = c.tail, #ti + #tf + 2
+    local n0, p0 = c.n, c.p_ms
+    if #v ~= at + #tail - 1 or v:find(tail, at, true) ~= at then
+        n0, p0 = s_match(v, '^ (%d+) (%d+)$', at)
         n0, p0 = to_number(n0), to_number(p0)
     end
-    ti = to_number(ti)
+    ti = ti + 0
     if tf == '0' then
         tf = 0
     else
@@ -337,7 +343,7 @@ function gcra_record(c, st, key, w, now)
         ftext = s_format('%.17g', frac)
     end
     local v = limit_fmt(now + whole) .. ' ' .. ftext .. c.tail
-    r_call('SET', key, v, 'PX', m_ceil(debt / 1000) + 1)
+    r_call('SET', key, v, 'PX', limit_fmt(m_ceil(debt / 1000) + 1))
     gcra_writes = gcra_writes + 1
     if gcra_writes >= GCRA_SEEN_RENEW then
         gcra_seen, gcra_seen_n, gcra_writes = {}, 0, 0
