@@ -177,7 +177,12 @@ local function limit_spec(i, s)
     -- every field is there from the start: no rehash
     local l = {alg = alg, n = n, p_ms = p_ms, p = p_ms * 1000, prec = 0, prec_ms = 0, blocks = 0,
         check = e[1], record = e[2], refill = e[3], tail = ' ' .. n .. ' ' .. p_ms,
-        ttl = limit_fmt(p_ms + 1), window = want == 4, pre = '', pre_l = ''}
+        ttl = limit_fmt(p_ms + 1), window = want == 4, pre = '', pre_l = '', gate_ms = 0,
+        gate_text = ''}
+    if alg == 'gate' then -- a gate's interval for weight 1, the usual weight
+        l.gate_ms = limit_ceil_ratio(1, p_ms, n)
+        l.gate_text = limit_fmt(l.gate_ms)
+    end
     if want == 4 then
         local prec_ms = limit_int(sprec, 1, p_ms)
         if not prec_ms then
