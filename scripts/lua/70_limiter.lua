@@ -107,10 +107,14 @@ local int_format
 local memo_n, memo_text
 
 -- An integer (< 2^53) as decimal text. The clock's last reading and the last number asked for
--- are kept: the limits of one call often write the same numbers.
+-- are kept: the limits of one call often write the same numbers. Numbers go to Redis as this
+-- text: a Lua number argument is converted by Redis with '%.17g', 0.4-0.6 us a command, where
+-- this costs 0.2 us (1, the usual weight, nothing).
 local function limit_fmt(n)
     if n == now_n then
         return now_text
+    elseif n == 1 then
+        return '1'
     elseif n ~= memo_n then
         memo_n, memo_text = n, s_format(int_format, n)
     end
@@ -460,9 +464,10 @@ local function window_record(c, st, key, w, now)
         r_call('HDEL', key, unpack(st.expired))
     end
     if st.cur then
-        r_call('HSET', key, st.field, st.cur + w, c.pre, st.count + w, c.pre_l, st.bt)
+        r_call('HSET', key, st.field, limit_fmt(st.cur + w), c.pre, limit_fmt(st.count + w),
+            c.pre_l, st.bt)
     else
-        r_call('HINCRBY', key, st.field, w)
+        r_call('HINCRBY', key, st.field, limit_fmt(w))
         r_call('HSET', key, c.pre, limit_fmt(st.count + w), c.pre_l, st.bt)
     end
 end
@@ -481,9 +486,9 @@ end
 -- one may have none, where GT would never set one (PTTL first).
 local function window_expire(key, ms, how)
     if how == TTL_RAISE then
-        r_call('PEXPIRE', key, ms, 'GT')
+        r_call('PEXPIRE', key, limit_fmt(ms), 'GT')
     elseif how == TTL_FRESH and r_call('PTTL', key) < ms then
-        r_call('PEXPIRE', key, ms)
+        r_call('PEXPIRE', key, limit_fmt(ms))
     end
 end
 
@@ -626,7 +631,7 @@ end
 -- known not to hold this window).
 local function fixed_record(c, st, key, w, now)
     if st and st.live then
-        r_call('INCRBY', key, w)
+        r_call('INCRBY', key, limit_fmt(w))
         return
     end
     local base, ends = fixed_base(c, now)

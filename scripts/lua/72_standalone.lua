@@ -85,15 +85,15 @@ local function fixed_limits(cs, keys, nl, w, now)
     if nl > LIMIT_SCRATCH_MAX then
         counts, live, added = {}, {}, {}
     end
-    local ok, by, retry = true, 0, 0
+    local ok, by, retry, wt = true, 0, 0, limit_fmt(w)
     local rem, full, rem0, full0 = 2 ^ 53, 0, 2 ^ 53, 0 -- as limit's: after, and as things are
     for i = 1, nl do
         local c = cs[i]
         local base, ends = fixed_base(c, now)
-        local n, lv, v = 0, false, r_pcall('INCRBY', keys[i], w)
+        local n, lv, v = 0, false, r_pcall('INCRBY', keys[i], wt)
         if l_type(v) == 'table' then -- not an integer string: an old layout's hash, or foreign
             n, lv = fixed_upgrade(c, keys[i], now, base, ends)
-            v = lv and r_call('INCRBY', keys[i], w)
+            v = lv and r_call('INCRBY', keys[i], wt)
         elseif v > w and v >= base + w and v < base + 2147483648 then
             n, lv = v - base - w, true
         end
@@ -124,7 +124,7 @@ local function fixed_limits(cs, keys, nl, w, now)
             if v == w then -- the INCRBY made the key
                 r_call('DEL', keys[i])
             elseif v then
-                r_call('DECRBY', keys[i], w)
+                r_call('DECRBY', keys[i], wt)
             end
         end
         return {0, by, rem0, m_ceil(retry / 1000), m_ceil(full0 / 1000)}
