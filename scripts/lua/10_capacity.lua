@@ -37,9 +37,9 @@ end
 local function queue_settings(meta, default, backend)
     local v, depth, limits, share, fair, lanes -- a stream has no list_depth, a list no lanes
     if backend == 'stream' then
-        v = redis.call('HMGET', meta, 'capacity', 'backend', 'limits', 'per_tenant', 'fair',
+        v = r_call('HMGET', meta, 'capacity', 'backend', 'limits', 'per_tenant', 'fair',
             'lane_depth')
-        depth, limits, share, fair, lanes = 0, v[3], v[4], v[5], v[6]
+        depth, limits, share, fair, lanes = false, v[3], v[4], v[5], v[6]
     else
         v = redis.call('HMGET', meta, 'capacity', 'backend', 'list_depth', 'limits', 'per_tenant')
         depth, limits, share = v[3], v[4], v[5]
@@ -57,8 +57,9 @@ local function queue_settings(meta, default, backend)
         return redis.error_reply('SLUICECONFIG ' .. meta .. ' is a ' .. v[2] ..
             ' queue; this client uses the ' .. backend .. ' backend')
     end
-    return cap, tonumber(depth) or 0, tonumber(limits) or 0, tonumber(share) or 0, fair == '1',
-        tonumber(lanes) or 0
+    -- the optional fields are mostly absent: converted only when there
+    return cap, depth and to_number(depth) or 0, limits and to_number(limits) or 0,
+        share and to_number(share) or 0, fair == '1', lanes and to_number(lanes) or 0
 end
 
 -- Callers of the first admission functions (sluice_admit, sluice_list_admit) know nothing of

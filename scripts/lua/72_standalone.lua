@@ -2,8 +2,8 @@
 -- standalone: sluice_limit, the limiter's call for the standalone limiter (sluice-limit and the
 -- C API's sluice_limit): its checks of N limits at once, and its shortcuts. The
 -- calling convention and what each algorithm promises: the comment at the top of the limiter. A
--- call of fixed limits only, or of log limits only, is served without per-limit states; a call of
--- gates only reads no clock.
+-- call of fixed limits only, of log limits only or of gates only is served without per-limit
+-- states (a call of gates only reads no clock).
 -- keys:  the caller's (sluice:{NS}:lim:KEY)
 -- state: scratch tables reused call after call (the specs, states, log and fixed counts of a call)
 ---------------------------------------------------------------------------------------------------
@@ -12,10 +12,10 @@
 limit, say): the general path's commands and answer, without its state and its two calls per
 limit. ]]
 local LIMIT_SCRATCH_MAX = 16 -- the most limits of a call whose scratch tables are kept
-local log_counts -- scratch, call after call
+local fixed_counts, fixed_live, fixed_added -- scratch, call after call (fixed_counts: a log's too)
 
 local function log_limits(cs, keys, nl, now)
-    local counts, ok, left, full = log_counts, true, 2 ^ 53, 0
+    local counts, ok, left, full = fixed_counts, true, 2 ^ 53, 0
     if nl > LIMIT_SCRATCH_MAX then
         counts = {}
     end
@@ -79,22 +79,21 @@ end
 its two calls per limit (fixed limits never share a key). Each window is counted first (INCRBY,
 the one command of the common case) and taken back when a limit refuses (DECRBY, or DEL of a
 key the INCRBY made), so a refused call leaves every key as it found it. ]]
-local fixed_counts, fixed_live, fixed_added -- scratch, call after call
 
 local function fixed_limits(cs, keys, nl, w, now)
     local counts, live, added = fixed_counts, fixed_live, fixed_added
     if nl > LIMIT_SCRATCH_MAX then
         counts, live, added = {}, {}, {}
     end
-    local ok, by, retry = true, 0, 0
+    local ok, by, retry, wt = true, 0, 0, limit_fmt(w)
     local rem, full, rem0, full0 = 2 ^ 53, 0, 2 ^ 53, 0 -- as limit's: after, and as things are
     for i = 1, nl do
         local c = cs[i]
         local base, ends = fixed_base(c, now)
-        local n, lv, v = 0, false, r_pcall('INCRBY', keys[i], w)
+        local n, lv, v = 0, false, r_pcall('INCRBY', keys[i], wt)
         if l_type(v) == 'table' then -- not an integer string: an old layout's hash, or foreign
             n, lv = fixed_upgrade(c, keys[i], now, base, ends)
-            v = lv and r_call('INCRBY', keys[i], w)
+            v = lv and r_call('INCRBY', keys[i], wt)
         elseif v > w and v >= base + w and v < base + 2147483648 then
             n, lv = v - base - w, true
         end
@@ -125,7 +124,7 @@ local function fixed_limits(cs, keys, nl, w, now)
             if v == w then -- the INCRBY made the key
                 r_call('DEL', keys[i])
             elseif v then
-                r_call('DECRBY', keys[i], w)
+                r_call('DECRBY', keys[i], wt)
             end
         end
         return {0, by, rem0, m_ceil(retry / 1000), m_ceil(full0 / 1000)}
@@ -136,6 +135,60 @@ local function fixed_limits(cs, keys, nl, w, now)
         end
     end
     return {1, 0, rem, 0, m_ceil(full / 1000)}
+end
+
+--[[ sluice_limit's call of gates only: the general path's answer, without its states. Each gate
+found open is closed at once (SET NX GET PX, the one command of the common case, where a check
+and a record take PTTL and SET) and opened again (DEL) when a limit refuses, so a refused call
+leaves every key as it found it. A key found holding '1' is asked its PTTL (closed while it has
+one); a key without a TTL, or holding anything else, reads as an open gate as in gate_check
+and is overwritten when the call passes. ]]
+local function gate_limits(cs, keys, nl, w)
+    local made, redo = fixed_added, fixed_live -- the keys SET made; the texts to write over
+    if nl > LIMIT_SCRATCH_MAX then
+        made, redo = {}, {}
+    end
+    local ok, by, retry, full = true, 0, 0, 0
+    for i = 1, nl do
+        local c, key = cs[i], keys[i]
+        local ms, text = c.gate_ms, c.gate_text
+        if w ~= 1 then
+            ms = limit_ceil_ratio(w, c.p_ms, c.n)
+            text = limit_fmt(ms)
+        end
+        local v = r_pcall('SET', key, '1', 'NX', 'GET', 'PX', text)
+        made[i], redo[i] = not v, false
+        if v == '1' then
+            local ttl = r_call('PTTL', key)
+            if ttl < 0 then
+                redo[i] = text
+            else -- closed: retry-after PTTL + 1 ms (Redis expires a key after its time)
+                ok = false
+                if by == 0 or ttl + 1 > retry then
+                    by, retry = i, ttl + 1
+                end
+            end
+        elseif v then -- another value, or another type (WRONGTYPE): an open gate
+            redo[i] = text
+        end
+        if ms > full then
+            full = ms
+        end
+    end
+    if not ok then -- remaining 0 (a gate is closed); full again when the last one opens
+        for i = 1, nl do
+            if made[i] then
+                r_call('DEL', keys[i])
+            end
+        end
+        return {0, by, 0, retry, retry}
+    end
+    for i = 1, nl do
+        if redo[i] then
+            r_call('SET', keys[i], '1', 'PX', redo[i])
+        end
+    end
+    return {1, 0, 0, 0, full}
 end
 
 -- sluice_limit's specs and states, reused call after call (a call sets what it reads); a call
@@ -234,13 +287,11 @@ local function limit(keys, args)
         return log_limits(cs, keys, nl, now_us())
     elseif fixeds then
         return fixed_limits(cs, keys, nl, w, now_us())
+    elseif gates then
+        return gate_limits(cs, keys, nl, w)
     end
-    -- every limit checked: the figures of both answers are gathered as they come (a gate reads
-    -- no clock, its key's TTL is its time: a call of gates only does without TIME)
-    local now = 0
-    if not gates then
-        now = now_us()
-    end
+    -- every limit checked: the figures of both answers are gathered as they come
+    local now = now_us()
     local ok, by, retry = true, 0, 0
     local rem, full = 2 ^ 53, 0 -- allowed: smallest left, longest until full (after)
     local rem0, full0 = 2 ^ 53, 0 -- refused: the same as things are now
@@ -317,7 +368,6 @@ end
 
 -- sluice_limit's scratch on a fresh Lua state.
 on_fresh_state(function()
-    log_counts = {}
     fixed_counts, fixed_live, fixed_added = {}, {}, {}
     limit_specs, limit_states = {}, {}
 end)

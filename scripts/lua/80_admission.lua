@@ -9,6 +9,9 @@
 -- ARGV[3] of admit2: the stride (1, or 3 for tenant, client, envelope) and whether the call is
 -- tentative ('1t', '3t'); nil for anything else.
 local function admit_stride(a)
+    if a == '1' then -- the usual stride: no conversion
+        return 1, false
+    end
     local tentative = a == '1t' or a == '3t'
     local stride = to_number(tentative and string.sub(a, 1, 1) or a)
     return (stride == 1 or stride == 3) and stride or nil, tentative
@@ -49,7 +52,7 @@ local function admit_each(keys, args, cap, depth, nlimits, append, share)
         end
         now = now_us()
     end
-    local reply = {0, depth, cap, 0, -1}
+    local reply = {0, depth, cap, 0, -1, 0} -- the first outcome's slot made with it (n >= 1)
     local admitted, full, limited = 0, 0, 0
     if #lims == 0 and share == 0 then -- no limits, no share: the plain admission
         local take = room(cap, depth, n)
@@ -124,8 +127,8 @@ local function admit_each(keys, args, cap, depth, nlimits, append, share)
         end
     end
     reply[1], reply[2] = admitted, depth
-    if admitted > 0 then
-        r_call('HINCRBY', keys[3], 'admitted', admitted)
+    if admitted > 0 then -- as text: a Lua number argument goes through Redis's '%.17g'
+        r_call('HINCRBY', keys[3], 'admitted', admitted == 1 and '1' or limit_fmt(admitted))
     end
     if limited > 0 then
         redis.call('HINCRBY', keys[3], 'limited', limited)

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # sluice_limit's shortcuts answer as its general path does: a call of fixed limits only (checked
-# without per-limit states) and a call of gate limits only (no TIME read) give, call after call,
-# the replies the same limits give on twin keys in a call the general path serves (the same
-# limits and one gcra limit that never binds and is full again within 1 ms).
+# without per-limit states) and a call of gate limits only (SET NX GET, no TIME read) give, call
+# after call, the replies the same limits give on twin keys in a call the general path serves
+# (the same limits and one gcra limit that never binds and is full again within 1 ms).
 . "$(dirname "$0")/lib.sh"
 ns="sluice:{limpaths}:lim:$$"
 rcli -x FUNCTION LOAD REPLACE <"$bin/../common/sluice_lua.c.lua" >/dev/null
@@ -82,4 +82,14 @@ out=$(twin fixed f4 20 fixed:10:3600000) # never: the weight is above COUNT
 # gate: open, then closed by the first of two gates
 out=$(twin gate g2 1 gate:1:3600000 gate:5:1000)$(twin gate g2 1 gate:1:3600000 gate:5:1000)
 [ "$out" = 10 ] || fail "gate, two limits: allowed $out"
+# a refused call leaves every gate as it was (the open one stays open); a key holding '1' without
+# a TTL, or another type, reads as an open gate and is closed when the call passes
+for k in "$ns:g3:1" "$ns:g3:g:1"; do rcli SET "$k" 1 PX 3600000 >/dev/null; done
+out=$(twin gate g3 1 gate:1:3600000 gate:5:1000)
+[ "$out" = 0 ] && [ "$(rcli EXISTS "$ns:g3:2" "$ns:g3:g:2")" = 0 ] || fail "gate refused: $out"
+for k in "$ns:g4:1" "$ns:g4:g:1"; do rcli SET "$k" 1 >/dev/null; done
+for k in "$ns:g4:2" "$ns:g4:g:2"; do rcli HSET "$k" a 1 >/dev/null; done
+out=$(twin gate g4 2 gate:5:1000 gate:5:1000)
+[ "$out" = 1 ] && [ "$(rcli PTTL "$ns:g4:1")" -gt 0 ] && [ "$(rcli TYPE "$ns:g4:2")" = string ] &&
+    [ "$(rcli PTTL "$ns:g4:2")" -gt 0 ] || fail "gate over a key without TTL or a hash: $out"
 echo "test_limit_paths: ok"
