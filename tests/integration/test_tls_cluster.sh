@@ -57,15 +57,26 @@ owner() { # QUEUE: the port of the primary serving its slot, as the first node s
 enq() { "$bin/sluice-enqueue" --redis "$curl" "$@"; }
 
 # ---- through the cluster: queues on every primary, stats, the map and redirects over TLS ----
-for i in 1 2 3 4 5 6; do
-    run 0 'admitted=2 rejected=0' enq -q "tq$i.$$" a b
+# two queue names on each primary, picked by their slots (names that differ in one character
+# have related CRC16 slots: six of them can all fall on one primary, then nothing is redirected)
+tqs=()
+for p in "${cports[@]}"; do
+    n=0
+    for i in $(seq 1 200); do
+        [ "$(owner "tq$i.$$")" = "$p" ] || continue
+        tqs+=("tq$i.$$")
+        n=$((n + 1))
+        [ "$n" = 2 ] && break
+    done
+    [ "$n" = 2 ] || fail "no two queue names on the primary at $p: $(tc "${cports[0]}" CLUSTER NODES)"
 done
-owners=$(for i in 1 2 3 4 5 6; do owner "tq$i.$$"; done | sort -u | wc -l)
-[ "$owners" -ge 2 ] || fail "the queues are all on one node: nothing was redirected"
-for i in 1 2 3 4 5 6; do
-    [ "$(tc "$(owner "tq$i.$$")" XLEN "sluice:{tq$i.$$}:stream")" = 2 ] || fail "tq$i not on its owner"
+for tq in "${tqs[@]}"; do
+    run 0 'admitted=2 rejected=0' enq -q "$tq" a b
 done
-run 0 '' "$bin/sluice-admin" --redis "$curl" --json stats "tq3.$$"
+for tq in "${tqs[@]}"; do
+    [ "$(tc "$(owner "$tq")" XLEN "sluice:{$tq}:stream")" = 2 ] || fail "$tq not on its owner"
+done
+run 0 '' "$bin/sluice-admin" --redis "$curl" --json stats "${tqs[2]}"
 grep -q '"depth":2' "$tmp/out" || fail "stats over TLS: $(cat "$tmp/out")"
 # the async connection over rediss+cluster:// too: a worker drains a queue of the node that is
 # not a seed (reached at the address the cluster announces)
@@ -78,9 +89,9 @@ run 0 'admitted=3' enq -q "$q3" x y z
 run 0 'processed=3 failed=0' "$bin/sluice-worker" --redis "$curl" -q "$q3" -H noop --max-messages 3
 [ "$(tc "${cports[2]}" XLEN "sluice:{$q3}:stream")" = 0 ] || fail "the worker left entries in $q3"
 # seeds by name: the seed is checked against localhost, the nodes against 127.0.0.1
-run 0 'admitted=1' enq -r "rediss+cluster://localhost:${cports[2]}" -q "tq1.$$" c
+run 0 'admitted=1' enq -r "rediss+cluster://localhost:${cports[2]}" -q "${tqs[0]}" c
 run 3 'certificate verify failed: [a-z]' \
-    env SLUICE_TLS_CA_FILE="$tls_dir/other-ca.crt" "$bin/sluice-admin" --redis "$curl" stats "tq1.$$"
+    env SLUICE_TLS_CA_FILE="$tls_dir/other-ca.crt" "$bin/sluice-admin" --redis "$curl" stats "${tqs[0]}"
 grep -q unavailable "$tmp/out" && fail "a verification failure reported as unavailable"
 
 # ---- the nodes' certificates name only localhost: the addresses the cluster announces fail ----
@@ -88,10 +99,8 @@ for p in "${cports[@]}"; do
     tc "$p" CONFIG SET tls-cert-file "$tls_dir/dnsonly.crt" tls-key-file "$tls_dir/dnsonly.key" \
         >/dev/null
 done
-q="" # a queue the seed does not serve: its node is reached by the IP address it announces
-for i in 1 2 3 4 5 6; do
-    [ -z "$q" ] && [ "$(owner "tq$i.$$")" != "${cports[2]}" ] && q=tq$i.$$
-done
+# a queue the seed does not serve: its node is reached by the IP address it announces
+q=${tqs[0]}
 run 3 'certificate verify failed: IP address mismatch \(the certificate does not name 127.0.0.1' \
     enq -r "rediss+cluster://localhost:${cports[2]}" -q "$q" --timeout 1500 d
 run 0 'admitted=1' env SLUICE_TLS_SERVER_NAME=localhost \
