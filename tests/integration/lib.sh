@@ -45,25 +45,10 @@ wait_lines() {
     done
     return 0
 }
-# free_port [OFFSET]: a loopback TCP port no socket uses (nor port + OFFSET, given: a cluster
-# node's bus is its port + 10000), below the kernel's ephemeral range, so that no outgoing
-# connection of another test takes it meanwhile (or connects to itself on it while it is not
-# yet listening). Another test may still bind it first: a caller starting a server on it
-# checks that the server answering is its own, and tries another port if not.
-free_port() {
-    local off=${1:-0} lo hi p i
-    read -r lo _ </proc/sys/net/ipv4/ip_local_port_range || lo=32768
-    hi=$((lo - 1 - off))
-    [ "$hi" -ge 11000 ] || fail "free_port: the ephemeral range starts at $lo, no room below it"
-    for i in $(seq 1 50); do
-        p=$((10000 + (RANDOM * 32768 + RANDOM) % (hi - 10000 + 1)))
-        if [ -z "$(ss -Htan "( sport = :$p or sport = :$((p + off)) )")" ]; then
-            echo "$p"
-            return 0
-        fi
-    done
-    fail "free_port: no free port in 10000..$hi after $i tries"
-}
+# free_port [OFFSET]: a loopback port no socket uses (nor port + OFFSET: a cluster node's bus),
+# below the kernel's ephemeral range (scripts/test-redis free-port says why). Another test may
+# still bind it first: a caller starting a server there checks the one answering is its own.
+free_port() { "${SLUICE_SOURCE_DIR:?run through ctest}/scripts/test-redis" free-port "$@" || exit 1; }
 # gateway_start ARGS...: sluice-gateway on a free loopback port (killed on exit); sets $port.
 # A --redis in ARGS overrides the fixture's server (the last one given wins).
 gateway_start() {
