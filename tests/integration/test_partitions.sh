@@ -109,7 +109,10 @@ pids+=("$gp")
 (while :; do total_depth; sleep 0.05; done) >"$tmp/g.depths" 2>/dev/null &
 gs=$!
 pids+=("$gs")
-sleep 0.5
+# the worker taking entries (waited for: a fixed sleep let a slow start leave 90 waiting), and
+# the producer a moment to add some
+wait_lines "$tmp/g.rec" 5
+sleep 0.2
 d0=$(xlen "$g")
 [ "$d0" -gt 0 ] && [ "$d0" -lt 90 ] || fail "before the growth $g should hold some entries, under 90: $d0"
 run 0 "partitions of $g: 4 \(capacity 400 in all, 100 each\)" A partitions "$g" 4
