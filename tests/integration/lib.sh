@@ -45,6 +45,10 @@ wait_lines() {
     done
     return 0
 }
+# free_port [OFFSET]: a loopback port no socket uses (nor port + OFFSET: a cluster node's bus),
+# below the kernel's ephemeral range (scripts/test-redis free-port says why). Another test may
+# still bind it first: a caller starting a server there checks the one answering is its own.
+free_port() { "${SLUICE_SOURCE_DIR:?run through ctest}/scripts/test-redis" free-port "$@" || exit 1; }
 # gateway_start ARGS...: sluice-gateway on a free loopback port (killed on exit); sets $port.
 # A --redis in ARGS overrides the fixture's server (the last one given wins).
 gateway_start() {

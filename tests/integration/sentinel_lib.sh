@@ -30,8 +30,7 @@ sentinel_launch() { # index master
     local i=$1 m=$2 d="$sdir/s$1" port
     mkdir -p "$d"
     for _ in $(seq 1 20); do
-        port=$((20000 + RANDOM % 40000))
-        redis-cli -p "$port" PING >/dev/null 2>&1 && continue
+        port=$(free_port)
         cat >"$d/sentinel.conf" <<EOF
 port $port
 bind 127.0.0.1
@@ -48,12 +47,15 @@ EOF
             echo $! >"$d/pid")
         local pid
         pid=$(cat "$d/pid")
+        # ours when the server answering has its PID: another test's server may hold the port
+        mine() { [ "$(redis-cli -p "$port" INFO server 2>/dev/null | tr -d '\r' |
+            sed -n 's/^process_id://p')" = "$pid" ]; }
         for _ in $(seq 1 50); do
-            redis-cli -p "$port" PING 2>/dev/null | grep -q PONG && break
+            mine && break
             kill -0 "$pid" 2>/dev/null || break
             sleep 0.05
         done
-        if redis-cli -p "$port" PING 2>/dev/null | grep -q PONG; then
+        if mine; then
             sports+=("$port")
             spids+=("$pid")
             return 0

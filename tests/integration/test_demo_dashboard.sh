@@ -7,6 +7,8 @@
 # queue through POST /v1/admin/... (401 without it). Stopped (SIGTERM, as Ctrl-C), the demo
 # leaves nothing: its queue's keys, its processes, the token file.
 . "$(dirname "$0")/lib.sh"
+# made here, not only by the child's redirection: the loop below may read it first
+: >"$tmp/demo"
 SLUICE_BIN_DIR=$bin SLUICE_REDIS_URL=$url timeout 60 "${SLUICE_SOURCE_DIR:?}/scripts/demo" \
     --dashboard --capacity 300 >"$tmp/demo" 2>&1 &
 demo=$!

@@ -42,6 +42,7 @@ nb=$(awk '$2 ~ /^b/' "$tmp/r1" | wc -l)
 run 0 'depth +1,721 ' A stats "$q" --sample 0
 
 # /metrics: the lanes are in depth and pending, and shown apart
+: >"$tmp/mlog" # made before the worker: the loop below may read it first
 "${worker[@]}" --queue "$q" --handler sleep:60000 --concurrency 5 --metrics 127.0.0.1:0 \
     --log-level info 2>"$tmp/mlog" >/dev/null &
 mpid=$!

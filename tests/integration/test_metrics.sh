@@ -52,6 +52,9 @@ done
 worker_start() {
     local queue=$1
     shift
+    # emptied here, not only by the child's redirection: the loop below may read it first, and
+    # find it missing or the previous worker's port in it
+    : >"$tmp/log"
     "$bin/sluice-worker" --redis "$url" --queue "$queue" "$@" --metrics 127.0.0.1:0 \
         --log-level info 2>"$tmp/log" >/dev/null &
     wpid=$!

@@ -55,6 +55,7 @@ fi
 "$bin/sluice-admin" --redis "$url" capacity "$q" 10 >/dev/null
 "$bin/sluice-admin" --redis "$url" partitions "$q" 2 >/dev/null
 seq 1 30 | "$bin/sluice-enqueue" --redis "$url" --queue "$q" >/dev/null 2>&1 || true
+: >"$tmp/w.log" # made before the worker: the loop below may read it first
 "$bin/sluice-worker" --redis "$url" --queue "$q" --handler sleep:200 --concurrency 2 \
     --metrics 127.0.0.1:0 --log-level info 2>"$tmp/w.log" >/dev/null &
 pids+=("$!")

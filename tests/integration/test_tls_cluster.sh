@@ -20,11 +20,13 @@ tls_cert dnsonly "/CN=localhost" ca "DNS:localhost" # names no IP address
 chmod 600 "$tls_dir/dnsonly.key"
 export SLUICE_TLS_CA_FILE=$tls_dir/ca.crt
 cports=()
+# no failover here: a node timeout long enough that a node stalled on a loaded machine is not
+# marked failed (which takes the cluster down), nor a slow TLS handshake on the bus dropped
 for n in 1 2 3; do
     for _ in $(seq 1 20); do
-        p=$((20000 + RANDOM % 30000)) # its bus on p + 10000
+        p=$(free_port 10000) # its bus on p + 10000
         if tls_redis_spawn "$p" no --cluster-enabled yes --cluster-config-file "nodes-$p.conf" \
-            --cluster-node-timeout 2000 --tls-cluster yes; then
+            --cluster-node-timeout 10000 --tls-cluster yes; then
             cports+=("$p")
             break
         fi
@@ -37,15 +39,24 @@ tc "${cports[1]}" CLUSTER ADDSLOTSRANGE 5461 10922 >/dev/null
 tc "${cports[2]}" CLUSTER ADDSLOTSRANGE 10923 16383 >/dev/null
 tc "${cports[0]}" CLUSTER MEET 127.0.0.1 "${cports[1]}" >/dev/null
 tc "${cports[0]}" CLUSTER MEET 127.0.0.1 "${cports[2]}" >/dev/null
+# ready: every node says cluster_state:ok and knows the 3 primaries, each connected with its
+# slots (none in handshake, failed or without an address)
+node_ready() { # PORT
+    tc "$1" CLUSTER INFO >"$tmp/cinfo" 2>/dev/null || return 1
+    tc "$1" CLUSTER NODES >"$tmp/cnodes" 2>/dev/null || return 1
+    grep -q '^cluster_state:ok' "$tmp/cinfo" &&
+        [ "$(awk '$3 ~ /master/ && $3 !~ /fail|handshake|noaddr/ && $8 == "connected" &&
+            NF >= 9' "$tmp/cnodes" | wc -l)" = 3 ]
+}
 for _ in $(seq 1 200); do
     ok=0
     for p in "${cports[@]}"; do
-        tc "$p" CLUSTER INFO | grep -q '^cluster_state:ok' && ok=$((ok + 1))
+        node_ready "$p" && ok=$((ok + 1))
     done
     [ "$ok" = 3 ] && break
     sleep 0.1
 done
-[ "$ok" = 3 ] || fail "the TLS cluster did not reach cluster_state:ok"
+[ "$ok" = 3 ] || fail "the TLS cluster was not ready in 20 s: $(cat "$tmp/cinfo" "$tmp/cnodes")"
 curl="rediss+cluster://127.0.0.1:${cports[0]},127.0.0.1:${cports[1]}"
 owner() { # QUEUE: the port of the primary serving its slot, as the first node sees it
     local s

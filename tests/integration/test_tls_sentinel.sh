@@ -17,7 +17,7 @@ start_node() { # VAR ARGS...: a TLS-only server on a free port, its port in VAR,
     local var=$1 p
     shift
     for _ in $(seq 1 20); do
-        p=$((20000 + RANDOM % 40000))
+        p=$(free_port)
         if tls_redis_spawn "$p" no --tls-replication yes --dbfilename "dump-$p.rdb" "$@"; then
             printf -v "$var" '%s' "$p"
             printf -v "${var}_pid" '%s' "$tls_pid"
@@ -35,7 +35,7 @@ done
 tls_cli -p "$pport" INFO replication | grep -q 'state=online' || fail "the replica never came online"
 sport=""
 for _ in $(seq 1 20); do # the sentinel, over TLS to clients and to the servers it watches
-    p=$((20000 + RANDOM % 40000))
+    p=$(free_port)
     cat >"$tls_dir/sentinel-$p.conf" <<EOF
 port 0
 tls-port $p

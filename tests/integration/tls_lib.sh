@@ -70,7 +70,7 @@ tls_redis_start() {
     [ $# -gt 0 ] && shift
     [ -f "$tls_dir/ca.crt" ] || tls_certs
     for i in $(seq 1 20); do
-        tls_port=$((20000 + RANDOM % 40000))
+        tls_port=$(free_port)
         if tls_redis_spawn "$tls_port" "$auth" "$@"; then
             tls_url="rediss://127.0.0.1:$tls_port"
             return 0
