@@ -28,17 +28,17 @@ int sluice_client_async_supported(const sluice_url *url, char *err, size_t errle
     if (sluice_url_supported(url, err, errlen) != 0) {
         return SLUICE_EINVAL;
     }
-    if (url->is_tls) {
+    if (url->is_tls && url->is_sentinel) {
         if (err != NULL && errlen > 0) {
-            snprintf(err, errlen, "rediss:// is not supported by the async connection yet");
+            snprintf(err, errlen,
+                     "rediss+sentinel:// is not supported by the async connection yet (the "
+                     "blocking clients sluice-enqueue, sluice-admin, sluice-limit support it)");
         }
         return SLUICE_EINVAL;
     }
-    if (url->is_sentinel) {
+    if (url->is_tls) {
         if (err != NULL && errlen > 0) {
-            snprintf(err, errlen,
-                     "redis+sentinel:// is not supported by the async connection yet (the "
-                     "blocking clients sluice-enqueue, sluice-admin, sluice-limit support it)");
+            snprintf(err, errlen, "rediss:// is not supported by the async connection yet");
         }
         return SLUICE_EINVAL;
     }

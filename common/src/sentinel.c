@@ -73,8 +73,16 @@ int sluice__sentinel_role_reply(const redisReply *r, const char *where, const ch
 }
 
 int sluice__sentinel_not_primary(int st, const redisReply *r) {
-    return r != NULL && r->type == REDIS_REPLY_ERROR &&
-           (st == SLUICE_EREADONLY || (r->len >= 9 && strncmp(r->str, "REDIRECT ", 9) == 0));
+    if (r == NULL || r->type != REDIS_REPLY_ERROR) {
+        return 0;
+    }
+    /* a blocked call (XREADGROUP BLOCK) released by the demotion, without running */
+    static const char unblocked[] = "UNBLOCKED ";
+    if (r->len >= sizeof(unblocked) - 1 && strncmp(r->str, unblocked, sizeof(unblocked) - 1) == 0 &&
+        strstr(r->str, "master -> replica") != NULL) {
+        return 1;
+    }
+    return st == SLUICE_EREADONLY || (r->len >= 9 && strncmp(r->str, "REDIRECT ", 9) == 0);
 }
 
 int sluice__sentinel_switch_parse(const char *msg, size_t len, const char *master, char *host,

@@ -6,7 +6,8 @@
 # demoted under a running connection (READONLY) is followed; a user without ROLE is a clear
 # error; after kill -9 of the primary under a running sluice-enqueue the same connection follows
 # the sentinels' failover, with the data on the new primary; one sentinel of three down still
-# works. The async clients refuse the URL clearly (exit 2), and rediss+sentinel:// until TLS.
+# works. rediss+sentinel:// is refused clearly (exit 2) until TLS reaches Sentinel; the async
+# clients through Sentinel are test_sentinel_async.sh's.
 # On a Sentinel group of its own (sentinel_lib.sh) and scripted sentinels (fake_sentinel.py),
 # stopped by PIDs.
 . "$(dirname "$0")/lib.sh"
@@ -77,8 +78,8 @@ grep -q 'event=sentinel_not_primary' "$tmp/ro" || fail "no READONLY was followed
 redis-cli -p "$pport" ACL SETUSER norole on '>pw' '~*' '&*' +@all -role >/dev/null
 run 3 "NOPERM.*'role'" E "redis+sentinel://norole:pw@127.0.0.1:${sports[0]}/$m?sentinel_password=" --timeout 30000 x
 redis-cli -p "$pport" ACL DELUSER norole >/dev/null
-run 2 'not supported by the async connection yet' \
-    timeout 10 "$bin/sluice-worker" --redis "$surl" --queue "$q" --handler exec:true
+run 2 'rediss\+sentinel://' timeout 10 "$bin/sluice-worker" \
+    --redis "rediss+sentinel://127.0.0.1:${sports[0]}/$m" --queue "$q" --handler exec:true
 run 2 'rediss\+sentinel:// needs TLS support' E "rediss+sentinel://127.0.0.1:${sports[0]}/$m" x
 
 # kill -9 of the primary under a running sluice-enqueue (one connection, a payload every

@@ -109,6 +109,13 @@ static void test_not_primary(void) {
     r = parse("-REDIRECT 127.0.0.1:6380\r\n");
     CHECK(sluice__sentinel_not_primary(sluice_reply_error_status(r->str, r->len), r));
     freeReplyObject(r);
+    r = parse("-UNBLOCKED force unblock from blocking operation, instance state changed "
+              "(master -> replica?)\r\n");
+    CHECK(sluice__sentinel_not_primary(sluice_reply_error_status(r->str, r->len), r));
+    freeReplyObject(r);
+    r = parse("-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n");
+    CHECK(!sluice__sentinel_not_primary(sluice_reply_error_status(r->str, r->len), r));
+    freeReplyObject(r);
     r = parse("-ERR REDIRECT\r\n");
     CHECK(!sluice__sentinel_not_primary(sluice_reply_error_status(r->str, r->len), r));
     freeReplyObject(r);

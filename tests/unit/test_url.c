@@ -367,13 +367,13 @@ static void test_supported(void) {
         CHECK_STREQ(err, cases[i].msg ? cases[i].msg : "");
     }
     CHECK_EQ(sluice_url_supported(NULL, NULL, 0), SLUICE_EINVAL);
-    /* the async connection: plain and cluster URLs, not TLS nor Sentinel yet */
+    /* the async connection: plain, cluster and Sentinel URLs, not TLS yet */
     static const struct {
         const char *url, *msg;
     } async[] = {
         {"redis://h", NULL},
         {"redis+cluster://a,b", NULL},
-        {"redis+sentinel://s/m", "redis+sentinel:// is not supported by the async connection yet"},
+        {"redis+sentinel://s/m", NULL},
         {"rediss+sentinel://s/m", "rediss+sentinel:// needs TLS support for Sentinel, not built"},
         {"rediss://h", "rediss:// is not supported by the async connection yet"},
     };

@@ -41,7 +41,8 @@ int sluice__sentinel_role_reply(const redisReply *r, const char *where, const ch
                                 size_t whylen);
 
 /* 1 when a call's error reply (status st) says the server is no longer the primary (READONLY,
- * -REDIRECT): the call did not run there. */
+ * -REDIRECT, or a blocked call released with "UNBLOCKED ... (master -> replica?)"): the call
+ * did not run there. */
 int sluice__sentinel_not_primary(int st, const redisReply *r);
 
 /* A +switch-master message "NAME OLD-IP OLD-PORT NEW-IP NEW-PORT": 1 when it is about `master`

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# redis+sentinel:// on the async connection: sluice-gateway (--wait-replicas 1) admits and
+# sluice-worker drains through the sentinels, with the first sentinel of the URL down from the
+# start. kill -9 of the primary under a stream of gateway admissions and a running worker: both
+# follow the sentinels' failover by themselves, admissions resume within a few seconds of it, and
+# every admission answered 202 is processed (0 lost). Then a manual failover (SENTINEL FAILOVER,
+# the old primary still up and still claiming to be one): both hear +switch-master and move to
+# the new primary without a failed call, the worker draining there what is admitted there. On a
+# Sentinel group of its own (sentinel_lib.sh: a primary, two replicas, 3 sentinels), stopped by
+# PIDs.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/sentinel_lib.sh"
+m="sluice-am$$"
+SENTINEL_REPLICAS=2 sentinel_start "$m"
+q="asent-$$"
+sentinel_kill 0 # one sentinel of three down (the one asked first): the others answer
+
+gateway_start --redis "$surl" --queue "$q" --wait-replicas 1 --log-level info
+post() { # PAYLOAD: prints "CODE ID"
+    local out
+    out=$(curl -s --max-time 5 -w ' %{http_code}' -d "$1" \
+        "http://127.0.0.1:$port/v1/queues/$q/messages" 2>/dev/null) || true
+    echo "${out##* } $(echo "$out" | grep -oE '"id":"[0-9]+-[0-9]+"' | cut -d'"' -f4)"
+}
+code=""
+for i in $(seq 1 100); do # the gateway finds the primary (bounded: 10 s)
+    code=$(post "first")
+    [ "${code%% *}" = 202 ] && break
+    sleep 0.1
+done
+[ "${code%% *}" = 202 ] || fail "the gateway never admitted through the sentinels: $code $(tail -n 3 "$tmp/gw.log")"
+"$bin/sluice-worker" --redis "$surl" --queue "$q" --handler noop --record "$tmp/w" \
+    --log-level info >/dev/null 2>"$tmp/w.log" &
+wpid=$!
+pids+=("$wpid")
+wait_lines "$tmp/w" 1 10
+grep -q ' first' "$tmp/w" || fail "the worker drained nothing through the sentinels: $(tail -n 3 "$tmp/w.log")"
+grep -q 'event=sentinel_subscribed' "$tmp/gw.log" || fail "the gateway did not subscribe to +switch-master"
+
+# ---- kill -9 of the primary under admissions (one POST at a time, for at most 25 s) ----
+post_loop() { # PREFIX: "SECONDS CODE ID PAYLOAD" per POST, until the file $tmp/stop exists
+    local i=0 r start=$SECONDS
+    while [ ! -e "$tmp/stop" ] && [ $((SECONDS - start)) -lt 25 ]; do
+        i=$((i + 1))
+        r=$(post "$1-$i")
+        echo "$(date +%s.%N) $r $1-$i"
+        sleep 0.02
+    done
+}
+post_loop fo >"$tmp/fo" &
+lpid=$!
+pids+=("$lpid")
+for i in $(seq 1 50); do # some admitted before the kill (bounded)
+    [ "$(grep -c ' 202 ' "$tmp/fo" || true)" -ge 20 ] && break
+    sleep 0.1
+done
+old="127.0.0.1:$pport"
+kill_at=$(date +%s.%N)
+"$SLUICE_SOURCE_DIR/scripts/test-redis" kill "$sdir/primary"
+new=$(wait_failover "$m" "$old" 20)
+fo_at=$(date +%s.%N)
+for i in $(seq 1 100); do # admissions resume (bounded: 10 s past the failover)
+    awk -v t="$fo_at" '$1 > t && $2 == 202' "$tmp/fo" | grep -q . && break
+    sleep 0.1
+done
+sleep 1 # and go on a little
+touch "$tmp/stop"
+wait "$lpid" || true
+awk '$2 == 202 { print $3, $4 }' "$tmp/fo" >"$tmp/fo.adm"
+resumed=$(awk -v k="$kill_at" '$1 > k && $2 == 202 { print $1; exit }' "$tmp/fo")
+[ -n "$resumed" ] || fail "no admission after the kill: $(tail -n 5 "$tmp/fo") $(tail -n 5 "$tmp/gw.log")"
+# the first admission after the kill came at most 5 s after the sentinels agreed on the new
+# primary (a bound for a loaded machine; it is usually well under a second)
+awk -v r="$resumed" -v f="$fo_at" 'BEGIN { exit !(r - f <= 5) }' ||
+    fail "admissions resumed $(awk -v r="$resumed" -v f="$fo_at" 'BEGIN { print r - f }') s after the failover"
+for i in $(seq 1 200); do # the worker follows too (bounded: 20 s)
+    python3 "$SLUICE_SOURCE_DIR/tests/faults/check.py" --admitted "$tmp/fo.adm" \
+        --processed "$tmp/w" >"$tmp/chk" 2>/dev/null && break
+    sleep 0.1
+done
+python3 "$SLUICE_SOURCE_DIR/tests/faults/check.py" --admitted "$tmp/fo.adm" --processed "$tmp/w" \
+    >"$tmp/chk" || fail "after the failover: $(cat "$tmp/chk") $(tail -n 5 "$tmp/w.log")"
+grep -q "event=redis_ready.*node=$new" "$tmp/gw.log" || fail "the gateway never reached $new"
+grep -q "event=redis_ready.*node=$new" "$tmp/w.log" || fail "the worker never reached $new"
+fo_chk=$(cat "$tmp/chk")
+
+# ---- +switch-master: a manual failover, the old primary still up (and for some seconds still a
+# primary in its own eyes: only the subscription tells the clients to move) ----
+cur=$new
+redis-cli -p "${sports[1]}" SENTINEL FAILOVER "$m" | grep -q OK || fail "SENTINEL FAILOVER refused"
+next=$(wait_failover "$m" "$cur" 20)
+for f in gw w; do
+    for i in $(seq 1 100); do # bounded: 10 s
+        grep -q "event=redis_ready.*node=$next" "$tmp/$f.log" && break
+        sleep 0.1
+    done
+    grep -q "event=sentinel_switch_master.* to=$next" "$tmp/$f.log" ||
+        fail "$f did not hear +switch-master to $next: $(grep sentinel_ "$tmp/$f.log" | tail -n 5)"
+    grep -q "event=redis_ready.*node=$next" "$tmp/$f.log" || fail "$f did not move to $next"
+done
+# the worker drains there what the gateway admits there (WAIT 1 may not be confirmed yet while
+# the old primary is still being turned into a replica: the answer may be 202 or unknown)
+n0=$(redis-cli -p "${next##*:}" XLEN "sluice:{$q}:stream")
+post "sw-1" >/dev/null
+post "sw-2" >/dev/null
+wait_lines "$tmp/w" "$(($(wc -l <"$tmp/w") + 2))" 10
+grep -q ' sw-2' "$tmp/w" || fail "the worker did not drain on the new primary $next: $(tail -n 3 "$tmp/w.log")"
+[ "$(redis-cli -p "${next##*:}" XINFO STREAM "sluice:{$q}:stream" | sed -n '/^entries-added$/{n;p}')" -ge $((n0 + 2)) ] ||
+    fail "the admissions after +switch-master did not reach $next"
+! grep -q 'level=error' "$tmp/gw.log" "$tmp/w.log" || fail "errors: $(grep -h level=error "$tmp/gw.log" "$tmp/w.log")"
+kill -TERM "$wpid"
+wait "$wpid" || fail "worker: $(tail -n 3 "$tmp/w.log")"
+echo "test_sentinel_async: ok (failover: $fo_chk; resumed $(awk -v r="$resumed" -v f="$fo_at" 'BEGIN { printf "%.1f", r - f }') s after it)"
