@@ -6,7 +6,9 @@
 # follow the sentinels' failover by themselves, admissions resume within a few seconds of it, and
 # every admission answered 202 is processed (0 lost). Then a manual failover (SENTINEL FAILOVER,
 # the old primary still up and still claiming to be one): both hear +switch-master and move to
-# the new primary without a failed call, the worker draining there what is admitted there. On a
+# the new primary without a failed call, the worker draining there what is admitted there. Last,
+# a primary demoted under the gateway (READONLY) is followed, the refused admission sent again
+# to the primary a (scripted) sentinel names then. On a
 # Sentinel group of its own (sentinel_lib.sh: a primary, two replicas, 3 sentinels), stopped by
 # PIDs.
 . "$(dirname "$0")/lib.sh"
@@ -111,4 +113,27 @@ grep -q ' sw-2' "$tmp/w" || fail "the worker did not drain on the new primary $n
 ! grep -q 'level=error' "$tmp/gw.log" "$tmp/w.log" || fail "errors: $(grep -h level=error "$tmp/gw.log" "$tmp/w.log")"
 kill -TERM "$wpid"
 wait "$wpid" || fail "worker: $(tail -n 3 "$tmp/w.log")"
+
+# ---- READONLY: a primary demoted under the gateway (REPLICAOF) refuses the next admission; the
+# connection holds it, asks again (a scripted sentinel, now naming the group's primary), checks
+# ROLE and sends it there: every POST answered 202, those after the demotion on the primary ----
+"$SLUICE_SOURCE_DIR/scripts/test-redis" start "$tmp/demoted" --no-aof >/dev/null
+pids+=("$(cat "$tmp/demoted/pid")")
+dport=$(cat "$tmp/demoted/port")
+echo "127.0.0.1 $dport" >"$tmp/addr"
+(python3 "$(dirname "$0")/fake_sentinel.py" --port-file "$tmp/fake.port" --addr-file "$tmp/addr" \
+    </dev/null >/dev/null 2>&1 & echo $! >"$tmp/fake.pid")
+pids+=("$(cat "$tmp/fake.pid")")
+for i in $(seq 1 50); do [ -s "$tmp/fake.port" ] && break; sleep 0.1; done
+q="$q-ro"
+gateway_start --redis "redis+sentinel://127.0.0.1:$(cat "$tmp/fake.port")/$m" --queue "$q" \
+    --log-level info
+for i in $(seq 1 100); do [ "$(post ro-0 | cut -d' ' -f1)" = 202 ] && break; sleep 0.1; done
+echo "127.0.0.1 ${next##*:}" >"$tmp/addr"
+redis-cli -p "$dport" REPLICAOF 127.0.0.1 "${next##*:}" >/dev/null
+for i in 1 2 3 4 5; do post "ro-$i"; done >"$tmp/ro"
+[ "$(grep -c '^202 ' "$tmp/ro")" = 5 ] || fail "POSTs across the demotion: $(cat "$tmp/ro") $(tail -n 3 "$tmp/gw.log")"
+grep -q 'event=sentinel_not_primary.*READONLY' "$tmp/gw.log" || fail "no READONLY was followed: $(tail -n 5 "$tmp/gw.log")"
+[ "$(redis-cli -p "${next##*:}" XLEN "sluice:{$q}:stream")" = 5 ] ||
+    fail "the primary holds $(redis-cli -p "${next##*:}" XLEN "sluice:{$q}:stream") of the 5 admitted after the demotion"
 echo "test_sentinel_async: ok (failover: $fo_chk; resumed $(awk -v r="$resumed" -v f="$fo_at" 'BEGIN { printf "%.1f", r - f }') s after it)"
