@@ -19,6 +19,7 @@ q="asent-$$"
 sentinel_kill 0 # one sentinel of three down (the one asked first): the others answer
 
 gateway_start --redis "$surl" --queue "$q" --wait-replicas 1 --log-level info
+gpid=${pids[-1]}
 post() { # PAYLOAD: prints "CODE ID"
     local out
     out=$(curl -s --max-time 5 -w ' %{http_code}' -d "$1" \
@@ -111,8 +112,9 @@ grep -q ' sw-2' "$tmp/w" || fail "the worker did not drain on the new primary $n
 [ "$(redis-cli -p "${next##*:}" XINFO STREAM "sluice:{$q}:stream" | sed -n '/^entries-added$/{n;p}')" -ge $((n0 + 2)) ] ||
     fail "the admissions after +switch-master did not reach $next"
 ! grep -q 'level=error' "$tmp/gw.log" "$tmp/w.log" || fail "errors: $(grep -h level=error "$tmp/gw.log" "$tmp/w.log")"
-kill -TERM "$wpid"
+kill -TERM "$wpid" "$gpid"
 wait "$wpid" || fail "worker: $(tail -n 3 "$tmp/w.log")"
+wait "$gpid" || fail "gateway: $(tail -n 3 "$tmp/gw.log")"
 
 # ---- READONLY: a primary demoted under the gateway (REPLICAOF) refuses the next admission; the
 # connection holds it, asks again (a scripted sentinel, now naming the group's primary), checks
@@ -136,4 +138,6 @@ for i in 1 2 3 4 5; do post "ro-$i"; done >"$tmp/ro"
 grep -q 'event=sentinel_not_primary.*READONLY' "$tmp/gw.log" || fail "no READONLY was followed: $(tail -n 5 "$tmp/gw.log")"
 [ "$(redis-cli -p "${next##*:}" XLEN "sluice:{$q}:stream")" = 5 ] ||
     fail "the primary holds $(redis-cli -p "${next##*:}" XLEN "sluice:{$q}:stream") of the 5 admitted after the demotion"
+kill -TERM "${pids[-1]}"
+wait "${pids[-1]}" || fail "gateway: $(tail -n 3 "$tmp/gw.log")"
 echo "test_sentinel_async: ok (failover: $fo_chk; resumed $(awk -v r="$resumed" -v f="$fo_at" 'BEGIN { printf "%.1f", r - f }') s after it)"
