@@ -167,7 +167,9 @@ typedef void (*sluice_aconn_reply_cb)(sluice_aconn *c, int status, int sent,
 typedef void (*sluice_aconn_state_cb)(sluice_aconn *c, int ready, int status, void *arg);
 
 /* Creates a connection on `loop` and starts connecting. Returns NULL when out of memory, or for
- * a rediss:// URL (the async connection has no TLS yet). */
+ * a rediss:// or rediss+sentinel:// URL (the async connection has no TLS yet). With a
+ * redis+sentinel:// URL it connects to the primary the sentinels name and follows failovers
+ * (+switch-master, READONLY) by itself. */
 SLUICE_API sluice_aconn *sluice_aconn_new(uv_loop_t *loop, const sluice_url *url,
                                           const sluice_conn_options *o,
                                           sluice_aconn_state_cb state_cb, void *state_arg);
