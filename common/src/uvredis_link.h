@@ -141,7 +141,7 @@ struct sluice_aconn {
     uv_timer_t again_timer;
     request *again, *again_tail;
     /* Sentinel (redis+sentinel://): the router's own state (uvredis_sentinel.c); it uses
-     * node_host/node_port and the moved list as above */
+     * node_host/node_port as above, and the held list for the calls a demoted primary refused */
     struct sluice__uvsentinel *sentinel;
 };
 

@@ -12,9 +12,10 @@
  *   attempt asks again, another sentinel first (one that has not heard of a failover yet may
  *   still name the old primary).
  * - reply: READONLY, -REDIRECT or a blocked call unblocked by a demotion (the server is no
- *   longer the primary): the call did not run; it is held (with the WAIT pipelined behind it)
- *   and sent to the next primary within its deadline. The connection stops taking calls, lets
- *   the link go once the calls sent on it are answered, and connects again at once.
+ *   longer the primary): the call did not run; it is held on c->held (with the WAIT pipelined
+ *   behind it), across failed attempts, and sent to the next primary when the link is ready
+ *   (ready), or fails at its deadline. The connection stops taking calls, lets the link go once
+ *   the calls sent on it are answered, and connects again at once.
  * - +switch-master: a pub/sub connection to one sentinel (the next when it breaks) hears each
  *   failover. The link to the old primary is let go of the same way, at once when nothing is
  *   pending on it, and the new primary is connected to without waiting for a backoff.
@@ -43,6 +44,9 @@
  * this pause (ms); after a whole round of sentinels has failed, after SUB_PAUSE_MS. */
 #define SUB_RETRY_MS 100
 #define SUB_PAUSE_MS 1000
+
+/* Why a call held for the next primary failed at its deadline. */
+#define HELD_LATE "the new primary was not ready in time"
 
 typedef struct sluice__uvsentinel uvsent;
 
@@ -534,7 +538,7 @@ static int sentinel_reply(sluice_aconn *c, sluice__uvlink *l, request *q, redisR
     SLUICE_LOG(SLUICE_LOG_INFO,
                "event=sentinel_not_primary conn=%s queue=%s node=%s:%d reply=%.60s", c->name,
                c->queue, c->node_host, c->node_port, r->str);
-    sluice__uv_held_push(c, &c->moved, &c->moved_tail, q);
+    sluice__uv_held_push(c, &c->held, &c->held_tail, q);
     sluice__uv_follow_mark(c, FOLLOW_MOVED);
     if (!s->moving) {
         snprintf(s->why, sizeof(s->why), "%.100s:%d is no longer the primary (%.60s)", c->node_host,
@@ -551,7 +555,7 @@ static int sentinel_follow(sluice_aconn *c, sluice__uvlink *l, request *w, int k
     if (kind != FOLLOW_MOVED || c->sentinel == NULL || !c->sentinel->moving) {
         return -1;
     }
-    sluice__uv_held_push(c, &c->moved, &c->moved_tail, w);
+    sluice__uv_held_push(c, &c->held, &c->held_tail, w);
     return 0;
 }
 
@@ -581,8 +585,24 @@ static void sentinel_node(sluice_aconn *c, char *buf, size_t len) {
     }
 }
 
+/* The held calls go to the primary now, in their order; those past their deadline fail (not
+ * run) rather than time the new link out. */
 static void sentinel_ready(sluice_aconn *c) {
-    (void)c;
+    request *q = c->held;
+    c->held = c->held_tail = NULL;
+    while (q != NULL) {
+        request *next = q->next;
+        q->next = NULL;
+        if (c->closing || c->link == NULL) { /* a callback below closed the connection */
+            sluice__uv_complete(c, q, SLUICE_ECANCELED, 0, NULL);
+        } else if (q->deadline <= uv_now(c->loop)) {
+            snprintf(c->err, sizeof(c->err), "%s: %s", c->where, HELD_LATE);
+            sluice__uv_complete(c, q, SLUICE_ETIMEDOUT, 0, NULL);
+        } else if (sluice__uv_append(c, c->link, q, q->cmd, sdslen(q->cmd)) != 0) {
+            sluice__uv_complete(c, q, SLUICE_ECONN, 0, NULL);
+        }
+        q = next;
+    }
 }
 
 static int sentinel_before_resend(sluice_aconn *c) {
@@ -591,7 +611,7 @@ static int sentinel_before_resend(sluice_aconn *c) {
 }
 
 static void sentinel_close(sluice_aconn *c, int status) {
-    sluice__uv_held_fail(c, &c->moved, &c->moved_tail, status);
+    sluice__uv_held_fail(c, &c->held, &c->held_tail, status);
     uvsent *s = c->sentinel;
     if (s == NULL) {
         return;
@@ -617,5 +637,5 @@ const sluice__uvroute_ops sluice__uvsentinel_route = {
     .before_resend = sentinel_before_resend,
     .close = sentinel_close,
     .redirect_event = "sentinel_failover",
-    .held_late = "the new primary was not ready in time",
+    .held_late = HELD_LATE,
 };
