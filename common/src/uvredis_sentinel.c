@@ -470,7 +470,8 @@ static int sentinel_pick(sluice_aconn *c) {
     if (s->have) {
         s->have = 0;
         if (s->result != 0) {
-            return s->result; /* c->err names every sentinel and what it said */
+            c->node_host[0] = '\0'; /* no node was tried: the redis_down line names none */
+            return s->result;       /* c->err names every sentinel and what it said */
         }
         snprintf(c->node_host, sizeof(c->node_host), "%s", s->host);
         c->node_port = s->port;

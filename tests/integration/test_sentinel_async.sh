@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# redis+sentinel:// on the async connection: sluice-gateway (--wait-replicas 1) admits and
-# sluice-worker drains through the sentinels, with the first sentinel of the URL down from the
-# start. kill -9 of the primary under a stream of gateway admissions and a running worker: both
+# redis+sentinel:// on the async connection: no sentinel reachable and an unknown master name
+# are clear errors (retried like a server that is down); sluice-gateway (--wait-replicas 1)
+# admits and sluice-worker drains through the sentinels, with the first sentinel of the URL
+# down from the start. kill -9 of the primary under a stream of gateway admissions and a running worker: both
 # follow the sentinels' failover by themselves, admissions resume within a few seconds of it, and
 # every admission answered 202 is processed (0 lost). Then a manual failover (SENTINEL FAILOVER,
 # the old primary still up and still claiming to be one): both hear +switch-master and move to
 # the new primary without a failed call, the worker draining there what is admitted there. Last,
 # a primary demoted under the gateway (READONLY) is followed, the refused admission sent again
-# to the primary a (scripted) sentinel names then. On a
-# Sentinel group of its own (sentinel_lib.sh: a primary, two replicas, 3 sentinels), stopped by
+# to the primary a (scripted) sentinel names then. On a Sentinel group of its own
+# (sentinel_lib.sh: a primary, two replicas, 3 sentinels), stopped by
 # PIDs.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sentinel_lib.sh"
@@ -17,6 +18,16 @@ m="sluice-am$$"
 SENTINEL_REPLICAS=2 sentinel_start "$m"
 q="asent-$$"
 sentinel_kill 0 # one sentinel of three down (the one asked first): the others answer
+
+# clear errors, retried like a server that is down: no sentinel reachable, an unknown name
+timeout 2 "$bin/sluice-worker" --redis "redis+sentinel://127.0.0.1:1/$m" --queue "$q" \
+    --handler noop >/dev/null 2>"$tmp/e1.log" || true
+grep -q "event=redis_down.*no sentinel reachable for master '$m' (127.0.0.1:1: Connection refused)" \
+    "$tmp/e1.log" || fail "no sentinel reachable: $(head -n 3 "$tmp/e1.log")"
+timeout 2 "$bin/sluice-worker" --redis "redis+sentinel://127.0.0.1:${sports[1]}/nosuch" \
+    --queue "$q" --handler noop >/dev/null 2>"$tmp/e2.log" || true
+grep -q "master name unknown to the sentinels for master 'nosuch'" "$tmp/e2.log" ||
+    fail "unknown master name: $(head -n 3 "$tmp/e2.log")"
 
 gateway_start --redis "$surl" --queue "$q" --wait-replicas 1 --log-level info
 gpid=${pids[-1]}
