@@ -14,8 +14,8 @@
  * - reply: READONLY, -REDIRECT or a blocked call unblocked by a demotion (the server is no
  *   longer the primary): the call did not run; it is held on c->held (with the WAIT pipelined
  *   behind it), across failed attempts, and sent to the next primary when the link is ready
- *   (ready), or fails at its deadline. The connection stops taking calls, lets the link go once
- *   the calls sent on it are answered, and connects again at once.
+ *   (on the link's moved list), or fails at its deadline. The connection stops taking calls, lets
+ * the link go once the calls sent on it are answered, and connects again at once.
  * - +switch-master: a pub/sub connection to one sentinel (the next when it breaks) hears each
  *   failover. The link to the old primary is let go of the same way, at once when nothing is
  *   pending on it, and the new primary is connected to without waiting for a backoff.
@@ -586,23 +586,16 @@ static void sentinel_node(sluice_aconn *c, char *buf, size_t len) {
     }
 }
 
-/* The held calls go to the primary now, in their order; those past their deadline fail (not
- * run) rather than time the new link out. */
+/* The held calls go to the primary now, first and in their order: the link sends its moved
+ * list as soon as this returns (none of this router's calls are on it otherwise). */
 static void sentinel_ready(sluice_aconn *c) {
-    request *q = c->held;
-    c->held = c->held_tail = NULL;
-    while (q != NULL) {
-        request *next = q->next;
-        q->next = NULL;
-        if (c->closing || c->link == NULL) { /* a callback below closed the connection */
-            sluice__uv_complete(c, q, SLUICE_ECANCELED, 0, NULL);
-        } else if (q->deadline <= uv_now(c->loop)) {
-            snprintf(c->err, sizeof(c->err), "%s: %s", c->where, HELD_LATE);
-            sluice__uv_complete(c, q, SLUICE_ETIMEDOUT, 0, NULL);
-        } else if (sluice__uv_append(c, c->link, q, q->cmd, sdslen(q->cmd)) != 0) {
-            sluice__uv_complete(c, q, SLUICE_ECONN, 0, NULL);
+    if (c->held != NULL) {
+        c->held_tail->next = c->moved;
+        if (c->moved == NULL) {
+            c->moved_tail = c->held_tail;
         }
-        q = next;
+        c->moved = c->held;
+        c->held = c->held_tail = NULL;
     }
 }
 

@@ -11,6 +11,11 @@
 #                          replica has one of its own at once (WAIT 1 after a failover)
 #   sentinel_kill I        kill -9 of sentinel number I (0..2)
 #   sentinel_master M      the address (HOST:PORT) the first sentinel that answers names
+#   fake_sentinel_start NAME ARGS...  a scripted sentinel (fake_sentinel.py with ARGS: --host and
+#                          --port, or --addr-file) on a free port, killed on exit; sets fport
+#   demoted_start          a server of its own (to be demoted under a client with REPLICAOF),
+#                          killed on exit; sets dport and writes "127.0.0.1 DPORT" to $tmp/addr
+#                          (the address file of a scripted sentinel)
 #   wait_failover M OLD SECS  waits (bounded) until every sentinel still running names a
 #                          primary other than OLD (HOST:PORT), the same, answering ROLE master;
 #                          prints it; fails the test otherwise
@@ -101,6 +106,23 @@ sentinel_start() {
     done
     [ "$ok" = 3 ] || fail "the sentinels never saw the whole group"
     surl="redis+sentinel://127.0.0.1:${sports[0]},127.0.0.1:${sports[1]},127.0.0.1:${sports[2]}/$m"
+}
+
+fake_sentinel_start() { # name args...
+    local f="$tmp/$1" i
+    shift
+    (python3 "$SLUICE_SOURCE_DIR/tests/integration/fake_sentinel.py" --port-file "$f.port" "$@" \
+        </dev/null >/dev/null 2>&1 & echo $! >"$f.pid")
+    pids+=("$(cat "$f.pid")")
+    for i in $(seq 1 50); do [ -s "$f.port" ] && break; sleep 0.1; done
+    fport=$(cat "$f.port")
+}
+
+demoted_start() {
+    "$SLUICE_SOURCE_DIR/scripts/test-redis" start "$tmp/demoted" --no-aof >/dev/null
+    pids+=("$(cat "$tmp/demoted/pid")")
+    dport=$(cat "$tmp/demoted/port")
+    echo "127.0.0.1 $dport" >"$tmp/addr"
 }
 
 sentinel_kill() { kill -KILL "${spids[$1]}" 2>/dev/null || true; }

@@ -132,16 +132,10 @@ wait "$gpid" || fail "gateway: $(tail -n 3 "$tmp/gw.log")"
 # ---- READONLY: a primary demoted under the gateway (REPLICAOF) refuses the next admission; the
 # connection holds it, asks again (a scripted sentinel, now naming the group's primary), checks
 # ROLE and sends it there: every POST answered 202, those after the demotion on the primary ----
-"$SLUICE_SOURCE_DIR/scripts/test-redis" start "$tmp/demoted" --no-aof >/dev/null
-pids+=("$(cat "$tmp/demoted/pid")")
-dport=$(cat "$tmp/demoted/port")
-echo "127.0.0.1 $dport" >"$tmp/addr"
-(python3 "$(dirname "$0")/fake_sentinel.py" --port-file "$tmp/fake.port" --addr-file "$tmp/addr" \
-    </dev/null >/dev/null 2>&1 & echo $! >"$tmp/fake.pid")
-pids+=("$(cat "$tmp/fake.pid")")
-for i in $(seq 1 50); do [ -s "$tmp/fake.port" ] && break; sleep 0.1; done
+demoted_start
+fake_sentinel_start fake --addr-file "$tmp/addr"
 q="$q-ro"
-gateway_start --redis "redis+sentinel://127.0.0.1:$(cat "$tmp/fake.port")/$m" --queue "$q" \
+gateway_start --redis "redis+sentinel://127.0.0.1:$fport/$m" --queue "$q" \
     --log-level info
 for i in $(seq 1 100); do [ "$(post ro-0 | cut -d' ' -f1)" = 202 ] && break; sleep 0.1; done
 echo "127.0.0.1 ${next##*:}" >"$tmp/addr"
