@@ -104,7 +104,13 @@ fo_chk=$(cat "$tmp/chk")
 # ---- +switch-master: a manual failover, the old primary still up (and for some seconds still a
 # primary in its own eyes: only the subscription tells the clients to move) ----
 cur=$new
-redis-cli -p "${sports[1]}" SENTINEL FAILOVER "$m" | grep -q OK || fail "SENTINEL FAILOVER refused"
+for i in $(seq 1 40); do # refused while the last failover is being finished (INPROG) or the
+    # replica is not seen on the new primary yet (NOGOODSLAVE): bounded, 20 s
+    redis-cli -p "${sports[1]}" SENTINEL FAILOVER "$m" >"$tmp/mf" 2>&1 || true
+    grep -qx OK "$tmp/mf" && break
+    sleep 0.5
+done
+grep -qx OK "$tmp/mf" || fail "SENTINEL FAILOVER refused: $(cat "$tmp/mf")"
 next=$(wait_failover "$m" "$cur" 20)
 for f in gw w; do
     for i in $(seq 1 100); do # bounded: 10 s
