@@ -41,7 +41,9 @@ nb=$(awk '$2 ~ /^b/' "$tmp/r1" | wc -l)
 # depth = waiting + in flight, the lanes included
 run 0 'depth +1,721 ' A stats "$q" --sample 0
 
-# /metrics: the lanes are in depth and pending, and shown apart
+# /metrics: the lanes are in depth and pending, and shown apart (the log created first: the
+# loop below may read it before the worker's redirection does)
+: >"$tmp/mlog"
 "${worker[@]}" --queue "$q" --handler sleep:60000 --concurrency 5 --metrics 127.0.0.1:0 \
     --log-level info 2>"$tmp/mlog" >/dev/null &
 mpid=$!
