@@ -62,6 +62,7 @@ struct sluice__uvsentinel {
     sluice__uvlink *ask;          /* the question under way, NULL between */
     uv_timer_t ask_timer;         /* bounds it */
     sluice__sentinel_round round; /* what each said */
+    int tls_failed;               /* of them, how many failed the TLS handshake or its checks */
     /* the answer the next pick takes: an address (result 0) or a round's failure */
     int have, result;
     char host[256];
@@ -148,6 +149,7 @@ static void side_lost(uvsent *s, sluice__uvlink *l, int status, const char *othe
         char detail[sizeof(l->errstr) + 80];
         snprintf(detail, sizeof(detail), "%s", why);
         if (status == SLUICE_ETLS) {
+            s->tls_failed++;
             const char *o = s->c->o.tls_server_name;
             sluice__tls_explain(detail, sizeof(detail), o != NULL ? o : asked_seed(s)->host);
         }
@@ -319,12 +321,15 @@ static void ask_next(uvsent *s) {
         s->k++;
     }
     sluice__sentinel_round_fail(&s->round, c->where, u->master_name, c->err, sizeof(c->err));
-    ask_done(s, SLUICE_ECONN);
+    /* every sentinel refused by the TLS checks: a configuration error (the worker stops on it,
+     * as for a rediss:// server), not a sentinel down */
+    ask_done(s, s->tls_failed == u->nseeds ? SLUICE_ETLS : SLUICE_ECONN);
 }
 
 static void ask_start(uvsent *s) {
     s->asking = 1;
     s->k = 0;
+    s->tls_failed = 0;
     memset(&s->round, 0, sizeof(s->round));
     ask_next(s);
 }
