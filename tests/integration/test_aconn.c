@@ -349,15 +349,22 @@ static void test_refused(void) {
     close_conn(c);
 }
 
+/* A listening socket on a free loopback port (its address in *a) that never accepts. */
+static int listen_loopback(int backlog, struct sockaddr_in *a) {
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    socklen_t len = sizeof(*a);
+    *a = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = 0};
+    a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CHECK_EQ(bind(lfd, (struct sockaddr *)a, sizeof(*a)), 0);
+    CHECK_EQ(getsockname(lfd, (struct sockaddr *)a, &len), 0);
+    CHECK_EQ(listen(lfd, backlog), 0);
+    return lfd;
+}
+
 /* A server that never completes the TCP handshake (accept queue full): ETIMEDOUT in time. */
 static void test_connect_timeout(void) {
-    int lfd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
-    socklen_t len = sizeof(a);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    CHECK_EQ(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
-    CHECK_EQ(getsockname(lfd, (struct sockaddr *)&a, &len), 0);
-    CHECK_EQ(listen(lfd, 0), 0);
+    struct sockaddr_in a;
+    int lfd = listen_loopback(0, &a);
     int fill[2];
     for (int i = 0; i < 2; i++) { /* fill the accept queue; later SYNs are dropped */
         fill[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
@@ -567,13 +574,8 @@ static void test_cluster_foreign_slot(const char *u, const char *queue, const ch
  * command); the attempt fails naming each, and the connection closes cleanly right after it
  * was made, while a question is under way, and after a failed round. */
 static void test_sentinel_unanswered(void) {
-    int lfd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
-    socklen_t len = sizeof(a);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    CHECK_EQ(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
-    CHECK_EQ(getsockname(lfd, (struct sockaddr *)&a, &len), 0);
-    CHECK_EQ(listen(lfd, 16), 0); /* connects complete; nothing is ever read */
+    struct sockaddr_in a;
+    int lfd = listen_loopback(16, &a); /* connects complete; nothing is ever read */
     sluice_url fx;
     char err[256], u[512];
     CHECK_OK(sluice_url_parse(&fx, th_redis_url(), err, sizeof(err)), err);

@@ -45,11 +45,7 @@ for i in $(seq 1 100); do # the gateway finds the primary (bounded: 10 s)
     sleep 0.1
 done
 [ "${code%% *}" = 202 ] || fail "the gateway never admitted through the sentinels: $code $(tail -n 3 "$tmp/gw.log")"
-"$bin/sluice-worker" --redis "$surl" --queue "$q" --handler noop --record "$tmp/w" \
-    --log-level info >/dev/null 2>"$tmp/w.log" &
-wpid=$!
-pids+=("$wpid")
-wait_lines "$tmp/w" 1 10
+record_worker "$surl" "$q" 1
 grep -q ' first' "$tmp/w" || fail "the worker drained nothing through the sentinels: $(tail -n 3 "$tmp/w.log")"
 grep -q 'event=sentinel_subscribed' "$tmp/gw.log" || fail "the gateway did not subscribe to +switch-master"
 

@@ -97,11 +97,7 @@ post() { # PAYLOAD: answered 202 within 10 s (bounded retries), else the test fa
     fail "the gateway did not admit $1: $code $(tail -n 3 "$tmp/gw.log")"
 }
 post g1
-"$bin/sluice-worker" --redis "$surl" --queue "$q" --handler noop --record "$tmp/w" \
-    --log-level info >/dev/null 2>"$tmp/w.log" &
-wpid=$!
-pids+=("$wpid")
-wait_lines "$tmp/w" 3 10
+record_worker "$surl" "$q" 3
 grep -q ' g1' "$tmp/w" || fail "the worker drained nothing over TLS: $(tail -n 3 "$tmp/w.log")"
 for f in gw w; do
     grep -q 'event=sentinel_subscribed' "$tmp/$f.log" || fail "$f: no +switch-master subscription"
