@@ -31,14 +31,6 @@ int sluice_client_async_supported(const sluice_url *url, char *err, size_t errle
     if (sluice_url_supported(url, err, errlen) != 0) {
         return SLUICE_EINVAL;
     }
-    if (url->is_sentinel) {
-        if (err != NULL && errlen > 0) {
-            snprintf(err, errlen,
-                     "redis+sentinel:// is not supported by the async connection yet (the "
-                     "blocking clients sluice-enqueue, sluice-admin, sluice-limit support it)");
-        }
-        return SLUICE_EINVAL;
-    }
     return 0;
 }
 

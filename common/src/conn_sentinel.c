@@ -23,6 +23,7 @@
 #include "sluice/clock.h"
 #include "sluice/handshake.h"
 #include "sluice/log.h"
+#include "sluice/sentinel.h"
 #include "sluice/status.h"
 
 #include "conn_router.h"
@@ -80,18 +81,6 @@ static int left_ms(uint64_t deadline) {
     return now >= deadline ? 0 : (int)(deadline - now);
 }
 
-/* The credentials for the sentinels: the sentinel_* options when given, else the URL's. */
-static void sentinel_auth(const sluice_url *u, sluice_url *auth) {
-    memset(auth, 0, sizeof(*auth));
-    const char *user = u->sentinel_auth ? u->sentinel_user : u->user;
-    const char *pass = u->sentinel_auth ? u->sentinel_password : u->password;
-    snprintf(auth->user, sizeof(auth->user), "%s", user);
-    snprintf(auth->password, sizeof(auth->password), "%s", pass);
-}
-
-/* What one sentinel answered. */
-enum { ASK_FOUND = 0, ASK_DOWN, ASK_UNKNOWN, ASK_REFUSED };
-
 /* Asks the sentinel `seed` for the primary's address (into s->data), over TLS for
  * rediss+sentinel:// (the connection's TLS options); the reason of a failure in why. */
 static int ask_one(sluice_conn *c, const sluice_url_seed *seed, int timeout_ms, char *why,
@@ -99,41 +88,30 @@ static int ask_one(sluice_conn *c, const sluice_url_seed *seed, int timeout_ms, 
     sluice__probe p;
     if (sluice__probe_open(&p, &c->o, c->url.is_tls, seed->host, seed->port, timeout_ms, why,
                            len) != 0) {
-        return ASK_DOWN;
+        return SLUICE_SENTINEL_DOWN;
     }
     sluice_url auth;
-    sentinel_auth(&c->url, &auth);
+    sluice__sentinel_auth(&c->url, &auth);
     const char *argv[3];
     int argc = sluice__hs_auth_argv(&auth, argv);
-    int res = ASK_REFUSED;
+    int res = SLUICE_SENTINEL_REFUSED;
     redisReply *r = argc > 0 ? sluice__probe_command(&p, argc, argv, why, len) : NULL;
     memset(auth.password, 0, sizeof(auth.password));
     if (argc > 0 && (r == NULL || r->type == REDIS_REPLY_ERROR)) {
         if (r != NULL) {
             say(why, len, "AUTH: %s", r->str);
         }
-        res = r != NULL ? ASK_REFUSED : ASK_DOWN;
+        res = r != NULL ? SLUICE_SENTINEL_REFUSED : SLUICE_SENTINEL_DOWN;
         goto out;
     }
     freeReplyObject(r);
     const char *q[] = {"SENTINEL", "GET-MASTER-ADDR-BY-NAME", c->url.master_name};
     r = sluice__probe_command(&p, 3, q, why, len);
     if (r == NULL) {
-        res = ASK_DOWN;
-    } else if (r->type == REDIS_REPLY_NIL || (r->type == REDIS_REPLY_ARRAY && r->elements == 0)) {
-        say(why, len, "master name unknown");
-        res = ASK_UNKNOWN;
-    } else if (r->type == REDIS_REPLY_ERROR) {
-        say(why, len, "SENTINEL GET-MASTER-ADDR-BY-NAME: %s", r->str);
-    } else if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-               r->element[0]->type != REDIS_REPLY_STRING ||
-               r->element[1]->type != REDIS_REPLY_STRING || atoi(r->element[1]->str) <= 0 ||
-               atoi(r->element[1]->str) > 65535 || r->element[0]->len >= sizeof(c->sn->data.host)) {
-        say(why, len, "SENTINEL GET-MASTER-ADDR-BY-NAME: not an address");
+        res = SLUICE_SENTINEL_DOWN;
     } else {
-        snprintf(c->sn->data.host, sizeof(c->sn->data.host), "%s", r->element[0]->str);
-        c->sn->data.port = atoi(r->element[1]->str);
-        res = ASK_FOUND;
+        res = sluice__sentinel_addr_reply(r, c->sn->data.host, sizeof(c->sn->data.host),
+                                          &c->sn->data.port, why, len);
     }
 out:
     freeReplyObject(r);
@@ -146,36 +124,25 @@ out:
 static int ask_sentinels(sluice_conn *c, uint64_t deadline) {
     sluice__sentinel *s = c->sn;
     const sluice_url *u = &c->url;
-    char all[400] = "";
-    size_t used = 0;
-    int unknown = 0, down = 0;
+    sluice__sentinel_round rd = {0};
     for (int k = 0; k < u->nseeds; k++) {
         int i = (s->first + k) % u->nseeds;
         int t = left_ms(deadline);
         t = t < c->o.connect_timeout_ms ? t : c->o.connect_timeout_ms;
         char why[200] = "the deadline passed";
-        int res = t > 0 ? ask_one(c, &u->seeds[i], t, why, sizeof(why)) : ASK_DOWN;
-        if (res == ASK_FOUND) {
+        int res = t > 0 ? ask_one(c, &u->seeds[i], t, why, sizeof(why)) : SLUICE_SENTINEL_DOWN;
+        if (res == SLUICE_SENTINEL_FOUND) {
             s->first = i;
             SLUICE_LOG(SLUICE_LOG_INFO, "event=sentinel_master master=%s addr=%s:%d sentinel=%s:%d",
                        u->master_name, s->data.host, s->data.port, u->seeds[i].host,
                        u->seeds[i].port);
             return 0;
         }
-        unknown += res == ASK_UNKNOWN;
-        down += res == ASK_DOWN;
-        if (used < sizeof(all)) {
-            int w = snprintf(all + used, sizeof(all) - used, "%s%s:%d: %s", k > 0 ? "; " : "",
-                             u->seeds[i].host, u->seeds[i].port, why);
-            used += w > 0 ? (size_t)w : 0;
-        }
+        sluice__sentinel_round_add(&rd, &u->seeds[i], res, why);
     }
-    const char *what = down == u->nseeds             ? "no sentinel reachable"
-                       : unknown + down == u->nseeds ? "master name unknown to the sentinels"
-                                                     : "no sentinel named the primary";
-    say(c->err, sizeof(c->err), "%s: %s for master '%s' (%s)", c->where, what, u->master_name, all);
+    int st = sluice__sentinel_round_fail(&rd, c->where, u->master_name, c->err, sizeof(c->err));
     say(s->why, sizeof(s->why), "%s", c->err);
-    return unknown > 0 && unknown + down == u->nseeds ? SLUICE_ENOTFOUND : SLUICE_ECONN;
+    return st;
 }
 
 /* ROLE on the node just connected: 0 for a primary, 1 for anything else (reason in s->why), or
@@ -191,14 +158,10 @@ static int check_role(sluice_conn *c) {
         freeReplyObject(r);
         return st;
     }
-    if (st == 0 && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
-        r->element[0]->type == REDIS_REPLY_STRING) {
-        other = strcmp(r->element[0]->str, "master") != 0;
-        say(s->why, sizeof(s->why), "%s: %s:%d answered ROLE %s (not the primary)", c->where,
-            s->data.host, s->data.port, r->element[0]->str);
-    } else if (st == 0) {
-        say(s->why, sizeof(s->why), "%s: %s:%d: ROLE: unexpected answer", c->where, s->data.host,
-            s->data.port);
+    if (st == 0) {
+        char addr[300];
+        say(addr, sizeof(addr), "%s:%d", s->data.host, s->data.port);
+        other = sluice__sentinel_role_reply(r, c->where, addr, s->why, sizeof(s->why));
     } else {
         say(s->why, sizeof(s->why), "%s", c->err);
     }
@@ -285,12 +248,6 @@ int sluice__sentinel_ensure(sluice_conn *c) {
     return master_ready(c, sluice_now_ms() + (uint64_t)c->o.command_timeout_ms);
 }
 
-/* A reply that says the server is no longer the primary: the call did not run there. */
-static int not_primary(int st, const redisReply *r) {
-    return r != NULL && r->type == REDIS_REPLY_ERROR &&
-           (st == SLUICE_EREADONLY || strncmp(r->str, "REDIRECT ", 9) == 0);
-}
-
 static int is_verb(int argc, const char **argv, const size_t *lens, const char *verb) {
     size_t len = strlen(verb);
     return argc > 0 && (lens != NULL ? lens[0] : strlen(argv[0])) == len &&
@@ -338,7 +295,7 @@ static int call(sluice_conn *c, const sluice__req *q, redisReply **out, int *sen
         if (st == 0 || *out == NULL) {
             return st; /* the answer, or a lost reply: the call may have run */
         }
-        if (not_primary(st, *out)) {
+        if (sluice__sentinel_not_primary(st, *out)) {
             SLUICE_LOG(SLUICE_LOG_INFO, "event=sentinel_not_primary server=%s reply=%.60s",
                        n->where, (*out)->str);
             say(s->why, sizeof(s->why), "%s: %.100s", n->where, (*out)->str);
@@ -415,7 +372,7 @@ int sluice__sentinel_append_fcall(sluice_conn *c, sluice_fn fn, int nkeys, const
 
 int sluice__sentinel_read_reply(sluice_conn *c, redisReply **out) {
     int st = sluice__node_read(&c->one, out);
-    if (c->one.ctx == NULL || not_primary(st, *out)) {
+    if (c->one.ctx == NULL || sluice__sentinel_not_primary(st, *out)) {
         c->sn->known = 0;
     }
     return st;

@@ -3,8 +3,8 @@
  * uvredis_link.c - the async (libuv) Redis connection of redis.h: its link.
  *
  * With a redis+cluster:// URL the routing of redirections (which node, MOVED, ASK, TRYAGAIN) is
- * uvredis_route.c's; this file reaches it only through the hooks the router installed
- * (c->route, uvredis_link.h).
+ * uvredis_route.c's, with a redis+sentinel:// URL finding the primary is uvredis_sentinel.c's;
+ * this file reaches them only through the hooks the router installed (c->route, uvredis_link.h).
  *
  * One sluice_aconn owns at most one transport at a time (a "link", uvredis_transport.c: the
  * socket, plain or TLS, and hiredis's reply reader). A link goes: connect and, for rediss://,
@@ -206,7 +206,7 @@ static void report_down(sluice_aconn *c, int status, int moved) {
      * cluster connection that follows a MOVED to its slot's owner is not a failure) */
     SLUICE_LOG(moved ? SLUICE_LOG_INFO : SLUICE_LOG_WARN,
                "event=%s conn=%s queue=%s status=%s attempt=%d retry_in_ms=%llu%s detail=%s",
-               moved ? "cluster_redirect" : "redis_down", c->name, c->queue,
+               moved ? c->route->redirect_event : "redis_down", c->name, c->queue,
                sluice_err_name(status), c->attempt,
                (unsigned long long)uv_timer_get_due_in(&c->retry_timer), node,
                sluice_log_q(c->err, q, sizeof(q)));
@@ -268,8 +268,7 @@ static void on_deadline(uv_timer_t *t) {
         request *q = late;
         late = q->next;
         snprintf(c->err, sizeof(c->err), "%s: %s", c->where,
-                 c->ask != NULL ? "the ask link was not ready in time"
-                                : "the slot's new owner was not ready in time");
+                 c->ask != NULL ? "the ask link was not ready in time" : c->route->held_late);
         sluice__uv_complete(c, q, SLUICE_ETIMEDOUT, 0, NULL);
     }
     for (request *q = c->head; q != NULL; q = q->next) {
@@ -558,6 +557,12 @@ static void on_disconnect(sluice__uvlink *l) {
     }
 }
 
+void sluice__uv_reconnect(sluice_aconn *c) {
+    if (!c->closing && c->link == NULL) {
+        uv_timer_start(&c->retry_timer, on_retry, 0, 0);
+    }
+}
+
 static void on_connect_timeout(uv_timer_t *t) {
     sluice_aconn *c = t->data;
     if (c->link == NULL || !c->link->open) {
@@ -588,6 +593,9 @@ static void on_retry(uv_timer_t *t) {
     int port = c->url.port;
     if (c->route != NULL) { /* the router names the node */
         int st = c->route->pick(c);
+        if (st > 0) {
+            return; /* the router connects when it knows the node (sluice__uv_reconnect) */
+        }
         if (st != 0) {
             schedule_retry(c);
             report_down(c, st, 0);

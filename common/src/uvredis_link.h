@@ -8,9 +8,10 @@
  * calls the routing: a router installs its hooks (sluice__uvroute_ops) when the connection is
  * made, and the link calls those at the few places where routing decides - which node to
  * connect to, the router's handshake steps, a reply that is a redirection, a lost link, close.
- * A connection without hooks (redis://, unix://) is a link alone. A Sentinel router would
- * install its own hooks (ask the sentinels in `pick`, follow a failover on `lost`). Under the
- * link is its transport (uvredis_transport.h): the socket, plain or TLS, and the reply reader.
+ * A connection without hooks (redis://, unix://) is a link alone; the Sentinel router
+ * (uvredis_sentinel.c, redis(s)+sentinel://) installs its own (asks the sentinels in `pick`,
+ * checks ROLE in `steps`, follows READONLY and +switch-master). Under the link is its transport
+ * (uvredis_transport.h): the socket, plain or TLS, and the reply reader.
  */
 #ifndef SLUICE_UVREDIS_LINK_H
 #define SLUICE_UVREDIS_LINK_H
@@ -143,11 +144,15 @@ struct sluice_aconn {
      * slot's owner again - with the WAIT that was sent right behind it - within its deadline */
     uv_timer_t again_timer;
     request *again, *again_tail;
+    /* Sentinel (redis+sentinel://): the router's own state (uvredis_sentinel.c); it uses
+     * node_host/node_port as above, and the held list for the calls a demoted primary refused */
+    struct sluice__uvsentinel *sentinel;
 };
 
 /* What a router does at the link's decision points (every hook is set). */
 typedef struct sluice__uvroute_ops {
-    /* Before a connect: sets c->node_host / node_port. 0, or a status (reason in c->err). */
+    /* Before a connect: sets c->node_host / node_port. 0, or a status (reason in c->err), or
+     * 1: the router finds the node first (on the loop) and calls sluice__uv_reconnect. */
     int (*pick)(sluice_aconn *c);
     /* The handshake plan's settings for this link: kind, mode_where, route. */
     void (*plan)(sluice_aconn *c, sluice__hs_config *cfg);
@@ -173,7 +178,12 @@ typedef struct sluice__uvroute_ops {
     int (*before_resend)(sluice_aconn *c);
     /* The connection closes: the calls the router holds get `status`. */
     void (*close)(sluice_aconn *c, int status);
+    const char *redirect_event; /* the log event of a link let go on the way to another node */
+    const char *held_late;      /* why a held call failed at its deadline */
 } sluice__uvroute_ops;
+
+/* The Sentinel router (uvredis_sentinel.c). */
+extern const sluice__uvroute_ops sluice__uvsentinel_route;
 
 /* A new connection on `loop` with the router `route` (NULL: none); see sluice_aconn_new. */
 sluice_aconn *sluice__uv_new(uv_loop_t *loop, const sluice_url *url, const sluice_conn_options *o,
@@ -188,6 +198,8 @@ void sluice__uv_step_done(sluice_aconn *c);
 void sluice__uv_fail_handshake(sluice_aconn *c, int status, const char *what, const redisReply *r);
 void sluice__uv_complete(sluice_aconn *c, request *q, int status, int sent, redisReply *reply);
 void sluice__uv_drop(sluice_aconn *c, int status, const char *detail);
+/* Connects now (pick is asked again): ends a backoff, or follows a pick that answered 1. */
+void sluice__uv_reconnect(sluice_aconn *c);
 void sluice__uv_held_push(sluice_aconn *c, request **head, request **tail, request *q);
 void sluice__uv_held_fail(sluice_aconn *c, request **head, request **tail, int status);
 request *sluice__uv_follow_mark(sluice_aconn *c, int kind);

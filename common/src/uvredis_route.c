@@ -698,12 +698,17 @@ static const sluice__uvroute_ops cluster = {
     .ready = route_ready,
     .before_resend = route_before_resend,
     .close = route_close,
+    .redirect_event = "cluster_redirect",
+    .held_late = "the slot's new owner was not ready in time",
 };
 
 sluice_aconn *sluice_aconn_new(uv_loop_t *loop, const sluice_url *url, const sluice_conn_options *o,
                                sluice_aconn_state_cb state_cb, void *state_arg) {
-    if (url == NULL || url->is_sentinel) { /* not on the async side yet */
+    if (url == NULL) {
         return NULL;
     }
-    return sluice__uv_new(loop, url, o, state_cb, state_arg, url->is_cluster ? &cluster : NULL);
+    const sluice__uvroute_ops *route = url->is_sentinel  ? &sluice__uvsentinel_route
+                                       : url->is_cluster ? &cluster
+                                                         : NULL;
+    return sluice__uv_new(loop, url, o, state_cb, state_arg, route);
 }

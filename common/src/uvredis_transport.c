@@ -306,7 +306,7 @@ static void connect_done(sluice__uvlink *l) {
 /* ---------------------------------------------------------------------------------------- */
 /* Reading                                                                                  */
 
-/* Hands each complete reply to the oldest request. */
+/* Hands each complete reply to the oldest request, or to the push hook when none waits. */
 static void process_replies(sluice__uvlink *l) {
     while (l->open) {
         void *reply = NULL;
@@ -318,7 +318,8 @@ static void process_replies(sluice__uvlink *l) {
         if (reply == NULL) {
             return;
         }
-        if (l->ring_len == 0) {
+        int pushed = l->ring_len == 0; /* no request waits for it: a pub/sub message */
+        if (pushed && l->hooks->push == NULL) {
             /* e.g. "ERR max number of clients reached", sent to a new connection */
             redisReply *r = reply;
             char why[200];
@@ -328,9 +329,13 @@ static void process_replies(sluice__uvlink *l) {
             fail(l, SLUICE_ECONN, why);
             return;
         }
-        void *privdata = ring_pop(l);
+        void *privdata = pushed ? NULL : ring_pop(l);
         l->in_callback = 1;
-        l->hooks->reply(l, reply, privdata);
+        if (pushed) {
+            l->hooks->push(l, reply);
+        } else {
+            l->hooks->reply(l, reply, privdata);
+        }
         l->in_callback = 0;
         freeReplyObject(reply);
         if (l->freeing) {

@@ -6,7 +6,8 @@
  * it does well: the commands come formatted, the replies are parsed by a redisReader.
  *
  * Owns: the socket, the poll handle, the output buffer, the TLS stream handed to it, the order
- * of the requests written (one privdata per command; each reply goes to the oldest one) and the
+ * of the requests written (one privdata per command; each reply goes to the oldest one, a reply
+ * beyond them to the `push` hook when the owner set one: a subscription) and the
  * count of bytes written. Every privdata is handed back exactly once: with its reply, or with
  * NULL when the link is freed (by its owner or after an I/O failure), like hiredis's async
  * context, whose semantics the link (uvredis_link.c) was written for: a free asked for inside
@@ -28,7 +29,7 @@
 
 typedef struct sluice__uvlink sluice__uvlink;
 
-/* What the owner hears from its link; every hook is set. */
+/* What the owner hears from its link; every hook is set but `push`. */
 typedef struct sluice__uvlink_hooks {
     /* The connect (and the TLS handshake) is over: status 0, or a negative status (reason in
      * sluice__uvlink_errstr) after which the link frees itself. */
@@ -40,6 +41,10 @@ typedef struct sluice__uvlink_hooks {
     void (*disconnected)(sluice__uvlink *l);
     /* The poll handle is closed: the last call, just before the link's memory is freed. */
     void (*closed)(sluice__uvlink *l);
+    /* A reply no request waits for (borrowed for the call): a pub/sub message after SUBSCRIBE's
+     * own reply. NULL: such a reply fails the link as a lost connection (a server's
+     * "ERR max number of clients reached" sent to a new connection). */
+    void (*push)(sluice__uvlink *l, redisReply *r);
 } sluice__uvlink_hooks;
 
 /* Bytes waiting to be written: p[off..len). */

@@ -49,6 +49,16 @@ wait_lines() {
 # below the kernel's ephemeral range (scripts/test-redis free-port says why). Another test may
 # still bind it first: a caller starting a server there checks the one answering is its own.
 free_port() { "${SLUICE_SOURCE_DIR:?run through ctest}/scripts/test-redis" free-port "$@" || exit 1; }
+# record_worker URL QUEUE N: sluice-worker (noop handler, killed on exit) recording what it
+# processed in $tmp/w (its log in $tmp/w.log; its PID in $wpid), then waits (10 s at most) for
+# N lines there.
+record_worker() {
+    "$bin/sluice-worker" --redis "$1" --queue "$2" --handler noop --record "$tmp/w" \
+        --log-level info >/dev/null 2>"$tmp/w.log" &
+    wpid=$!
+    pids+=("$wpid")
+    wait_lines "$tmp/w" "$3" 10
+}
 # gateway_start ARGS...: sluice-gateway on a free loopback port (killed on exit); sets $port.
 # A --redis in ARGS overrides the fixture's server (the last one given wins).
 gateway_start() {

@@ -6,21 +6,29 @@
 #                          down-after-milliseconds 1000, failover-timeout 5000) on free loopback
 #                          ports, every one stopped by its PID on exit; sets surl (the
 #                          redis+sentinel://S1,S2,S3/MASTER URL), sports (the sentinels' ports),
-#                          pport and rport (the primary's and the replica's)
+#                          pport and rport (the primary's and the replica's); with
+#                          SENTINEL_REPLICAS=2 a second replica too (r2port), so that a promoted
+#                          replica has one of its own at once (WAIT 1 after a failover)
 #   sentinel_kill I        kill -9 of sentinel number I (0..2)
 #   sentinel_master M      the address (HOST:PORT) the first sentinel that answers names
+#   fake_sentinel_start NAME ARGS...  a scripted sentinel (fake_sentinel.py with ARGS: --host and
+#                          --port, or --addr-file) on a free port, killed on exit; sets fport
+#   demoted_start          a server of its own (to be demoted under a client with REPLICAOF),
+#                          killed on exit; sets dport and writes "127.0.0.1 DPORT" to $tmp/addr
+#                          (the address file of a scripted sentinel)
 #   wait_failover M OLD SECS  waits (bounded) until every sentinel still running names a
 #                          primary other than OLD (HOST:PORT), the same, answering ROLE master;
 #                          prints it; fails the test otherwise
 sdir=$tmp/sentinel
 sports=()
 spids=()
-pport='' rport='' surl=''
+pport='' rport='' r2port='' surl=''
 
 sentinel_cleanup() {
     local p
     for p in "${spids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
     "$SLUICE_SOURCE_DIR/scripts/test-redis" stop "$sdir/replica" >/dev/null 2>&1 || true
+    "$SLUICE_SOURCE_DIR/scripts/test-redis" stop "$sdir/replica2" >/dev/null 2>&1 || true
     "$SLUICE_SOURCE_DIR/scripts/test-redis" stop "$sdir/primary" >/dev/null 2>&1 || true
     lib_cleanup
 }
@@ -72,22 +80,27 @@ sentinel_start() {
     "$SLUICE_SOURCE_DIR/scripts/test-redis" start "$sdir/primary" --no-aof -- \
         --repl-diskless-sync-delay 0 >/dev/null
     pport=$(cat "$sdir/primary/port")
-    "$SLUICE_SOURCE_DIR/scripts/test-redis" start "$sdir/replica" --no-aof -- \
-        --replicaof 127.0.0.1 "$pport" >/dev/null
+    local nrep=${SENTINEL_REPLICAS:-1} r
+    for r in replica replica2; do
+        [ "$r" = replica2 ] && [ "$nrep" -lt 2 ] && break
+        "$SLUICE_SOURCE_DIR/scripts/test-redis" start "$sdir/$r" --no-aof -- \
+            --replicaof 127.0.0.1 "$pport" --repl-diskless-sync-delay 0 >/dev/null
+    done
     rport=$(cat "$sdir/replica/port")
+    [ "$nrep" -lt 2 ] || r2port=$(cat "$sdir/replica2/port")
     for i in $(seq 1 100); do
-        redis-cli -p "$pport" INFO replication | grep -q 'state=online' && break
+        [ "$(redis-cli -p "$pport" INFO replication | grep -c 'state=online')" -ge "$nrep" ] && break
         sleep 0.1
     done
-    redis-cli -p "$pport" INFO replication | grep -q 'state=online' ||
-        fail "the replica never came online"
+    [ "$(redis-cli -p "$pport" INFO replication | grep -c 'state=online')" -ge "$nrep" ] ||
+        fail "the replicas never came online"
     for i in 0 1 2; do sentinel_launch "$i" "$m"; done
     # every sentinel has found the replica and the other sentinels (bounded)
     for i in $(seq 1 100); do
         local ok=0 p
         for p in "${sports[@]}"; do
             redis-cli -p "$p" SENTINEL MASTER "$m" 2>/dev/null |
-                awk 'prev == "num-slaves" && $1 >= 1 { s = 1 } prev == "num-other-sentinels" && $1 >= 2 { o = 1 }
+                awk -v n="$nrep" 'prev == "num-slaves" && $1 >= n { s = 1 } prev == "num-other-sentinels" && $1 >= 2 { o = 1 }
                      { prev = $1 } END { exit !(s && o) }' && ok=$((ok + 1))
         done
         [ "$ok" = 3 ] && break
@@ -95,6 +108,23 @@ sentinel_start() {
     done
     [ "$ok" = 3 ] || fail "the sentinels never saw the whole group"
     surl="redis+sentinel://127.0.0.1:${sports[0]},127.0.0.1:${sports[1]},127.0.0.1:${sports[2]}/$m"
+}
+
+fake_sentinel_start() { # name args...
+    local f="$tmp/$1" i
+    shift
+    (python3 "$SLUICE_SOURCE_DIR/tests/integration/fake_sentinel.py" --port-file "$f.port" "$@" \
+        </dev/null >/dev/null 2>&1 & echo $! >"$f.pid")
+    pids+=("$(cat "$f.pid")")
+    for i in $(seq 1 50); do [ -s "$f.port" ] && break; sleep 0.1; done
+    fport=$(cat "$f.port")
+}
+
+demoted_start() {
+    "$SLUICE_SOURCE_DIR/scripts/test-redis" start "$tmp/demoted" --no-aof >/dev/null
+    pids+=("$(cat "$tmp/demoted/pid")")
+    dport=$(cat "$tmp/demoted/port")
+    echo "127.0.0.1 $dport" >"$tmp/addr"
 }
 
 sentinel_kill() { kill -KILL "${spids[$1]}" 2>/dev/null || true; }

@@ -8,7 +8,9 @@
  * a connect that hangs reported within the connect timeout, a command deadline dropping and
  * re-establishing the connection, CLIENT KILL failing in-flight calls with ECONN and
  * reconnecting, close with pending calls (ECANCELED exactly once, also from inside a
- * callback), and a wrong password (EAUTH, no password in the message, no retry storm).
+ * callback), a wrong password (EAUTH, no password in the message, no retry storm), and a
+ * redis+sentinel:// URL whose sentinels do not answer (a clear error naming each; closed
+ * cleanly at any point).
  *
  * Every wait runs the loop under a watchdog timer. Commands that stall or change the whole
  * server (DEBUG SLEEP, FUNCTION DELETE, SCRIPT FLUSH) are short and ones the library recovers
@@ -347,15 +349,22 @@ static void test_refused(void) {
     close_conn(c);
 }
 
+/* A listening socket on a free loopback port (its address in *a) that never accepts. */
+static int listen_loopback(int backlog, struct sockaddr_in *a) {
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    socklen_t len = sizeof(*a);
+    *a = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = 0};
+    a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CHECK_EQ(bind(lfd, (struct sockaddr *)a, sizeof(*a)), 0);
+    CHECK_EQ(getsockname(lfd, (struct sockaddr *)a, &len), 0);
+    CHECK_EQ(listen(lfd, backlog), 0);
+    return lfd;
+}
+
 /* A server that never completes the TCP handshake (accept queue full): ETIMEDOUT in time. */
 static void test_connect_timeout(void) {
-    int lfd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
-    socklen_t len = sizeof(a);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    CHECK_EQ(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
-    CHECK_EQ(getsockname(lfd, (struct sockaddr *)&a, &len), 0);
-    CHECK_EQ(listen(lfd, 0), 0);
+    struct sockaddr_in a;
+    int lfd = listen_loopback(0, &a);
     int fill[2];
     for (int i = 0; i < 2; i++) { /* fill the accept queue; later SYNs are dropped */
         fill[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
@@ -560,6 +569,43 @@ static void test_cluster_foreign_slot(const char *u, const char *queue, const ch
     close_conn(c);
 }
 
+/* redis+sentinel:// with sentinels that do not answer: one that accepts and stays silent (the
+ * question bounded by the connect timeout), one refused, the fixture's server (no SENTINEL
+ * command); the attempt fails naming each, and the connection closes cleanly right after it
+ * was made, while a question is under way, and after a failed round. */
+static void test_sentinel_unanswered(void) {
+    struct sockaddr_in a;
+    int lfd = listen_loopback(16, &a); /* connects complete; nothing is ever read */
+    sluice_url fx;
+    char err[256], u[512];
+    CHECK_OK(sluice_url_parse(&fx, th_redis_url(), err, sizeof(err)), err);
+    snprintf(u, sizeof(u), "redis+sentinel://127.0.0.1:%d,127.0.0.1:%d,%s:%d/m", ntohs(a.sin_port),
+             closed_port(), fx.host, fx.port);
+    state s;
+    sluice_conn_options o;
+    sluice_conn_options_init(&o);
+    o.connect_timeout_ms = 300;
+    close_conn(open_url(u, &o, &s, 0)); /* before its first attempt */
+    sluice_aconn *c = open_url(u, &o, &s, 0);
+    run_for(100); /* the silent sentinel is being asked */
+    CHECK_EQ(s.lost, 0);
+    close_conn(c);
+    uint64_t t0 = uv_hrtime();
+    c = open_url(u, &o, &s, 0);
+    WAIT(s.lost >= 1);
+    uint64_t ms = (uv_hrtime() - t0) / 1000000;
+    CHECK_EQ(s.last_status, SLUICE_ECONN);
+    CHECK(ms >= 250 && ms < 3000);
+    const char *e = sluice_aconn_errstr(c);
+    CHECK(strstr(e, "no sentinel named the primary for master 'm'") != NULL);
+    CHECK(strstr(e, "no answer within 300 ms") != NULL);
+    CHECK(strstr(e, "refused") != NULL);
+    CHECK(strstr(e, "SENTINEL GET-MASTER-ADDR-BY-NAME: ") != NULL);
+    CHECK_EQ(s.ready, 0);
+    close_conn(c);
+    close(lfd);
+}
+
 int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN); /* hiredis writes with write(2) */
     CHECK_EQ(uv_loop_init(&loop), 0);
@@ -586,6 +632,7 @@ int main(int argc, char **argv) {
     test_close_pending();
     test_close_in_callback();
     test_auth();
+    test_sentinel_unanswered();
     uv_close((uv_handle_t *)&watchdog, NULL);
     uv_run(&loop, UV_RUN_DEFAULT);
     CHECK_EQ(uv_loop_close(&loop), 0);

@@ -6,7 +6,8 @@
 # demoted under a running connection (READONLY) is followed; a user without ROLE is a clear
 # error; after kill -9 of the primary under a running sluice-enqueue the same connection follows
 # the sentinels' failover, with the data on the new primary; one sentinel of three down still
-# works. The async clients refuse the URL clearly (exit 2). rediss+sentinel://: test_tls_sentinel.sh.
+# works. rediss+sentinel://: test_tls_sentinel.sh; the async clients through Sentinel are
+# test_sentinel_async.sh's.
 # On a Sentinel group of its own (sentinel_lib.sh) and scripted sentinels (fake_sentinel.py),
 # stopped by PIDs.
 . "$(dirname "$0")/lib.sh"
@@ -38,11 +39,7 @@ run 3 'no sentinel reachable' E "redis+sentinel://127.0.0.1:1/$m" x
 grep -q '127.0.0.1:1' "$tmp/out" || fail "the sentinel is not named: $(cat "$tmp/out")"
 # a sentinel that names the replica: ROLE says so; alone it is a clear error when the deadline
 # passes, before real sentinels the next one is asked and the call goes to the primary
-(python3 "$(dirname "$0")/fake_sentinel.py" --port-file "$tmp/fake.port" --host 127.0.0.1 \
-    --port "$rport" </dev/null >/dev/null 2>&1 & echo $! >"$tmp/fake.pid")
-pids+=("$(cat "$tmp/fake.pid")")
-for i in $(seq 1 50); do [ -s "$tmp/fake.port" ] && break; sleep 0.1; done
-fport=$(cat "$tmp/fake.port")
+fake_sentinel_start fake --host 127.0.0.1 --port "$rport"
 run 3 "127.0.0.1:$rport answered ROLE slave \(not the primary\)" \
     E "redis+sentinel://127.0.0.1:$fport/$m" --timeout 1000 x
 n=$(xlen "$pport")
@@ -52,17 +49,11 @@ run 0 'admitted=1 rejected=0' \
 # READONLY: a primary demoted under a running connection (REPLICAOF) refuses the next write;
 # the connection asks again (a scripted sentinel, now naming the group's primary), checks it and
 # sends the call again: it did not run. Every payload admitted, none twice.
-"$SLUICE_SOURCE_DIR/scripts/test-redis" start "$tmp/demoted" --no-aof >/dev/null
-pids+=("$(cat "$tmp/demoted/pid")")
-dport=$(cat "$tmp/demoted/port")
-echo "127.0.0.1 $dport" >"$tmp/addr"
-(python3 "$(dirname "$0")/fake_sentinel.py" --port-file "$tmp/fake2.port" --addr-file "$tmp/addr" \
-    </dev/null >/dev/null 2>&1 & echo $! >"$tmp/fake2.pid")
-pids+=("$(cat "$tmp/fake2.pid")")
-for i in $(seq 1 50); do [ -s "$tmp/fake2.port" ] && break; sleep 0.1; done
+demoted_start
+fake_sentinel_start fake2 --addr-file "$tmp/addr"
 qd="$q-ro"
 for i in $(seq 1 20); do echo "$i"; sleep 0.1; done |
-    timeout 30 "$bin/sluice-enqueue" --redis "redis+sentinel://127.0.0.1:$(cat "$tmp/fake2.port")/$m" \
+    timeout 30 "$bin/sluice-enqueue" --redis "redis+sentinel://127.0.0.1:$fport/$m" \
         --queue "$qd" --batch 1 --timeout 10000 --ids --log-level info >"$tmp/ro" 2>&1 &
 rpid=$!
 sleep 0.8
@@ -77,8 +68,6 @@ grep -q 'event=sentinel_not_primary' "$tmp/ro" || fail "no READONLY was followed
 redis-cli -p "$pport" ACL SETUSER norole on '>pw' '~*' '&*' +@all -role >/dev/null
 run 3 "NOPERM.*'role'" E "redis+sentinel://norole:pw@127.0.0.1:${sports[0]}/$m?sentinel_password=" --timeout 30000 x
 redis-cli -p "$pport" ACL DELUSER norole >/dev/null
-run 2 'not supported by the async connection yet' \
-    timeout 10 "$bin/sluice-worker" --redis "$surl" --queue "$q" --handler exec:true
 
 # kill -9 of the primary under a running sluice-enqueue (one connection, a payload every
 # 100 ms, a 15 s call deadline): the sentinels promote the replica and the same connection

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# rediss+sentinel:// on the blocking connection, against a TLS-only group of its own (a primary,
-# a replica replicating over TLS and one sentinel with quorum 1, all --port 0 with the private
+# rediss+sentinel:// on both connections, against a TLS-only group of its own (a primary, a
+# replica replicating over TLS and one sentinel with quorum 1, all --port 0 with the private
 # CA of tls_lib.sh; stopped by their PIDs): the sentinel is asked over TLS and the primary it
-# names is reached over TLS (sluice-enqueue, sluice-admin); another CA is refused with the
-# reason (exit 3); after kill -9 of the primary, the sentinel's failover is followed over TLS
-# to the promoted replica. Plain redis+sentinel:// and the full group: test_sentinel.sh.
+# names is reached over TLS (sluice-enqueue, sluice-admin; sluice-gateway admits and
+# sluice-worker drains, both subscribed to +switch-master over TLS); another CA is refused with
+# the reason (exit 3, sluice-enqueue and sluice-worker); after kill -9 of the primary, the
+# sentinel's failover is followed over TLS to the promoted replica by sluice-enqueue, the worker
+# and the gateway. Plain redis+sentinel:// and the full groups: test_sentinel.sh,
+# test_sentinel_async.sh.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/tls_lib.sh"
@@ -76,10 +79,42 @@ run 0 '' "$bin/sluice-admin" --redis "$surl" --json stats "$q"
 grep -q '"depth":2' "$tmp/out" || fail "stats over TLS: $(cat "$tmp/out")"
 run 3 'certificate verify failed: [a-z]' env SLUICE_TLS_CA_FILE="$tls_dir/other-ca.crt" \
     "$bin/sluice-enqueue" -r "$surl" -q "$q" --timeout 1000 c
+# the async connection: another CA stops the worker with the reason (every sentinel refused
+# by the TLS checks); the gateway admits and the worker drains through the sentinel, both
+# subscribed to +switch-master over TLS
+run 3 'certificate verify failed: [a-z]' env SLUICE_TLS_CA_FILE="$tls_dir/other-ca.crt" \
+    timeout 10 "$bin/sluice-worker" --redis "$surl" --queue "$q" --handler noop
+gateway_start --redis "$surl" --queue "$q" --log-level info
+gpid=${pids[-1]}
+post() { # PAYLOAD: answered 202 within 10 s (bounded retries), else the test fails
+    local code=""
+    for _ in $(seq 1 100); do
+        code=$(curl -s --max-time 5 -o /dev/null -w '%{http_code}' -d "$1" \
+            "http://127.0.0.1:$port/v1/queues/$q/messages" 2>/dev/null) || true
+        [ "$code" = 202 ] && return 0
+        sleep 0.1
+    done
+    fail "the gateway did not admit $1: $code $(tail -n 3 "$tmp/gw.log")"
+}
+post g1
+record_worker "$surl" "$q" 3
+grep -q ' g1' "$tmp/w" || fail "the worker drained nothing over TLS: $(tail -n 3 "$tmp/w.log")"
+for f in gw w; do
+    grep -q 'event=sentinel_subscribed' "$tmp/$f.log" || fail "$f: no +switch-master subscription"
+done
+
 # the primary dies: the sentinel promotes the replica, the next call finds it over TLS
 kill -KILL "$pport_pid"
 run 0 'admitted=1' "$bin/sluice-enqueue" -r "$surl" -q "$q" --timeout 20000 d
 [ "$(tls_cli -p "$rport" ROLE | head -n 1)" = master ] || fail "the replica was not promoted"
-n=$(tls_cli -p "$rport" XLEN "sluice:{$q}:stream")
-[ "$n" -ge 1 ] || fail "not on the promoted replica: XLEN $n"
+# entries-added, not XLEN: the running worker may have acknowledged (deleted) it already
+n=$(tls_cli -p "$rport" XINFO STREAM "sluice:{$q}:stream" | sed -n '/^entries-added$/{n;p}')
+[ "$n" -ge 1 ] || fail "not on the promoted replica: entries-added $n"
+post g2 # the gateway and the worker follow the failover (bounded waits)
+wait_lines "$tmp/w" 5 15
+grep -q ' d ' "$tmp/w" || fail "the worker did not drain d on the promoted replica: $(cat "$tmp/w")"
+grep -q ' g2' "$tmp/w" || fail "the worker did not drain on the promoted replica: $(tail -n 3 "$tmp/w.log")"
+kill -TERM "$wpid" "$gpid"
+wait "$wpid" || fail "worker: $(tail -n 3 "$tmp/w.log")"
+wait "$gpid" || fail "gateway: $(tail -n 3 "$tmp/gw.log")"
 echo "test_tls_sentinel: ok"

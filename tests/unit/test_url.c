@@ -366,16 +366,12 @@ static void test_supported(void) {
         CHECK_STREQ(err, cases[i].msg ? cases[i].msg : "");
     }
     CHECK_EQ(sluice_url_supported(NULL, NULL, 0), SLUICE_EINVAL);
-    /* the async connection: plain, TLS and cluster URLs, not Sentinel yet */
+    /* the async connection: plain, TLS, cluster and Sentinel URLs */
     static const struct {
         const char *url, *msg;
     } async[] = {
-        {"redis://h", NULL},
-        {"redis+cluster://a,b", NULL},
-        {"redis+sentinel://s/m", "redis+sentinel:// is not supported by the async connection yet"},
-        {"rediss+sentinel://s/m", "redis+sentinel:// is not supported by the async connection yet"},
-        {"rediss+cluster://a", NULL},
-        {"rediss://h", NULL},
+        {"redis://h", NULL}, {"redis+cluster://a,b", NULL},
+        /* the async connection: plain, TLS, cluster and Sentinel URLs */
     };
     for (size_t i = 0; i < sizeof(async) / sizeof(async[0]); i++) {
         sluice_url u = PARSE_OK(async[i].url);

@@ -4,8 +4,10 @@
  * server on a unix socket in a temporary directory: the connect is reported, commands are
  * written in order and counted, each reply goes to the oldest request, a free asked for inside
  * a reply callback waits for its return and hands the rest NULL, the server closing or sending
- * a reply nobody asked for (a refusal of a new connection) fails the link with the reason, a
- * missing socket fails the open. (TLS under the same transport: test_tls_async.sh against a real
+ * a reply nobody asked for (a refusal of a new connection) fails the link with the reason unless
+ * the owner takes such replies (a `push` hook: a subscription's messages after SUBSCRIBE's own
+ * reply go there in order, the link stays up, a free asked for inside one waits for its return),
+ * a missing socket fails the open. (TLS under the same transport: test_tls_async.sh against a real
  * server.)
  */
 #include <errno.h>
@@ -33,6 +35,8 @@ static struct {
     int lost_status;  /* the link's status and reason when it was lost, */
     char lost_err[256];
     int append_lost; /* and what an append returned then */
+    int npushed;     /* replies to no request, given to the push hook */
+    char pushed[4][16];
 } ev;
 
 /* What the link says once it is lost (read in its callbacks: its memory goes after). */
@@ -72,7 +76,20 @@ static void on_closed(sluice__uvlink *l) {
     ev.closed++;
 }
 
-static const sluice__uvlink_hooks hooks = {on_connected, on_reply, on_disconnected, on_closed};
+static void on_push(sluice__uvlink *l, redisReply *r) {
+    int i = ev.npushed++;
+    CHECK(i < 4);
+    snprintf(ev.pushed[i], sizeof(ev.pushed[i]), "%s", r->str);
+    if (i == 1) {
+        sluice__uvlink_free(l);
+        CHECK(l->open); /* not yet: once this callback returns */
+    }
+}
+
+static const sluice__uvlink_hooks hooks = {on_connected, on_reply, on_disconnected, on_closed,
+                                           NULL};
+static const sluice__uvlink_hooks push_hooks = {on_connected, on_reply, on_disconnected, on_closed,
+                                                on_push};
 
 static uv_loop_t loop;
 static char dir[32], path[64];
@@ -97,12 +114,12 @@ static int listen_unix(void) {
 }
 
 /* A link to the stand-in server, connected; its end of the connection in *peer. */
-static sluice__uvlink *connect_link(int lfd, int *peer) {
+static sluice__uvlink *connect_link(int lfd, int *peer, const sluice__uvlink_hooks *h) {
     char err[256];
     memset(&ev, 0, sizeof(ev));
     int st = 0;
     sluice__uvlink *l =
-        sluice__uvlink_open(&loop, NULL, 0, path, NULL, &hooks, NULL, &st, err, sizeof(err));
+        sluice__uvlink_open(&loop, NULL, 0, path, NULL, h, NULL, &st, err, sizeof(err));
     CHECK(l != NULL);
     CHECK_EQ(l->stage, SLUICE__UVLINK_CONNECTING);
     *peer = accept(lfd, NULL, NULL);
@@ -134,7 +151,7 @@ static void peer_write(int fd, const char *s) {
 
 static void test_order_and_free_in_callback(int lfd) {
     int peer;
-    sluice__uvlink *l = connect_link(lfd, &peer);
+    sluice__uvlink *l = connect_link(lfd, &peer, &hooks);
     CHECK_EQ(sluice__uvlink_append(l, "A", 1, (void *)1), 0);
     CHECK_EQ(sluice__uvlink_append(l, "BB", 2, (void *)2), 0);
     CHECK_EQ(sluice__uvlink_append(l, "CCC", 3, (void *)3), 0);
@@ -163,7 +180,7 @@ static void test_order_and_free_in_callback(int lfd) {
 
 static void test_server_closes(int lfd) {
     int peer;
-    sluice__uvlink *l = connect_link(lfd, &peer);
+    sluice__uvlink *l = connect_link(lfd, &peer, &hooks);
     CHECK_EQ(sluice__uvlink_append(l, "X", 1, (void *)7), 0);
     char c;
     peer_read(peer, &c, 1);
@@ -180,13 +197,39 @@ static void test_server_closes(int lfd) {
 
 static void test_reply_to_nothing(int lfd) {
     int peer;
-    connect_link(lfd, &peer);
+    connect_link(lfd, &peer, &hooks);
     peer_write(peer, "-ERR max number of clients reached\r\n");
     run_until(&ev.disconnected, 1);
     CHECK_EQ(ev.lost_status, SLUICE_ECONN);
     CHECK_STREQ(ev.lost_err, "ERR max number of clients reached");
     CHECK_EQ(ev.nreplies, 0);
     run_until(&ev.closed, 1);
+    close(peer);
+}
+
+/* With a push hook: the first reply answers the request, the ones after it are pushed in order
+ * (the link stays up); the link is freed from inside the second push, the third never seen. */
+static void test_push(int lfd) {
+    int peer;
+    sluice__uvlink *l = connect_link(lfd, &peer, &push_hooks);
+    CHECK_EQ(sluice__uvlink_append(l, "S", 1, (void *)5), 0);
+    char c;
+    peer_read(peer, &c, 1);
+    peer_write(peer, "+subscribed\r\n+m1\r\n");
+    run_until(&ev.npushed, 1);
+    CHECK_EQ(ev.nreplies, 1);
+    CHECK_EQ(ev.privdata[0], 5);
+    CHECK_STREQ(ev.text[0], "subscribed");
+    CHECK_STREQ(ev.pushed[0], "m1");
+    CHECK_EQ(ev.disconnected, 0);
+    CHECK_EQ(l->stage, SLUICE__UVLINK_UP);
+    peer_write(peer, "+m2\r\n+m3\r\n");
+    run_until(&ev.closed, 1);
+    CHECK_EQ(ev.npushed, 2);
+    CHECK_STREQ(ev.pushed[1], "m2");
+    CHECK_EQ(ev.nreplies, 1);
+    CHECK_EQ(ev.disconnected, 1);
+    CHECK_EQ(ev.lost_status, 0); /* freed by its owner: no failure */
     close(peer);
 }
 
@@ -212,6 +255,7 @@ int main(void) {
     test_order_and_free_in_callback(lfd);
     test_server_closes(lfd);
     test_reply_to_nothing(lfd);
+    test_push(lfd);
     test_missing_socket();
     close(lfd);
     unlink(path);

@@ -166,8 +166,10 @@ typedef void (*sluice_aconn_reply_cb)(sluice_aconn *c, int status, int sent,
 /* Called on the loop thread each time the connection becomes ready (1) or is lost (0). */
 typedef void (*sluice_aconn_state_cb)(sluice_aconn *c, int ready, int status, void *arg);
 
-/* Creates a connection on `loop` and starts connecting. Returns NULL when out of memory, or for
- * a rediss:// URL (the async connection has no TLS yet). */
+/* Creates a connection on `loop` and starts connecting. Returns NULL when out of memory. A
+ * rediss:// URL is reached over TLS (the tls_* options). With a redis+sentinel:// URL
+ * (rediss+sentinel://: the sentinels and the data nodes over TLS) it connects to the primary the
+ * sentinels name and follows failovers (+switch-master, READONLY) by itself. */
 SLUICE_API sluice_aconn *sluice_aconn_new(uv_loop_t *loop, const sluice_url *url,
                                           const sluice_conn_options *o,
                                           sluice_aconn_state_cb state_cb, void *state_arg);
