@@ -27,7 +27,9 @@
 
 static int port;
 static pid_t server;
-static char url[64];
+static char url[300];
+static char sock[200];        /* the server's unix socket */
+static const char *ca = NULL; /* --tls: the CA of a rediss:// URL */
 
 static int free_port(void) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -62,7 +64,8 @@ static void server_start(void) {
         dup2(null, 1);
         dup2(null, 2);
         execlp("redis-server", "redis-server", "--port", p, "--bind", "127.0.0.1", "--save", "",
-               "--appendonly", "no", "--enable-debug-command", "yes", (char *)NULL);
+               "--appendonly", "no", "--unixsocket", sock, "--enable-debug-command", "yes",
+               (char *)NULL);
         _exit(127);
     }
     for (int i = 0; i < 200; i++) { /* up to 10 s */
@@ -116,6 +119,7 @@ static sluice_aconn *open_conn(state *s, int wait) {
     o.no_load = 1;
     o.command_timeout_ms = 15000;
     o.connect_timeout_ms = 2000;
+    o.tls_ca_file = ca;
     CHECK_OK(sluice_url_parse(&u, url, err, sizeof(err)), err);
     memset(s, 0, sizeof(*s));
     sluice_aconn *c = sluice_aconn_new(&loop, &u, &o, on_state, s);
@@ -167,9 +171,10 @@ static void test_big(void) {
         v[i] = (char)('a' + i % 26);
     }
     /* the server asleep while 3 x 12 MB wait: the writes go out in parts */
-    redisContext *rc = direct();
-    CHECK(rc != NULL);
-    redisAppendCommand(rc, "DEBUG SLEEP 0.3");
+    redisContext *rc = port != 0 ? direct() : NULL;
+    if (rc != NULL) {
+        redisAppendCommand(rc, "DEBUG SLEEP 0.3");
+    }
     big b[3] = {{0}};
     big got[3] = {{0}};
     for (int i = 0; i < 3; i++) {
@@ -198,6 +203,71 @@ static void test_big(void) {
     close_conn(c);
 }
 
+/* ---- "not sent" means it did not run ---- */
+
+#define UNSENT_CALLS 60
+#define UNSENT_LEN   ((size_t)512 << 10)
+
+typedef struct unsent_call {
+    int calls, status, sent;
+} unsent_call;
+
+static void on_unsent(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
+    (void)c;
+    (void)r;
+    unsent_call *u = arg;
+    u->calls++;
+    u->status = status;
+    u->sent = sent;
+}
+
+/* 30 MB of SETs to a server asleep: part of it fills the socket buffers, the rest waits; the
+ * deadline drops the link. Every call reported not sent must not have run once the server
+ * woke up and read what did reach it. */
+static void test_unsent(void) {
+    state s;
+    sluice_aconn *c = open_conn(&s, 1);
+    redisContext *rc = direct();
+    CHECK(rc != NULL);
+    freeReplyObject(redisCommand(rc, "FLUSHALL"));
+    redisAppendCommand(rc, "DEBUG SLEEP 1.5");
+    for (int done = 0; !done;) {
+        CHECK_EQ(redisBufferWrite(rc, &done), REDIS_OK);
+    }
+    run_for(100);
+    char *v = malloc(UNSENT_LEN);
+    CHECK(v != NULL);
+    memset(v, 'v', UNSENT_LEN);
+    static unsent_call u[UNSENT_CALLS];
+    memset(u, 0, sizeof(u));
+    for (int i = 0; i < UNSENT_CALLS; i++) {
+        char key[32];
+        snprintf(key, sizeof(key), "unsent:%d", i);
+        const char *argv[] = {"SET", key, v};
+        size_t lens[] = {3, strlen(key), UNSENT_LEN};
+        CHECK_OK(sluice_aconn_command(c, 3, argv, lens, 400, on_unsent, &u[i]), "");
+    }
+    free(v);
+    WAIT(u[UNSENT_CALLS - 1].calls == 1);
+    redisReply *r = NULL;
+    CHECK_EQ(redisGetReply(rc, (void **)&r), REDIS_OK); /* the sleep is over */
+    freeReplyObject(r);
+    int unsent = 0;
+    for (int i = 0; i < UNSENT_CALLS; i++) {
+        CHECK_EQ(u[i].calls, 1);
+        CHECK_EQ(u[i].status, SLUICE_ETIMEDOUT);
+        if (!u[i].sent) {
+            unsent++;
+            char key[32];
+            snprintf(key, sizeof(key), "unsent:%d", i);
+            CHECK_EQ(th_int(rc, "EXISTS %s", key), 0);
+        }
+    }
+    CHECK(unsent > 0);
+    redisFree(rc);
+    close_conn(c);
+}
+
 /* ---- thousands in flight when the link is cut ---- */
 
 #define FLIGHT 20000
@@ -207,7 +277,8 @@ typedef struct flight {
     int ok, sent_failed, unsent, after; /* after: answered after an unsent one (out of order) */
     int n;                              /* answers */
     int kill_at;                        /* answers before the cut */
-    int how;                            /* 0: CLIENT KILL, 1: SIGKILL */
+    int how;                            /* 0: CLIENT KILL, 1: SIGKILL, 2: close */
+    int closed;
     int killed;
     long long id;
 } flight;
@@ -220,7 +291,6 @@ typedef struct call {
 static call calls[FLIGHT];
 
 static void on_flight(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
-    (void)c;
     (void)r;
     call *k = arg;
     flight *f = k->f;
@@ -238,7 +308,9 @@ static void on_flight(sluice_aconn *c, int status, int sent, redisReply *r, void
     }
     if (f->n == f->kill_at && !f->killed) {
         f->killed = 1;
-        if (f->how == 1) {
+        if (f->how == 2) {
+            sluice_aconn_close(c, on_closed, &f->closed);
+        } else if (f->how == 1) {
             server_kill();
         } else {
             redisContext *rc = direct();
@@ -318,6 +390,22 @@ static void test_sigkill_flight(void) {
     close_conn(c);
 }
 
+/* closed from inside a reply callback with thousands in flight: the rest ECANCELED, once */
+static void test_close_in_flight(void) {
+    static flight f;
+    memset(&f, 0, sizeof(f));
+    f.kill_at = 300;
+    f.how = 2;
+    state s;
+    sluice_aconn *c = open_conn(&s, 1);
+    fly(c, &f);
+    WAIT(f.closed == 1);
+    CHECK_EQ(f.n, FLIGHT);
+    check_flight(&f);
+    CHECK_EQ(f.sent_failed + f.unsent, FLIGHT - f.ok);
+    CHECK_EQ(s.lost, 0);
+}
+
 /* ---- closed from the state callback with calls in flight ---- */
 
 static void test_close_from_state(void) {
@@ -350,7 +438,7 @@ static void config_set(redisContext *rc, const char *name, const char *value) {
 static void test_maxclients(const char *password) {
     redisContext *rc = direct();
     CHECK(rc != NULL);
-    char saved[64];
+    char saved[sizeof(url)];
     snprintf(saved, sizeof(saved), "%s", url);
     if (password != NULL) {
         config_set(rc, "requirepass", password);
@@ -398,7 +486,7 @@ static void test_close_after_accept(void) {
     CHECK_EQ(uv_tcp_init(&loop, &listener), 0);
     CHECK_EQ(uv_tcp_bind(&listener, (struct sockaddr *)&a, 0), 0);
     CHECK_EQ(uv_listen((uv_stream_t *)&listener, 16, on_accept), 0);
-    char saved[64];
+    char saved[sizeof(url)];
     snprintf(saved, sizeof(saved), "%s", url);
     snprintf(url, sizeof(url), "redis://127.0.0.1:%d", p);
     state s;
@@ -412,25 +500,46 @@ static void test_close_after_accept(void) {
     snprintf(url, sizeof(url), "%s", saved);
 }
 
-int main(void) {
+static void done(void) {
+    uv_close((uv_handle_t *)&watchdog, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_EQ(uv_loop_close(&loop), 0);
+}
+
+int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
     CHECK_EQ(uv_loop_init(&loop), 0);
     CHECK_EQ(uv_timer_init(&loop, &watchdog), 0);
+    if (argc == 4 && strcmp(argv[1], "--tls") == 0) { /* run by test_tls_async.sh */
+        snprintf(url, sizeof(url), "%s", argv[2]);
+        ca = argv[3];
+        test_big();
+        test_close_in_flight();
+        done();
+        printf("test_aconn_edges --tls: ok\n");
+        return 0;
+    }
     port = free_port();
+    const char *tmp = getenv("SLUICE_TEST_TMP");
+    snprintf(sock, sizeof(sock), "%s/aconn-edges-%d.sock", tmp != NULL ? tmp : "/tmp",
+             (int)getpid());
     snprintf(url, sizeof(url), "redis://127.0.0.1:%d", port);
     server_start();
     atexit(server_kill); /* a failed CHECK exits: no server left behind */
     test_big();
+    snprintf(url, sizeof(url), "unix://%s", sock);
+    test_big();
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", port);
+    test_unsent();
     test_client_kill_flight();
+    test_close_in_flight();
     test_close_from_state();
     test_maxclients(NULL);
     test_maxclients("pw");
     test_close_after_accept();
     test_sigkill_flight();
     server_kill();
-    uv_close((uv_handle_t *)&watchdog, NULL);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    CHECK_EQ(uv_loop_close(&loop), 0);
+    done();
     printf("test_aconn_edges: ok\n");
     return 0;
 }
