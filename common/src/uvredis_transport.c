@@ -306,6 +306,23 @@ static void connect_done(sluice__uvlink *l) {
 /* ---------------------------------------------------------------------------------------- */
 /* Reading                                                                                  */
 
+/*
+ * A server that turns a connection away (maxclients reached, protected mode) sends an error
+ * unasked as soon as it accepts, then closes. It arrives as the first reply, where it would
+ * answer the first request written (the handshake's AUTH, taken for bad credentials, or its
+ * CLUSTER MYID, whose refusal is no failure): it is the link's failure instead.
+ */
+static int refused(const redisReply *r) {
+    static const char *const refusals[] = {"ERR max number of clients reached", "DENIED "};
+    for (size_t i = 0; i < sizeof(refusals) / sizeof(refusals[0]); i++) {
+        size_t n = strlen(refusals[i]);
+        if (r->type == REDIS_REPLY_ERROR && r->len >= n && memcmp(r->str, refusals[i], n) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* Hands each complete reply to the oldest request, or to the push hook when none waits. */
 static void process_replies(sluice__uvlink *l) {
     while (l->open) {
@@ -319,7 +336,7 @@ static void process_replies(sluice__uvlink *l) {
             return;
         }
         int pushed = l->ring_len == 0; /* no request waits for it: a pub/sub message */
-        if (pushed && l->hooks->push == NULL) {
+        if ((pushed && l->hooks->push == NULL) || (l->answered++ == 0 && refused(reply))) {
             /* e.g. "ERR max number of clients reached", sent to a new connection */
             redisReply *r = reply;
             char why[200];

@@ -73,6 +73,7 @@ struct sluice__uvlink {
     void *data;        /* the sluice_aconn while it still uses this link, else NULL */
     uint64_t appended; /* bytes of commands appended since connect */
     uint64_t written;  /* of those, bytes written to the socket (TLS: encrypted for it) */
+    uint64_t answered; /* replies read (the first may be the server turning us away) */
     int status;        /* why the link failed, a status (0: its owner freed it) */
     char errstr[256];  /* why, in words ("" when its owner freed it) */
 };

@@ -18,6 +18,11 @@ export SLUICE_TLS_CA_FILE=$tls_dir/ca.crt SLUICE_REDIS_URL=$tls_url
 export SLUICE_TLS_CERT_FILE=$tls_dir/client.crt SLUICE_TLS_KEY_FILE=$tls_dir/client.key
 q=tlsa.$$
 
+# the transport under TLS: 3 x 8 MB requests and replies, thousands of calls in flight when the
+# connection is closed from a reply callback (test_aconn_edges.c)
+"$bin/../tests/test_aconn_edges" --tls "$tls_url" "$tls_dir/ca.crt" >"$tmp/edges" 2>&1 ||
+    fail "test_aconn_edges --tls: $(tail -n 5 "$tmp/edges")"
+
 # post N FROM: N messages through the gateway, each answered 202
 post() {
     local i c
