@@ -192,6 +192,7 @@ int bench_async(int argc, char **argv) {
     sluice_producer_options o;
     sluice_producer_options_init(&o);
     o.redis_url = url;
+    o.tls = bench_conn_options(); /* SLUICE_TLS_* for a rediss:// URL */
     o.queue = queue;
     o.capacity = v[1] > 0 ? v[1] : v[0] + 1;
     o.max_batch = (size_t)v[3];

@@ -403,7 +403,7 @@ int bench_deliver(int argc, char **argv) {
     if (a.slots == 0) {
         rc = run_instant(&a, queue);
     } else {
-        sluice_conn *c = sluice_conn_new(&u, NULL);
+        sluice_conn *c = sluice_conn_new(&u, bench_conn_options());
         if (c == NULL) {
             rc = SLUICE_EXIT_REDIS;
         } else if (!a.json) {

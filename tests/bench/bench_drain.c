@@ -334,6 +334,7 @@ int bench_drain(int argc, char **argv) {
     sluice_worker_options o;
     sluice_worker_options_init(&o);
     o.redis_url = a.url;
+    o.tls = bench_conn_options(); /* SLUICE_TLS_* for a rediss:// URL */
     o.queue = a.queue;
     o.concurrency = (int)a.conc;
     o.read_batch = (int)a.batch;
@@ -346,7 +347,7 @@ int bench_drain(int argc, char **argv) {
         bench_purge(a.url, a.queue);
         return SLUICE_EXIT_USAGE;
     }
-    sluice_conn *c = sluice_conn_new(&u, NULL);
+    sluice_conn *c = sluice_conn_new(&u, bench_conn_options());
     pace_result p = {0, 0};
     double cpu0 = c != NULL ? bench_redis_cpu_s(c) : -1;
     uint64_t t0 = sluice_now_ns();

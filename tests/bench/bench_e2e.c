@@ -111,6 +111,7 @@ static int worker_start(e2e *b, pthread_t *t) {
     char err[256], threads[24];
     sluice_worker_options_init(&o);
     o.redis_url = b->url;
+    o.tls = bench_conn_options();
     o.queue = b->queue;
     o.concurrency = (int)b->conc;
     o.handler = handler;
@@ -169,6 +170,7 @@ static int offer(e2e *b) {
     char err[256], body[48];
     sluice_producer_options_init(&po);
     po.redis_url = b->url;
+    po.tls = bench_conn_options();
     po.queue = b->queue;
     po.capacity = b->capacity;
     if (sluice_producer_new(&po, &p, err, sizeof(err)) != 0) {
@@ -362,7 +364,7 @@ int bench_e2e(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL);
     sluice_url u;
     sluice_url_parse(&u, b.url, NULL, 0);
-    sluice_conn *c = sluice_conn_new(&u, NULL);
+    sluice_conn *c = sluice_conn_new(&u, bench_conn_options());
     pthread_t t;
     if ((rc = bench_purge(b.url, b.queue)) != 0 || (rc = worker_start(&b, &t)) != 0) {
         sluice_conn_free(c);

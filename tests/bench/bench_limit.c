@@ -37,6 +37,7 @@
 #include "sluice/url.h"
 
 #include "bench.h"
+#include "bench_util.h"
 
 #define MAX_MEM_LIMITS 8
 #define KEY_BYTES      (SLUICE_KEY_MAX + 32)
@@ -187,6 +188,7 @@ static int run_single(bench *b, sluice_limit_alg alg, int nlimits, result *res) 
     char err[256], name[32];
     sluice_limiter_options_init(&lo);
     lo.redis_url = o->url;
+    lo.tls = bench_conn_options();
     lo.ns = b->ns;
     if (sluice_limiter_new(&lo, &l, err, sizeof(err)) != 0) {
         fprintf(stderr, "sluice-bench limit: %s\n", err);
@@ -538,7 +540,7 @@ int bench_limit(int argc, char **argv) {
         return SLUICE_EXIT_USAGE;
     }
     b.keys = malloc((size_t)o.keys * KEY_BYTES);
-    b.conn = sluice_conn_new(&u, NULL);
+    b.conn = sluice_conn_new(&u, bench_conn_options());
     if (b.keys == NULL || b.conn == NULL) {
         fprintf(stderr, "sluice-bench limit: out of memory\n");
         free(b.keys);

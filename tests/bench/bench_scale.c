@@ -195,6 +195,7 @@ static void *produce(void *arg) {
     sluice_producer *p;
     sluice_producer_options_init(&po);
     po.redis_url = pt->o->url;
+    po.tls = bench_conn_options();
     po.queue = pt->queue;
     po.capacity = pt->o->capacity;
     if (sluice_producer_new(&po, &p, pt->err, sizeof(pt->err)) != 0) {
@@ -443,7 +444,7 @@ int bench_scale(int argc, char **argv) {
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    sluice_conn *c = sluice_conn_new(&u, NULL);
+    sluice_conn *c = sluice_conn_new(&u, bench_conn_options());
     if (c == NULL || sluice_conn_ensure(c) != 0) {
         fprintf(stderr, "sluice-bench scale: %s\n", c ? sluice_conn_errstr(c) : "out of memory");
         rc = SLUICE_EXIT_REDIS;

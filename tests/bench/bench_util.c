@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* bench_util.c - what several sluice-bench commands share (see bench_util.h). */
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,19 +16,21 @@
 
 #include "bench_util.h"
 
-const sluice_conn_options *bench_conn_options(void) {
-    static sluice_conn_options o;
-    static int ready;
-    if (!ready) {
-        char err[256];
-        sluice_conn_options_init(&o);
-        if (sluice_cli_tls_env(&o, err, sizeof(err)) != 0) {
-            fprintf(stderr, "sluice-bench: %s\n", err);
-            exit(SLUICE_EXIT_USAGE);
-        }
-        ready = 1;
+static sluice_conn_options conn_options;
+
+static void read_conn_options(void) {
+    char err[256];
+    sluice_conn_options_init(&conn_options);
+    if (sluice_cli_tls_env(&conn_options, err, sizeof(err)) != 0) {
+        fprintf(stderr, "sluice-bench: %s\n", err);
+        exit(SLUICE_EXIT_USAGE);
     }
-    return &o;
+}
+
+const sluice_conn_options *bench_conn_options(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT; /* the producer and worker threads ask too */
+    pthread_once(&once, read_conn_options);
+    return &conn_options;
 }
 
 /* Parses the URL and the queue's keys and makes a connection (connected lazily); NULL after

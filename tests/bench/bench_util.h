@@ -8,8 +8,9 @@
 #include "sluice/figures.h"
 #include "sluice/redis.h"
 
-/* The connection options of every blocking connection a bench makes: the defaults and the
- * SLUICE_TLS_* variables (sluice_cli_tls_env), read once; a bad variable ends the program with
+/* The connection options of every connection a bench makes (blocking, and the tls field of the
+ * producer, async producer, worker and limiter options): the defaults and the SLUICE_TLS_*
+ * variables (sluice_cli_tls_env), read once (thread-safe); a bad variable ends the program with
  * exit code 2 after saying which. */
 const sluice_conn_options *bench_conn_options(void);
 
