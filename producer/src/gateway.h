@@ -18,6 +18,7 @@
 #include <uv.h>
 
 #include "sluice/aproducer.h"
+#include "sluice/cluster.h"
 #include "sluice/figures.h"
 #include "sluice/http_responder.h"
 #include "sluice/redis.h"
@@ -50,8 +51,9 @@ typedef struct gw_series {
     sluice_queue_info last;
 } gw_series;
 
-#define GW_DISCOVER_MAX   256 /* queues --discover lists besides the served ones */
-#define GW_DISCOVER_EVERY 10  /* seconds between two rounds of SCAN */
+#define GW_DISCOVER_MAX     256 /* queues --discover lists besides the served ones */
+#define GW_DISCOVER_EVERY   10  /* seconds between two rounds of SCAN */
+#define GW_DISCOVER_RETRIES 5   /* rounds again a second after one that missed a node */
 
 struct gw_found;
 /* One figures command owed for a discovered queue: its index among the commands. */
@@ -83,6 +85,13 @@ typedef struct gw_discovery {
     unsigned ticks;
     uint64_t started_ms;
     char cursor[32];
+    /* on a cluster: the slot of a connection to each primary of the round (gw_conns_primaries),
+       the one being scanned, and whether a node could not be scanned whole (unseen queues are
+       then kept, and the next round comes a second later, GW_DISCOVER_RETRIES times) */
+    int slots[SLUICE_CLUSTER_NODES_MAX];
+    int nnodes, node;
+    int incomplete, retries;
+    int map_slots; /* the cluster answered CLUSTER SHARDS with an error: CLUSTER SLOTS */
 } gw_discovery;
 
 /* One served queue. */
@@ -198,6 +207,9 @@ int gw_conns_open(gw_server *s, const sluice_url *u);
  * on a cluster the one of its slot, opened now when there was none (ECONN until it is up). NULL
  * when out of memory or stopped. */
 sluice_aconn *gw_conn_for(gw_server *s, const char *queue);
+/* On a cluster: a connection to each primary of m (the set's connection of a slot it serves,
+ * opened now when there was none); its slot in slots. Returns how many. */
+int gw_conns_primaries(gw_server *s, const sluice_cluster_map *m, int *slots);
 /* Once a second: on a cluster, the connections of the partitions the sampler has seen. */
 void gw_conns_tick(gw_server *s);
 /* Closes them all and wipes the URL kept (idempotent). */

@@ -10,10 +10,13 @@
  * at once), so there it is one connection per slot: opened at start for the served queues'
  * slots, and for a partition's ("Q~1") the first time the sampler sees the queue partitioned or
  * an action names it; a connection answers ECONN until it is up (the callers' 503 with
- * Retry-After). Besides, on a cluster, `console` serves the slot of no queue: --discover's SCAN
- * runs on its node. With --admin-token-file the connections load the sluice library (clear and
+ * Retry-After). Besides, on a cluster, `console` serves the slot of no queue (it asks for the
+ * slot map), and --discover's SCAN runs on one connection per primary: the set's connection of
+ * a slot that primary serves (gw_conns_primaries, again at each round from the map of the
+ * moment). With --admin-token-file the connections load the sluice library (clear and
  * replay call its functions); without, they send plain commands only.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,17 +58,43 @@ int gw_conns_open(gw_server *s, const sluice_url *u) {
     return 0;
 }
 
+static int queue_slot(const char *queue) {
+    sluice_keys k; /* every key of a queue is in its slot */
+    sluice__keys_fill(&k, queue);
+    return sluice__cluster_key_slot(k.prefix, strlen(k.prefix));
+}
+
 sluice_aconn *gw_conn_for(gw_server *s, const char *queue) {
     if (s->dash.by_slot == NULL) {
         return s->dash.console; /* one server: one connection; or stopped: NULL */
     }
-    sluice_keys k; /* every key of a queue is in its slot */
-    sluice__keys_fill(&k, queue);
-    int slot = sluice__cluster_key_slot(k.prefix, strlen(k.prefix));
+    int slot = queue_slot(queue);
     if (s->dash.by_slot[slot] == NULL) {
         s->dash.by_slot[slot] = open_conn(s, s->dash.url, queue);
     }
     return s->dash.by_slot[slot];
+}
+
+/* Names "-0", "-1", ... are tried (at most this many) for a slot of each primary. */
+#define PRIMARY_NAME_TRIES 100000
+
+int gw_conns_primaries(gw_server *s, const sluice_cluster_map *m, int *slots) {
+    int picked[SLUICE_CLUSTER_NODES_MAX] = {0};
+    int n = 0;
+    char name[16];
+    for (int i = 0; s->dash.by_slot != NULL && i < PRIMARY_NAME_TRIES && n < m->nnodes; i++) {
+        snprintf(name, sizeof(name), "-%d", i);
+        int slot = queue_slot(name);
+        int node = m->slot_node[slot];
+        if (node < 0 || node >= m->nnodes || picked[node]) {
+            continue;
+        }
+        picked[node] = 1;
+        if (gw_conn_for(s, name) != NULL) {
+            slots[n++] = slot;
+        }
+    }
+    return n;
 }
 
 void gw_conns_tick(gw_server *s) {

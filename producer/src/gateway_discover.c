@@ -2,25 +2,31 @@
 /*
  * gateway_discover.c - sluice-gateway --discover: the queues of the database it does not serve.
  *
- * Every GW_DISCOVER_EVERY seconds a round of SCAN MATCH sluice:{*}:meta on the console's
- * connection lists the queues that have a meta hash (every queue a producer or sluice-admin
- * configured), bounded to SCAN_CALLS calls and SCAN_MS of time and GW_DISCOVER_MAX queues;
- * a queue no longer seen in a whole round is dropped. Every second each discovered queue's
- * figures are read with the queue-figures commands (sluice/figures.h: one meaning for every
- * reader), pipelined, into the "discovered" list of GET /v1/queues. Partitions (Q~N) are
- * left out: their queue is listed. Served queues are not repeated.
+ * Every GW_DISCOVER_EVERY seconds a round of SCAN MATCH sluice:{*}:meta lists the queues that
+ * have a meta hash (every queue a producer or sluice-admin configured): on one server on the
+ * console's connection; on a Redis Cluster (SCAN is a node's) on every primary in turn, each
+ * through the set's connection of a slot it serves, the primaries read from CLUSTER SHARDS
+ * (CLUSTER SLOTS before Redis 7) at the start of each round. Each node's scan is bounded to
+ * SCAN_CALLS calls of COUNT SCAN_COUNT and SCAN_MS of time, the list to GW_DISCOVER_MAX queues;
+ * a queue no longer seen in a whole round is dropped (not after a round that could not scan a
+ * node: that round is made again at the next second, GW_DISCOVER_RETRIES times). Every second
+ * each discovered queue's figures are read with the queue-figures commands (sluice/figures.h:
+ * one meaning for every reader), pipelined on the connection of its slot (gw_conn_for), into
+ * the "discovered" list of GET /v1/queues. Partitions (Q~N) are left out: their queue is
+ * listed. Served queues are not repeated.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "sluice/buf.h"
+#include "sluice/cluster.h"
 #include "sluice/reply.h"
 
 #include "gateway.h"
 
-#define SCAN_CALLS 50   /* SCAN calls of one round, at most */
-#define SCAN_MS    2000 /* time of one round, at most */
+#define SCAN_CALLS 50   /* SCAN calls on one node in a round, at most */
+#define SCAN_MS    2000 /* time of one node's scan, at most */
 #define SCAN_COUNT "500"
 
 /* "sluice:{NAME}:meta" -> NAME into out; 0, or -1 when not a queue's meta or a partition's. */
@@ -66,10 +72,18 @@ static void found_add(gw_server *s, const char *name) {
     d->n++;
 }
 
-/* The end of a round: queues not seen in it are gone. Not while their figures are read. */
+/* The end of a round: queues not seen in it are gone (not while their figures are read), unless
+ * a node could not be scanned: then the next round comes at the next tick, a few times. */
 static void round_end(gw_server *s) {
     gw_discovery *d = &s->dash.disc;
     d->scanning = 0;
+    if (d->incomplete) {
+        if (d->retries++ < GW_DISCOVER_RETRIES) {
+            d->ticks = 0;
+        }
+        return;
+    }
+    d->retries = 0;
     for (int i = 0; i < d->n;) {
         if (!d->q[i].seen && d->q[i].owed == 0) {
             d->q[i] = d->q[--d->n];
@@ -79,16 +93,55 @@ static void round_end(gw_server *s) {
     }
 }
 
+/* The connection the round's node d->node is scanned on: on one server the console's; on a
+ * cluster the set's connection to that primary. NULL past the last node or once stopped. */
+static sluice_aconn *scan_conn(gw_server *s) {
+    gw_discovery *d = &s->dash.disc;
+    if (d->node >= d->nnodes) {
+        return NULL;
+    }
+    return s->dash.by_slot != NULL ? s->dash.by_slot[d->slots[d->node]] : s->dash.console;
+}
+
 static void scan_next(gw_server *s);
+
+/* Scans node d->node from cursor 0, or the next one that is up; ends the round after the last.
+ * The bounds (SCAN_CALLS, SCAN_MS) are each node's. */
+static void node_start(gw_server *s) {
+    gw_discovery *d = &s->dash.disc;
+    for (; d->node < d->nnodes; d->node++) {
+        if (sluice_aconn_ready(scan_conn(s))) {
+            d->calls = 0;
+            d->started_ms = uv_now(s->loop);
+            snprintf(d->cursor, sizeof(d->cursor), "0");
+            scan_next(s);
+            return;
+        }
+        d->incomplete = 1;
+    }
+    round_end(s);
+}
+
+/* The node's scan failed: the next node. */
+static void node_failed(gw_server *s) {
+    s->dash.disc.incomplete = 1;
+    s->dash.disc.node++;
+    node_start(s);
+}
 
 static void on_scan(sluice_aconn *ac, int status, int sent, struct redisReply *r, void *arg) {
     gw_server *s = arg;
     gw_discovery *d = &s->dash.disc;
     (void)ac, (void)sent;
+    if (status == SLUICE_ECANCELED || s->dash.console == NULL) {
+        d->incomplete = 1; /* stopping */
+        round_end(s);
+        return;
+    }
     if (status != 0 || r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
         r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_ARRAY ||
         r->element[0]->len >= sizeof(d->cursor)) {
-        round_end(s);
+        node_failed(s);
         return;
     }
     for (size_t i = 0; i < r->element[1]->elements; i++) {
@@ -100,8 +153,9 @@ static void on_scan(sluice_aconn *ac, int status, int sent, struct redisReply *r
     }
     memcpy(d->cursor, r->element[0]->str, r->element[0]->len + 1);
     if (strcmp(d->cursor, "0") == 0 || ++d->calls >= SCAN_CALLS ||
-        uv_now(s->loop) - d->started_ms >= SCAN_MS || s->dash.console == NULL) {
-        round_end(s);
+        uv_now(s->loop) - d->started_ms >= SCAN_MS) {
+        d->node++;
+        node_start(s);
         return;
     }
     scan_next(s);
@@ -110,9 +164,44 @@ static void on_scan(sluice_aconn *ac, int status, int sent, struct redisReply *r
 static void scan_next(gw_server *s) {
     gw_discovery *d = &s->dash.disc;
     const char *argv[] = {"SCAN", d->cursor, "MATCH", "sluice:{*}:meta", "COUNT", SCAN_COUNT};
-    if (sluice_aconn_command(s->dash.console, 6, argv, NULL, 0, on_scan, s) != 0) {
-        round_end(s);
+    if (sluice_aconn_command(scan_conn(s), 6, argv, NULL, 0, on_scan, s) != 0) {
+        node_failed(s);
     }
+}
+
+/* ---- on a cluster: the primaries, from the slot map ---- */
+
+static int ask_map(gw_server *s);
+
+static void on_map(sluice_aconn *ac, int status, int sent, struct redisReply *r, void *arg) {
+    gw_server *s = arg;
+    gw_discovery *d = &s->dash.disc;
+    (void)ac, (void)sent;
+    if (r != NULL && r->type == REDIS_REPLY_ERROR && !d->map_slots && status != SLUICE_ECANCELED) {
+        d->map_slots = 1; /* before Redis 7: CLUSTER SLOTS */
+        if (ask_map(s) == 0) {
+            return;
+        }
+    }
+    sluice_cluster_map *m = status == 0 ? malloc(sizeof(*m)) : NULL;
+    char why[256];
+    if (m == NULL || s->dash.by_slot == NULL ||
+        (d->map_slots ? sluice__cluster_parse_slots(r, "", m, why, sizeof(why))
+                      : sluice__cluster_parse_shards(r, "", m, why, sizeof(why))) != 0) {
+        free(m);
+        d->incomplete = 1;
+        round_end(s);
+        return;
+    }
+    d->nnodes = gw_conns_primaries(s, m, d->slots);
+    d->incomplete = d->nnodes < m->nnodes;
+    free(m);
+    node_start(s);
+}
+
+static int ask_map(gw_server *s) {
+    const char *argv[] = {"CLUSTER", s->dash.disc.map_slots ? "SLOTS" : "SHARDS"};
+    return sluice_aconn_command(s->dash.console, 2, argv, NULL, 0, on_map, s);
 }
 
 /* ---- the figures of each discovered queue ---- */
@@ -144,9 +233,9 @@ static void on_backend(sluice_aconn *ac, int status, int sent, struct redisReply
 }
 
 static void read_figures(gw_server *s, gw_found *f) {
-    sluice_aconn *ac = s->dash.console;
-    if (f->owed > 0) {
-        return; /* the last reading is still on its way */
+    sluice_aconn *ac = gw_conn_for(s, f->name); /* on a cluster: its slot's */
+    if (f->owed > 0 || !sluice_aconn_ready(ac)) {
+        return; /* the last reading is still on its way, or the connection is not up yet */
     }
     if (!f->backend_known) { /* a list queue keeps list_depth in its meta (the functions do) */
         const char *argv[] = {"HEXISTS", f->k.meta, "list_depth"};
@@ -175,13 +264,18 @@ void gw_discover_tick(gw_server *s) {
     }
     if (!d->scanning && (d->ticks++ % GW_DISCOVER_EVERY) == 0) {
         d->scanning = 1;
-        d->calls = 0;
-        d->started_ms = uv_now(s->loop);
-        snprintf(d->cursor, sizeof(d->cursor), "0");
+        d->incomplete = 0;
+        d->node = 0;
+        d->nnodes = 1; /* one server: the console's node */
         for (int i = 0; i < d->n; i++) {
             d->q[i].seen = 0;
         }
-        scan_next(s);
+        if (s->dash.by_slot == NULL) {
+            node_start(s);
+        } else if (ask_map(s) != 0) {
+            d->incomplete = 1;
+            round_end(s);
+        }
     }
     for (int i = 0; i < d->n; i++) {
         read_figures(s, &d->q[i]);
