@@ -3,7 +3,10 @@
 #include "harness.h"
 #include "sluice/producer.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdarg.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 static char url_buf[256];
@@ -132,4 +135,16 @@ void th_worker_start(th_worker_run *r) {
 int th_worker_join(th_worker_run *r) {
     CHECK(pthread_join(r->thread, NULL) == 0);
     return r->rc;
+}
+
+int th_free_port(void) {
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
+    socklen_t len = sizeof(a);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CHECK(fd >= 0);
+    CHECK_EQ(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    CHECK_EQ(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    close(fd); /* nothing listens there now */
+    return ntohs(a.sin_port);
 }

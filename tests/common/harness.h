@@ -100,6 +100,9 @@ void th_worker_start(th_worker_run *r);
 /* Joins the thread (after sluice_worker_stop, or a worker that ends by itself); returns rc. */
 int th_worker_join(th_worker_run *r);
 
+/* A loopback TCP port nothing listens on now (bound, then closed; exits 1 on failure). */
+int th_free_port(void);
+
 /* Directory binaries live in ($SLUICE_BIN_DIR). */
 const char *th_bin_dir(void);
 

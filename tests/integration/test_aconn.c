@@ -304,19 +304,6 @@ static void test_no_load(void) {
     close_conn(c);
 }
 
-/* A free loopback port nobody listens on. */
-static int closed_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
-    socklen_t len = sizeof(a);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    CHECK(fd >= 0);
-    CHECK_EQ(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-    CHECK_EQ(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 /* The hiredis libuv adapter bug: a refused connect must be reported, and soon. */
 static void test_refused(void) {
     char u[64];
@@ -325,7 +312,7 @@ static void test_refused(void) {
     sluice_conn_options o;
     sluice_conn_options_init(&o);
     o.connect_timeout_ms = 3000;
-    snprintf(u, sizeof(u), "redis://127.0.0.1:%d", closed_port());
+    snprintf(u, sizeof(u), "redis://127.0.0.1:%d", th_free_port());
     uint64_t t0 = uv_hrtime();
     sluice_aconn *c = open_url(u, &o, &s, 0);
     WAIT(s.lost >= 1);
@@ -580,7 +567,7 @@ static void test_sentinel_unanswered(void) {
     char err[256], u[512];
     CHECK_OK(sluice_url_parse(&fx, th_redis_url(), err, sizeof(err)), err);
     snprintf(u, sizeof(u), "redis+sentinel://127.0.0.1:%d,127.0.0.1:%d,%s:%d/m", ntohs(a.sin_port),
-             closed_port(), fx.host, fx.port);
+             th_free_port(), fx.host, fx.port);
     state s;
     sluice_conn_options o;
     sluice_conn_options_init(&o);

@@ -31,18 +31,6 @@ static char url[300];
 static char sock[200];        /* the server's unix socket */
 static const char *ca = NULL; /* --tls: the CA of a rediss:// URL */
 
-static int free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
-    socklen_t len = sizeof(a);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    CHECK(fd >= 0);
-    CHECK_EQ(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-    CHECK_EQ(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 /* A blocking connection to our server, or NULL while it is not up. */
 static redisContext *direct(void) {
     struct timeval tv = {1, 0};
@@ -481,7 +469,7 @@ static void on_accept(uv_stream_t *srv, int status) {
 
 static void test_close_after_accept(void) {
     struct sockaddr_in a;
-    int p = free_port();
+    int p = th_free_port();
     uv_ip4_addr("127.0.0.1", p, &a);
     CHECK_EQ(uv_tcp_init(&loop, &listener), 0);
     CHECK_EQ(uv_tcp_bind(&listener, (struct sockaddr *)&a, 0), 0);
@@ -519,7 +507,7 @@ int main(int argc, char **argv) {
         printf("test_aconn_edges --tls: ok\n");
         return 0;
     }
-    port = free_port();
+    port = th_free_port();
     const char *tmp = getenv("SLUICE_TEST_TMP");
     snprintf(sock, sizeof(sock), "%s/aconn-edges-%d.sock", tmp != NULL ? tmp : "/tmp",
              (int)getpid());

@@ -370,25 +370,12 @@ static void test_close_in_callback(void) {
     redisFree(c);
 }
 
-static int closed_port(void) {
-    struct sockaddr_in a;
-    socklen_t alen = sizeof(a);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    memset(&a, 0, sizeof(a));
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    CHECK(bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
-    CHECK(getsockname(fd, (struct sockaddr *)&a, &alen) == 0);
-    close(fd); /* nothing listens there now */
-    return ntohs(a.sin_port);
-}
-
 /* Nothing listens: every admission gets an error callback (or OPEN), none is silent. */
 static void test_dead_server(int fail_open) {
     enum { N = 100 };
     static outcome o[N + 10];
     char url[64];
-    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", closed_port());
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", th_free_port());
     sluice_aproducer *ap = make_url(url, "ap-dead", 10, 1000, 3000, fail_open);
     done = 0;
     for (int i = 0; i < N; i++) {
