@@ -12,6 +12,7 @@ TLS with --cert/--key. What it answers is chosen by the request's path:
   /radate/SECS/N       the same with Retry-After as an HTTP date SECS from now
   /redirect            301 to /ok
   /sleep/MS            200 after MS milliseconds
+With --delay MS every answer comes MS milliseconds later still (a slow back end).
 Each request is one JSON line in --log: time, path, headers (lower-case names), body, the
 number of the TCP connection it came on, and with --secret-file whether its Standard Webhooks
 signature verifies (computed here with hmac and hashlib, independently of the worker).
@@ -87,6 +88,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             state["seen"][key] = state["seen"].get(key, 0) + 1
             seen = state["seen"][key]
             ra = state["ra"][self.path] = state["ra"].get(self.path, 0) + 1
+        time.sleep(args.delay / 1000.0)
         if parts[0] == "code":
             self.answer(int(parts[1]))
         elif parts[0] == "first":
@@ -120,6 +122,7 @@ def main():
     p.add_argument("--port-file", required=True)
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--log", required=True)
+    p.add_argument("--delay", type=int, default=0)
     p.add_argument("--secret-file")
     p.add_argument("--cert")
     p.add_argument("--key")
