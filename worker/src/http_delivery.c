@@ -52,6 +52,8 @@ struct sluice_http {
     int connect_timeout_ms;
     atomic_ullong counts[SLUICE__HTTP_RESULTS];
     atomic_ullong holds, held_ms;
+    pthread_mutex_t mu;                  /* guards clients */
+    struct sluice__http_client *clients; /* the running clients (a pool's partitions), linked */
 };
 
 typedef struct sluice__http_client client;
@@ -80,7 +82,8 @@ struct sluice__http_client {
     CURLM *multi;
     uv_timer_t timer;      /* libcurl's timeout */
     uv_timer_t hold_timer; /* the end of a hold */
-    int handles;           /* uv handles not yet closed (the timers, the sockets' polls) */
+    uv_async_t shared;     /* another partition's worker in this process got a hold */
+    int handles;           /* uv handles not yet closed (the timers, the async, the polls) */
     xfer waiting;          /* sentinel: jobs not started yet */
     xfer active;           /* sentinel: transfers in the multi handle */
     xfer *free_xfers;
@@ -94,6 +97,10 @@ struct sluice__http_client {
     uint64_t log_ms;   /* the last failure line */
     unsigned unlogged; /* failures since */
     char hold_key[SLUICE_KEY_MAX + TARGET_MAX];
+    size_t base_len;            /* the queue's name without its partition suffix ~i */
+    client *sibling;            /* the next in h->clients */
+    atomic_ullong shared_until; /* that hold's end (monotonic ms), 0 none: read by `shared` */
+    atomic_int shared_write;    /* ... to be written to this client's own key too */
 };
 
 /* ---- lists ---- */
@@ -333,17 +340,59 @@ static void on_hold_set(sluice_aconn *conn, int status, int sent, redisReply *r,
     (void)conn, (void)status, (void)sent, (void)r, (void)arg;
 }
 
-/* This worker got Retry-After: hold here at once, and every worker of the queue through the
- * key (which expires with the hold). */
-static void hold_start(client *c, long long ms) {
+/* Sets the hold key (which expires with the hold). */
+static void hold_set(client *c, long long ms) {
     char px[24];
     snprintf(px, sizeof(px), "%lld", ms);
     const char *argv[] = {"SET", c->hold_key, px, "PX", px};
     sluice_aconn_command(c->w->cmd, 5, argv, NULL, 0, on_hold_set, c);
+}
+
+/* The other partitions' workers of the queue in this process hold too, at once: each is told on
+ * its own loop (on_shared), and sets the hold on its own key where that is not this one's (on a
+ * Redis Cluster, where a worker's connection reaches its partition's slot only), so that the
+ * workers of its partition in other processes learn of the hold from the key they read. */
+static void hold_share(client *c, uint64_t until) {
+    pthread_mutex_lock(&c->h->mu);
+    for (client *s = c->h->clients; s != NULL; s = s->sibling) {
+        if (s == c || s->base_len != c->base_len ||
+            strncmp(s->w->queue, c->w->queue, c->base_len) != 0) {
+            continue;
+        }
+        unsigned long long had = atomic_load(&s->shared_until);
+        while (had < until && !atomic_compare_exchange_weak(&s->shared_until, &had, until)) {
+        }
+        if (strcmp(s->hold_key, c->hold_key) != 0) {
+            atomic_store(&s->shared_write, 1);
+        }
+        uv_async_send(&s->shared);
+    }
+    pthread_mutex_unlock(&c->h->mu);
+}
+
+static void on_shared(uv_async_t *a) {
+    client *c = a->data;
+    uint64_t until = atomic_exchange(&c->shared_until, 0), now = sluice_now_ms();
+    int write = atomic_exchange(&c->shared_write, 0);
+    if (c->closing || until <= now) {
+        return;
+    }
+    if (write && until > c->hold_until) {
+        hold_set(c, (long long)(until - now));
+    }
+    hold_extend(c, until);
+}
+
+/* This worker got Retry-After: hold here at once, and every worker of the queue through the
+ * key and the other partitions in this process (hold_share). */
+static void hold_start(client *c, long long ms) {
+    uint64_t until = sluice_now_ms() + (uint64_t)ms;
+    hold_set(c, ms);
     atomic_fetch_add(&c->h->holds, 1);
     SLUICE_LOG(SLUICE_LOG_INFO, "event=http_hold queue=%s target=%s ms=%lld", c->w->queue,
                c->h->origin, ms);
-    hold_extend(c, sluice_now_ms() + (uint64_t)ms);
+    hold_share(c, until);
+    hold_extend(c, until);
 }
 
 /* Retries what waits, after the hold (a stopping worker does not wait for it). */
@@ -556,7 +605,8 @@ static int on_timer(CURLM *m, long timeout_ms, void *arg) {
 
 /* The hold key: for every partition of a partitioned queue, the queue's as a whole (partition
  * 0's), so a hold set by one partition's worker holds them all. On a Redis Cluster a worker's
- * connection reaches only its own partition's slot: there each partition has its own. */
+ * connection reaches only its own partition's slot: there each partition has its own, set by
+ * every partition's worker of the process that got the answer (hold_share). */
 static int hold_key_of(const sluice_worker *w, const char *target, char *buf, size_t len) {
     const char *tilde = strchr(w->queue, '~');
     if (tilde == NULL || w->url.is_cluster) {
@@ -588,8 +638,15 @@ static int client_start(sluice_worker *w) {
     }
     uv_timer_init(w->loop, &c->timer);
     uv_timer_init(w->loop, &c->hold_timer);
+    uv_async_init(w->loop, &c->shared, on_shared);
     c->timer.data = c->hold_timer.data = c;
-    c->handles = 2;
+    c->shared.data = c;
+    c->handles = 3;
+    c->base_len = strcspn(w->queue, "~");
+    pthread_mutex_lock(&c->h->mu);
+    c->sibling = c->h->clients;
+    c->h->clients = c;
+    pthread_mutex_unlock(&c->h->mu);
     long conns = w->o.concurrency;
     curl_multi_setopt(c->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
     curl_multi_setopt(c->multi, CURLMOPT_SOCKETDATA, c);
@@ -629,6 +686,14 @@ static void client_close(sluice_worker *w, void (*done)(void *), void *arg) {
     c->done = done;
     c->done_arg = arg;
     w->http_client = NULL;
+    pthread_mutex_lock(&c->h->mu); /* no sibling tells it of a hold any more */
+    for (client **p = &c->h->clients; *p != NULL; p = &(*p)->sibling) {
+        if (*p == c) {
+            *p = c->sibling;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&c->h->mu);
     while (c->waiting.next != &c->waiting) { /* left pending: reclaimed by other workers */
         xfer *x = c->waiting.next;
         xlist_unlink(x);
@@ -649,6 +714,7 @@ static void client_close(sluice_worker *w, void (*done)(void *), void *arg) {
     c->multi = NULL;
     uv_close((uv_handle_t *)&c->timer, handle_closed);
     uv_close((uv_handle_t *)&c->hold_timer, handle_closed);
+    uv_close((uv_handle_t *)&c->shared, handle_closed);
 }
 
 static void client_stopping(sluice_worker *w) {
@@ -810,6 +876,7 @@ int sluice_http_new(const sluice_http_options *in, sluice_http **out, char *err,
         return SLUICE_ENOMEM;
     }
     h->ops = &http_ops;
+    pthread_mutex_init(&h->mu, NULL);
     h->follow = o.follow_redirects != 0;
     h->connect_timeout_ms = o.connect_timeout_ms > 0 ? o.connect_timeout_ms : CONNECT_DEFAULT;
     int rc = SLUICE_EINVAL;
@@ -850,6 +917,7 @@ void sluice_http_free(sluice_http *h) {
     free(h->url);
     free(h->ca_file);
     memset(h->key, 0, sizeof(h->key));
+    pthread_mutex_destroy(&h->mu);
     free(h);
 }
 
