@@ -52,8 +52,13 @@ struct sluice_http {
     int connect_timeout_ms;
     atomic_ullong counts[SLUICE__HTTP_RESULTS];
     atomic_ullong holds, held_ms;
-    pthread_mutex_t mu;                  /* guards clients */
+    pthread_mutex_t mu;                  /* guards clients and held_* */
     struct sluice__http_client *clients; /* the running clients (a pool's partitions), linked */
+    /* The latest hold told to the clients (hold_share), for a partition's client that starts
+     * while it lasts: its end (monotonic ms), the queue and key of the client that got it. */
+    uint64_t held_until;
+    char held_queue[SLUICE_QUEUE_NAME_MAX + 1];
+    char held_key[SLUICE_KEY_MAX + TARGET_MAX];
 };
 
 typedef struct sluice__http_client client;
@@ -348,6 +353,21 @@ static void hold_set(client *c, long long ms) {
     sluice_aconn_command(c->w->cmd, 5, argv, NULL, 0, on_hold_set, c);
 }
 
+/* Tells s (on its loop) of a hold until `until` that the client of `queue` (a partition of s's
+ * queue, or another queue: nothing) got, set on `key`. With h->mu held. */
+static void hold_tell(client *s, const char *queue, const char *key, uint64_t until) {
+    if (strcspn(queue, "~") != s->base_len || strncmp(s->w->queue, queue, s->base_len) != 0) {
+        return;
+    }
+    unsigned long long had = atomic_load(&s->shared_until);
+    while (had < until && !atomic_compare_exchange_weak(&s->shared_until, &had, until)) {
+    }
+    if (strcmp(s->hold_key, key) != 0) {
+        atomic_store(&s->shared_write, 1);
+    }
+    uv_async_send(&s->shared);
+}
+
 /* The other partitions' workers of the queue in this process hold too, at once: each is told on
  * its own loop (on_shared), and sets the hold on its own key where that is not this one's (on a
  * Redis Cluster, where a worker's connection reaches its partition's slot only), so that the
@@ -355,18 +375,13 @@ static void hold_set(client *c, long long ms) {
 static void hold_share(client *c, uint64_t until) {
     pthread_mutex_lock(&c->h->mu);
     for (client *s = c->h->clients; s != NULL; s = s->sibling) {
-        if (s == c || s->base_len != c->base_len ||
-            strncmp(s->w->queue, c->w->queue, c->base_len) != 0) {
-            continue;
+        if (s != c) {
+            hold_tell(s, c->w->queue, c->hold_key, until);
         }
-        unsigned long long had = atomic_load(&s->shared_until);
-        while (had < until && !atomic_compare_exchange_weak(&s->shared_until, &had, until)) {
-        }
-        if (strcmp(s->hold_key, c->hold_key) != 0) {
-            atomic_store(&s->shared_write, 1);
-        }
-        uv_async_send(&s->shared);
     }
+    c->h->held_until = until;
+    snprintf(c->h->held_queue, sizeof(c->h->held_queue), "%s", c->w->queue);
+    snprintf(c->h->held_key, sizeof(c->h->held_key), "%s", c->hold_key);
     pthread_mutex_unlock(&c->h->mu);
 }
 
@@ -646,6 +661,9 @@ static int client_start(sluice_worker *w) {
     pthread_mutex_lock(&c->h->mu);
     c->sibling = c->h->clients;
     c->h->clients = c;
+    if (c->h->held_until > sluice_now_ms()) { /* a partition started during a hold */
+        hold_tell(c, c->h->held_queue, c->h->held_key, c->h->held_until);
+    }
     pthread_mutex_unlock(&c->h->mu);
     long conns = w->o.concurrency;
     curl_multi_setopt(c->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
