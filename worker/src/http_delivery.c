@@ -30,6 +30,7 @@
 #include "http_message.h"
 
 #define HOLD_FRESH_MS   100      /* an answer of the hold check is trusted this long */
+#define HOLD_AGAIN_MS   50       /* the hold key's SET again after no answer, while it lasts */
 #define HOLD_MAX_MS     86400000 /* Retry-After is capped at a day */
 #define BODY_KEEP       200      /* bytes of an answer's body kept for a dead letter's reason */
 #define VALUE_MAX       1024     /* bytes of a header value taken from a message */
@@ -87,6 +88,7 @@ struct sluice__http_client {
     CURLM *multi;
     uv_timer_t timer;      /* libcurl's timeout */
     uv_timer_t hold_timer; /* the end of a hold */
+    uv_timer_t set_timer;  /* the hold key's SET again (no answer: the connection was down) */
     uv_async_t shared;     /* another partition's worker in this process got a hold */
     int handles;           /* uv handles not yet closed (the timers, the async, the polls) */
     xfer waiting;          /* sentinel: jobs not started yet */
@@ -94,6 +96,7 @@ struct sluice__http_client {
     xfer *free_xfers;
     uint64_t hold_until; /* monotonic ms; 0 none */
     uint64_t checked_ms; /* when the last hold check answered */
+    uint64_t set_until;  /* the end of the last hold set on the key (monotonic ms) */
     long long pause_ms;  /* the last pause for an unreachable target; 0 after a success */
     int checking;        /* a PTTL is outstanding */
     int closing;
@@ -341,16 +344,43 @@ static void on_hold_check(sluice_aconn *conn, int status, int sent, redisReply *
     gate(c); /* an error: deliver rather than stall (the hold is a courtesy to the back end) */
 }
 
-static void on_hold_set(sluice_aconn *conn, int status, int sent, redisReply *r, void *arg) {
-    (void)conn, (void)status, (void)sent, (void)r, (void)arg;
+static void hold_set(client *c, long long ms);
+
+/* The hold key's SET again, with what is left of the hold (set_timer). */
+static void on_set_timer(uv_timer_t *t) {
+    client *c = t->data;
+    uint64_t now = sluice_now_ms();
+    if (c->set_until > now) {
+        hold_set(c, (long long)(c->set_until - now));
+    }
 }
 
-/* Sets the hold key (which expires with the hold). */
+/* The SET got no answer (not sent, lost, timed out): without it the others would never hold. */
+static void hold_set_again(client *c) {
+    if (!c->closing) {
+        uv_timer_start(&c->set_timer, on_set_timer, HOLD_AGAIN_MS, 0);
+    }
+}
+
+/* An error reply is not tried again (it would come again); canceled: the client is closing. */
+static void on_hold_set(sluice_aconn *conn, int status, int sent, redisReply *r, void *arg) {
+    (void)conn, (void)sent;
+    if (status != 0 && status != SLUICE_ECANCELED && r == NULL) {
+        hold_set_again(arg);
+    }
+}
+
+/* Sets the hold key (which expires with the hold). The workers of other processes learn of the
+ * hold from it alone: while the connection is down (not ready, lost, a cluster redirect under
+ * way) it is set again every HOLD_AGAIN_MS, with what is left, until it lands or the hold ends. */
 static void hold_set(client *c, long long ms) {
     char px[24];
     snprintf(px, sizeof(px), "%lld", ms);
     const char *argv[] = {"SET", c->hold_key, px, "PX", px};
-    sluice_aconn_command(c->w->cmd, 5, argv, NULL, 0, on_hold_set, c);
+    c->set_until = sluice_now_ms() + (uint64_t)ms;
+    if (sluice_aconn_command(c->w->cmd, 5, argv, NULL, 0, on_hold_set, c) != 0) {
+        hold_set_again(c);
+    }
 }
 
 /* Tells s (on its loop) of a hold until `until` that the client of `queue` (a partition of s's
@@ -653,10 +683,11 @@ static int client_start(sluice_worker *w) {
     }
     uv_timer_init(w->loop, &c->timer);
     uv_timer_init(w->loop, &c->hold_timer);
+    uv_timer_init(w->loop, &c->set_timer);
     uv_async_init(w->loop, &c->shared, on_shared);
-    c->timer.data = c->hold_timer.data = c;
+    c->timer.data = c->hold_timer.data = c->set_timer.data = c;
     c->shared.data = c;
-    c->handles = 3;
+    c->handles = 4;
     c->base_len = strcspn(w->queue, "~");
     pthread_mutex_lock(&c->h->mu);
     c->sibling = c->h->clients;
@@ -732,6 +763,7 @@ static void client_close(sluice_worker *w, void (*done)(void *), void *arg) {
     c->multi = NULL;
     uv_close((uv_handle_t *)&c->timer, handle_closed);
     uv_close((uv_handle_t *)&c->hold_timer, handle_closed);
+    uv_close((uv_handle_t *)&c->set_timer, handle_closed);
     uv_close((uv_handle_t *)&c->shared, handle_closed);
 }
 
