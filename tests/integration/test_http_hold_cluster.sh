@@ -12,12 +12,7 @@
 . "$(dirname "$0")/http_lib.sh"
 cluster_start
 url=$curl # workers_start's
-q=
-for i in $(seq 1 300); do # a name whose 3 partitions are on 3 primaries
-    o0=$(owner "hc$$-$i") o1=$(owner "hc$$-$i~1") o2=$(owner "hc$$-$i~2")
-    [ "$o0" != "$o1" ] && [ "$o1" != "$o2" ] && [ "$o0" != "$o2" ] && q="hc$$-$i" && break
-done
-[ -n "$q" ] || fail "no queue name with its 3 partitions on 3 primaries"
+q=$(partitions_apart "hc$$")
 backend_start be
 "$bin/sluice-admin" --redis "$curl" partitions "$q" 3 >/dev/null
 # no tenant: spread over the partitions; 100 ms a request, one at a time per worker, so each
