@@ -12,11 +12,14 @@
 #                                  $tmp/NAME.out; sets $sport and $spid (sink_stop ends it)
 #   workers_start N Q HANDLER [ARGS...]  N sluice-workers of Q in the background, at concurrency
 #                                  1 (summary $tmp/wI.out, log $tmp/wI.log); sets wpid[1..N]
+#   parts_left Q                   the entries left in the 3 partitions of Q (xlen QUEUE, the
+#                                  test's, gives a stream's length)
+#   workers_drain Q N              waits (30 s at most) until the back end be logged N requests and
+#                                  the 3 partitions of Q are empty, then stops workers 1 and 2
 #   hold_partitions Q              the hold of a queue Q of 3 partitions holding 90 messages: 2
 #                                  workers into the back end be, whose first answer is 429
 #                                  Retry-After: 2; no request from any partition during the hold,
-#                                  then all delivered (xlen QUEUE, the test's, gives a stream's
-#                                  length)
+#                                  then all delivered
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 backend_start() {
     local name=$1 i
@@ -80,19 +83,26 @@ workers_start() {
         wpid[$i]=$!
     done
 }
+parts_left() {
+    local p
+    for p in "" "~1" "~2"; do xlen "$1$p"; done | paste -sd+ | bc
+}
+workers_drain() {
+    local _
+    for _ in $(seq 1 300); do
+        [ "$(grep -c '"path"' "$tmp/be.log")" -ge "$2" ] && [ "$(parts_left "$1")" = 0 ] && break
+        sleep 0.1
+    done
+    kill -TERM "${wpid[1]}" "${wpid[2]}"
+    wait "${wpid[1]}" "${wpid[2]}" || fail "a worker failed: $(cat "$tmp"/w?.log)"
+}
 hold_partitions() {
     local q=$1 p _
     for p in "" "~1" "~2"; do
         [ "$(xlen "$q$p")" -ge 15 ] || fail "partition $q$p got too few messages"
     done
     workers_start 2 "$q" "http://127.0.0.1:$bport/ra/2/1/100"
-    left() { for p in "" "~1" "~2"; do xlen "$q$p"; done | paste -sd+ | bc; }
-    for _ in $(seq 1 300); do
-        [ "$(grep -c '"path"' "$tmp/be.log")" -ge 91 ] && [ "$(left)" = 0 ] && break
-        sleep 0.1
-    done
-    kill -TERM "${wpid[1]}" "${wpid[2]}"
-    wait "${wpid[1]}" "${wpid[2]}" || fail "a worker failed: $(cat "$tmp"/w?.log)"
+    workers_drain "$q" 91
     python3 - "$tmp/be.log" "$q" <<'PY' || fail "the hold: see above"
 import json, sys
 rs = [json.loads(l) for l in open(sys.argv[1])]
@@ -112,7 +122,7 @@ print("ok: no request from any of 3 partitions from +%.2f s to +%.2f s after the
       "(Retry-After: 2); 91 requests" % (max([d for d, _ in later if d < 1.6] or [0]),
                                           min(after)[0]))
 PY
-    [ "$(left)" = 0 ] || fail "entries left: $(left)"
+    [ "$(parts_left "$q")" = 0 ] || fail "entries left: $(parts_left "$q")"
     grep -h 'http_holds=1' "$tmp"/w?.out >/dev/null || fail "no worker counted the hold"
     echo "ok: $(cat "$tmp"/w?.out | tr '\n' ' ')"
 }

@@ -31,13 +31,7 @@ for _ in $(seq 1 100); do # each pool looks for new partitions once a second
 done
 [ -n "$started" ] || fail "the new partitions' workers did not start: $(cat "$tmp"/w?.log)"
 xlen() { rc "$(owner "$1")" XLEN "sluice:{$1}:stream"; }
-left() { for p in "" "~1" "~2"; do xlen "$q$p"; done | paste -sd+ | bc; }
-for _ in $(seq 1 200); do
-    [ "$(grep -c '"path"' "$tmp/be.log")" -ge 81 ] && [ "$(left)" = 0 ] && break
-    sleep 0.1
-done
-kill -TERM "${wpid[1]}" "${wpid[2]}"
-wait "${wpid[1]}" "${wpid[2]}" || fail "a worker failed: $(cat "$tmp"/w?.log)"
+workers_drain "$q" 81
 python3 - "$tmp/be.log" "$q" "$started" <<'PY' || fail "the hold: see above"
 import json, sys
 rs = [json.loads(l) for l in open(sys.argv[1])]
@@ -54,5 +48,5 @@ assert parts == {q, q + "~1", q + "~2"}, ("partitions delivering after the hold"
 print("ok: no request from +%.2f s to +%.1f s after the 429 (Retry-After: 5) though the "
       "partitions were added during it; 81 requests" % (since, until))
 PY
-[ "$(left)" = 0 ] || fail "entries left: $(left)"
+[ "$(parts_left "$q")" = 0 ] || fail "entries left: $(parts_left "$q")"
 echo "ok: $(cat "$tmp"/w?.out | tr '\n' ' ')"
