@@ -13,6 +13,8 @@
 #   owner QUEUE            the port of the primary serving QUEUE's slot
 #   queue_per_primary P    fills queue_of (primary port -> a queue name P-N whose slot it
 #                          serves) for each of the 3 primaries
+#   partitions_apart P     prints a queue name P-N whose partitions P-N, P-N~1 and P-N~2 are
+#                          on the 3 different primaries
 #   pid_of PORT            the pid of the node on PORT
 #   replica_of PORT        the port of a replica (not failed) of the primary on PORT
 #   stat PORT SECTION NAME a count from INFO SECTION (its calls= or count=; 0 when absent)
@@ -77,6 +79,18 @@ queue_per_primary() {
         [ "${#queue_of[@]}" -eq 3 ] && break
     done
     [ "${#queue_of[@]}" -eq 3 ] || fail "no queue name found for each primary"
+}
+
+partitions_apart() {
+    local i o0 o1 o2
+    for i in $(seq 1 300); do
+        o0=$(owner "$1-$i") o1=$(owner "$1-$i~1") o2=$(owner "$1-$i~2")
+        if [ "$o0" != "$o1" ] && [ "$o1" != "$o2" ] && [ "$o0" != "$o2" ]; then
+            echo "$1-$i"
+            return 0
+        fi
+    done
+    fail "no queue name with its 3 partitions on 3 primaries"
 }
 
 pid_of() {

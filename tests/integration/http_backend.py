@@ -7,8 +7,8 @@ TLS with --cert/--key. What it answers is chosen by the request's path:
   /ok                  200
   /code/C              always C (body "answer C from the back end")
   /first/C/N           C for the first N deliveries of each Idempotency-Key, then 200
-  /ra/SECS/N[/MS]      the first N requests to this path: 429 with Retry-After: SECS, then 200
-                       (after MS milliseconds)
+  /ra/SECS/N[/MS[/FIRST_MS]]  the first N requests to this path: 429 with Retry-After: SECS
+                       (after FIRST_MS milliseconds), then 200 (after MS milliseconds)
   /radate/SECS/N       the same with Retry-After as an HTTP date SECS from now
   /redirect            301 to /ok
   /sleep/MS            200 after MS milliseconds
@@ -94,6 +94,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         elif parts[0] == "first":
             self.answer(int(parts[1]) if seen <= int(parts[2]) else 200)
         elif parts[0] in ("ra", "radate") and ra <= int(parts[2]):
+            time.sleep(int(parts[4]) / 1000.0 if len(parts) > 4 else 0)
             secs = int(parts[1])
             when = (str(secs) if parts[0] == "ra" else
                     email.utils.formatdate(time.time() + secs, usegmt=True))

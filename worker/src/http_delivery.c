@@ -30,6 +30,7 @@
 #include "http_message.h"
 
 #define HOLD_FRESH_MS   100      /* an answer of the hold check is trusted this long */
+#define HOLD_AGAIN_MS   50       /* the hold key's SET again after no answer, while it lasts */
 #define HOLD_MAX_MS     86400000 /* Retry-After is capped at a day */
 #define BODY_KEEP       200      /* bytes of an answer's body kept for a dead letter's reason */
 #define VALUE_MAX       1024     /* bytes of a header value taken from a message */
@@ -52,6 +53,13 @@ struct sluice_http {
     int connect_timeout_ms;
     atomic_ullong counts[SLUICE__HTTP_RESULTS];
     atomic_ullong holds, held_ms;
+    pthread_mutex_t mu;                  /* guards clients and held_* */
+    struct sluice__http_client *clients; /* the running clients (a pool's partitions), linked */
+    /* The latest hold told to the clients (hold_share), for a partition's client that starts
+     * while it lasts: its end (monotonic ms), the queue and key of the client that got it. */
+    uint64_t held_until;
+    char held_queue[SLUICE_QUEUE_NAME_MAX + 1];
+    char held_key[SLUICE_KEY_MAX + TARGET_MAX];
 };
 
 typedef struct sluice__http_client client;
@@ -80,12 +88,15 @@ struct sluice__http_client {
     CURLM *multi;
     uv_timer_t timer;      /* libcurl's timeout */
     uv_timer_t hold_timer; /* the end of a hold */
-    int handles;           /* uv handles not yet closed (the timers, the sockets' polls) */
+    uv_timer_t set_timer;  /* the hold key's SET again (no answer: the connection was down) */
+    uv_async_t shared;     /* another partition's worker in this process got a hold */
+    int handles;           /* uv handles not yet closed (the timers, the async, the polls) */
     xfer waiting;          /* sentinel: jobs not started yet */
     xfer active;           /* sentinel: transfers in the multi handle */
     xfer *free_xfers;
     uint64_t hold_until; /* monotonic ms; 0 none */
     uint64_t checked_ms; /* when the last hold check answered */
+    uint64_t set_until;  /* the end of the last hold set on the key (monotonic ms) */
     long long pause_ms;  /* the last pause for an unreachable target; 0 after a success */
     int checking;        /* a PTTL is outstanding */
     int closing;
@@ -94,6 +105,10 @@ struct sluice__http_client {
     uint64_t log_ms;   /* the last failure line */
     unsigned unlogged; /* failures since */
     char hold_key[SLUICE_KEY_MAX + TARGET_MAX];
+    size_t base_len;            /* the queue's name without its partition suffix ~i */
+    client *sibling;            /* the next in h->clients */
+    atomic_ullong shared_until; /* that hold's end (monotonic ms), 0 none: read by `shared` */
+    atomic_int shared_write;    /* ... to be written to this client's own key too */
 };
 
 /* ---- lists ---- */
@@ -329,21 +344,100 @@ static void on_hold_check(sluice_aconn *conn, int status, int sent, redisReply *
     gate(c); /* an error: deliver rather than stall (the hold is a courtesy to the back end) */
 }
 
-static void on_hold_set(sluice_aconn *conn, int status, int sent, redisReply *r, void *arg) {
-    (void)conn, (void)status, (void)sent, (void)r, (void)arg;
+static void hold_set(client *c, long long ms);
+
+/* The hold key's SET again, with what is left of the hold (set_timer). */
+static void on_set_timer(uv_timer_t *t) {
+    client *c = t->data;
+    uint64_t now = sluice_now_ms();
+    if (c->set_until > now) {
+        hold_set(c, (long long)(c->set_until - now));
+    }
 }
 
-/* This worker got Retry-After: hold here at once, and every worker of the queue through the
- * key (which expires with the hold). */
-static void hold_start(client *c, long long ms) {
+/* The SET got no answer (not sent, lost, timed out): without it the others would never hold. */
+static void hold_set_again(client *c) {
+    if (!c->closing) {
+        uv_timer_start(&c->set_timer, on_set_timer, HOLD_AGAIN_MS, 0);
+    }
+}
+
+/* An error reply is not tried again (it would come again); canceled: the client is closing. */
+static void on_hold_set(sluice_aconn *conn, int status, int sent, redisReply *r, void *arg) {
+    (void)conn, (void)sent;
+    if (status != 0 && status != SLUICE_ECANCELED && r == NULL) {
+        hold_set_again(arg);
+    }
+}
+
+/* Sets the hold key (which expires with the hold). The workers of other processes learn of the
+ * hold from it alone: while the connection is down (not ready, lost, a cluster redirect under
+ * way) it is set again every HOLD_AGAIN_MS, with what is left, until it lands or the hold ends. */
+static void hold_set(client *c, long long ms) {
     char px[24];
     snprintf(px, sizeof(px), "%lld", ms);
     const char *argv[] = {"SET", c->hold_key, px, "PX", px};
-    sluice_aconn_command(c->w->cmd, 5, argv, NULL, 0, on_hold_set, c);
+    c->set_until = sluice_now_ms() + (uint64_t)ms;
+    if (sluice_aconn_command(c->w->cmd, 5, argv, NULL, 0, on_hold_set, c) != 0) {
+        hold_set_again(c);
+    }
+}
+
+/* Tells s (on its loop) of a hold until `until` that the client of `queue` (a partition of s's
+ * queue, or another queue: nothing) got, set on `key`. With h->mu held. */
+static void hold_tell(client *s, const char *queue, const char *key, uint64_t until) {
+    if (strcspn(queue, "~") != s->base_len || strncmp(s->w->queue, queue, s->base_len) != 0) {
+        return;
+    }
+    unsigned long long had = atomic_load(&s->shared_until);
+    while (had < until && !atomic_compare_exchange_weak(&s->shared_until, &had, until)) {
+    }
+    if (strcmp(s->hold_key, key) != 0) {
+        atomic_store(&s->shared_write, 1);
+    }
+    uv_async_send(&s->shared);
+}
+
+/* The other partitions' workers of the queue in this process hold too, at once: each is told on
+ * its own loop (on_shared), and sets the hold on its own key where that is not this one's (on a
+ * Redis Cluster, where a worker's connection reaches its partition's slot only), so that the
+ * workers of its partition in other processes learn of the hold from the key they read. */
+static void hold_share(client *c, uint64_t until) {
+    pthread_mutex_lock(&c->h->mu);
+    for (client *s = c->h->clients; s != NULL; s = s->sibling) {
+        if (s != c) {
+            hold_tell(s, c->w->queue, c->hold_key, until);
+        }
+    }
+    c->h->held_until = until;
+    snprintf(c->h->held_queue, sizeof(c->h->held_queue), "%s", c->w->queue);
+    snprintf(c->h->held_key, sizeof(c->h->held_key), "%s", c->hold_key);
+    pthread_mutex_unlock(&c->h->mu);
+}
+
+static void on_shared(uv_async_t *a) {
+    client *c = a->data;
+    uint64_t until = atomic_exchange(&c->shared_until, 0), now = sluice_now_ms();
+    int write = atomic_exchange(&c->shared_write, 0);
+    if (c->closing || until <= now) {
+        return;
+    }
+    if (write && until > c->hold_until) {
+        hold_set(c, (long long)(until - now));
+    }
+    hold_extend(c, until);
+}
+
+/* This worker got Retry-After: hold here at once, and every worker of the queue through the
+ * key and the other partitions in this process (hold_share). */
+static void hold_start(client *c, long long ms) {
+    uint64_t until = sluice_now_ms() + (uint64_t)ms;
+    hold_set(c, ms);
     atomic_fetch_add(&c->h->holds, 1);
     SLUICE_LOG(SLUICE_LOG_INFO, "event=http_hold queue=%s target=%s ms=%lld", c->w->queue,
                c->h->origin, ms);
-    hold_extend(c, sluice_now_ms() + (uint64_t)ms);
+    hold_share(c, until);
+    hold_extend(c, until);
 }
 
 /* Retries what waits, after the hold (a stopping worker does not wait for it). */
@@ -556,7 +650,8 @@ static int on_timer(CURLM *m, long timeout_ms, void *arg) {
 
 /* The hold key: for every partition of a partitioned queue, the queue's as a whole (partition
  * 0's), so a hold set by one partition's worker holds them all. On a Redis Cluster a worker's
- * connection reaches only its own partition's slot: there each partition has its own. */
+ * connection reaches only its own partition's slot: there each partition has its own, set by
+ * every partition's worker of the process that got the answer (hold_share). */
 static int hold_key_of(const sluice_worker *w, const char *target, char *buf, size_t len) {
     const char *tilde = strchr(w->queue, '~');
     if (tilde == NULL || w->url.is_cluster) {
@@ -588,8 +683,19 @@ static int client_start(sluice_worker *w) {
     }
     uv_timer_init(w->loop, &c->timer);
     uv_timer_init(w->loop, &c->hold_timer);
-    c->timer.data = c->hold_timer.data = c;
-    c->handles = 2;
+    uv_timer_init(w->loop, &c->set_timer);
+    uv_async_init(w->loop, &c->shared, on_shared);
+    c->timer.data = c->hold_timer.data = c->set_timer.data = c;
+    c->shared.data = c;
+    c->handles = 4;
+    c->base_len = strcspn(w->queue, "~");
+    pthread_mutex_lock(&c->h->mu);
+    c->sibling = c->h->clients;
+    c->h->clients = c;
+    if (c->h->held_until > sluice_now_ms()) { /* a partition started during a hold */
+        hold_tell(c, c->h->held_queue, c->h->held_key, c->h->held_until);
+    }
+    pthread_mutex_unlock(&c->h->mu);
     long conns = w->o.concurrency;
     curl_multi_setopt(c->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
     curl_multi_setopt(c->multi, CURLMOPT_SOCKETDATA, c);
@@ -629,6 +735,14 @@ static void client_close(sluice_worker *w, void (*done)(void *), void *arg) {
     c->done = done;
     c->done_arg = arg;
     w->http_client = NULL;
+    pthread_mutex_lock(&c->h->mu); /* no sibling tells it of a hold any more */
+    for (client **p = &c->h->clients; *p != NULL; p = &(*p)->sibling) {
+        if (*p == c) {
+            *p = c->sibling;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&c->h->mu);
     while (c->waiting.next != &c->waiting) { /* left pending: reclaimed by other workers */
         xfer *x = c->waiting.next;
         xlist_unlink(x);
@@ -649,6 +763,8 @@ static void client_close(sluice_worker *w, void (*done)(void *), void *arg) {
     c->multi = NULL;
     uv_close((uv_handle_t *)&c->timer, handle_closed);
     uv_close((uv_handle_t *)&c->hold_timer, handle_closed);
+    uv_close((uv_handle_t *)&c->set_timer, handle_closed);
+    uv_close((uv_handle_t *)&c->shared, handle_closed);
 }
 
 static void client_stopping(sluice_worker *w) {
@@ -810,6 +926,7 @@ int sluice_http_new(const sluice_http_options *in, sluice_http **out, char *err,
         return SLUICE_ENOMEM;
     }
     h->ops = &http_ops;
+    pthread_mutex_init(&h->mu, NULL);
     h->follow = o.follow_redirects != 0;
     h->connect_timeout_ms = o.connect_timeout_ms > 0 ? o.connect_timeout_ms : CONNECT_DEFAULT;
     int rc = SLUICE_EINVAL;
@@ -850,6 +967,7 @@ void sluice_http_free(sluice_http *h) {
     free(h->url);
     free(h->ca_file);
     memset(h->key, 0, sizeof(h->key));
+    pthread_mutex_destroy(&h->mu);
     free(h);
 }
 

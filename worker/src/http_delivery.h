@@ -10,11 +10,14 @@
  * Per worker, on its loop: a client (a libcurl multi handle driven by uv_poll and uv_timer
  * handles), the jobs waiting for the hold check or a hold, and the hold itself. The hold: a
  * 429 or 503 with Retry-After sets sluice:{Q}:hold:TARGET (sluice_key_hold) with that expiry,
- * Q the queue as a whole for every partition (but on a Redis Cluster: the partition's own);
- * every worker asks its PTTL before it starts the requests of entries it took (an answer is
- * trusted for HOLD_FRESH_MS), holds them until the key expires, and reads nothing new while a
- * hold it knows of lasts. A refused connection or a TLS failure holds this worker alone for a
- * pause (its backoff, doubling while tries fail).
+ * Q the queue as a whole for every partition (on a Redis Cluster: the partition's own); the
+ * other partitions' clients of the target in this process are told at once, and one started
+ * while the hold lasts as it starts, and hold (on a Redis Cluster each also sets its own key; a
+ * SET that got no answer is sent again while the hold lasts); every worker asks its PTTL before
+ * it starts the requests of entries it took (an answer is trusted for HOLD_FRESH_MS), holds them
+ * until the key expires, and reads nothing new while a hold it knows of lasts. A refused
+ * connection or a TLS failure holds this worker alone for a pause (its backoff, doubling while
+ * tries fail).
  */
 #ifndef SLUICE_WORKER_HTTP_DELIVERY_H
 #define SLUICE_WORKER_HTTP_DELIVERY_H

@@ -18,11 +18,12 @@
  *
  * The verdict: 2xx done; 429 and 503 retried after Retry-After (seconds or an HTTP date) when
  * given, else the worker's backoff, and every worker of the queue (of every partition of a
- * partitioned queue, but on a Redis Cluster only the partition's own) holds its deliveries to the
- * target until then; 408, 425, other 5xx, a refused or reset connection, a TLS failure or the
- * deadline retried with the backoff; any other 4xx, and a 3xx unless redirects are followed,
- * dead-lettered with the reason "http STATUS: <start of the body>". After a refused connection
- * or a TLS failure the worker pauses for its backoff (doubling while tries fail, at most 5 s).
+ * partitioned queue; on a Redis Cluster through each partition's own key, which the process that
+ * got the answer sets for every partition it runs) holds its deliveries to the target until then;
+ * 408, 425, other 5xx, a refused or reset connection, a TLS failure or the deadline retried with
+ * the backoff; any other 4xx, and a 3xx unless redirects are followed, dead-lettered with the
+ * reason "http STATUS: <start of the body>". After a refused connection or a TLS failure the
+ * worker pauses for its backoff (doubling while tries fail, at most 5 s).
  *
  * Linking: libsluice_worker needs libcurl and libcrypto. A fully static program that uses this
  * handler adds `pkg-config --static --libs libcurl libcrypto`; one that does not never pulls it.
