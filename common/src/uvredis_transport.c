@@ -27,7 +27,8 @@
 #include "conn_internal.h"
 #include "uvredis_transport.h"
 
-#define READ_CHUNK    16384        /* bytes read per readable event, as hiredis */
+#define READ_CHUNK    16384        /* plaintext bytes per decryption step (one TLS record) */
+#define SOCKET_READ   65536        /* bytes read per readable event: a drain's reply in few */
 #define ENCRYPT_CHUNK 65536        /* plaintext handed to the TLS stream at a time */
 #define WIRE_HIGH     (256u << 10) /* ciphertext waiting above which no more is encrypted */
 
@@ -36,7 +37,8 @@ static void on_poll(uv_poll_t *handle, int status, int events);
 /* ---------------------------------------------------------------------------------------- */
 /* Buffers                                                                                  */
 
-static int buf_add(sluice__uvbuf *b, const void *data, size_t len) {
+/* Room for len more bytes at b->p + b->len: 0, or -1 out of memory. */
+static int buf_reserve(sluice__uvbuf *b, size_t len) {
     if (b->off > 0 && (b->off == b->len || b->len + len > b->cap)) {
         memmove(b->p, b->p + b->off, b->len - b->off);
         b->len -= b->off;
@@ -53,6 +55,13 @@ static int buf_add(sluice__uvbuf *b, const void *data, size_t len) {
         }
         b->p = p;
         b->cap = cap;
+    }
+    return 0;
+}
+
+static int buf_add(sluice__uvbuf *b, const void *data, size_t len) {
+    if (buf_reserve(b, len) != 0) {
+        return -1;
     }
     memcpy(b->p + b->len, data, len);
     b->len += len;
@@ -188,15 +197,16 @@ static void update_events(sluice__uvlink *l) {
     }
 }
 
-/* Moves the stream's ciphertext into wire. 0, or -1 (failed: out of memory). */
+/* Moves the stream's ciphertext into wire, read straight into its free room. 0, or -1
+ * (failed: out of memory). */
 static int take_cipher(sluice__uvlink *l) {
-    char buf[16384];
-    while (sluice__tls_stream_pending(l->tls) > 0) {
-        size_t n = sluice__tls_stream_out(l->tls, buf, sizeof(buf));
-        if (buf_add(&l->wire, buf, n) != 0) {
+    size_t pending;
+    while ((pending = sluice__tls_stream_pending(l->tls)) > 0) {
+        if (buf_reserve(&l->wire, pending) != 0) {
             fail(l, SLUICE_ENOMEM, "out of memory");
             return -1;
         }
+        l->wire.len += sluice__tls_stream_out(l->tls, l->wire.p + l->wire.len, pending);
     }
     return 0;
 }
@@ -388,7 +398,7 @@ static void read_tls(sluice__uvlink *l) {
 }
 
 static void handle_read(sluice__uvlink *l) {
-    char buf[READ_CHUNK];
+    char buf[SOCKET_READ];
     ssize_t n;
     do {
         n = read(l->fd, buf, sizeof(buf));
