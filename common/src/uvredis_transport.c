@@ -27,8 +27,7 @@
 #include "conn_internal.h"
 #include "uvredis_transport.h"
 
-#define READ_CHUNK    16384        /* plaintext bytes per decryption step (one TLS record) */
-#define SOCKET_READ   65536        /* bytes read per readable event: a drain's reply in few */
+#define READ_CHUNK    16384        /* bytes read per readable event, as hiredis */
 #define ENCRYPT_CHUNK 65536        /* plaintext handed to the TLS stream at a time */
 #define WIRE_HIGH     (256u << 10) /* ciphertext waiting above which no more is encrypted */
 
@@ -398,7 +397,7 @@ static void read_tls(sluice__uvlink *l) {
 }
 
 static void handle_read(sluice__uvlink *l) {
-    char buf[SOCKET_READ];
+    char buf[READ_CHUNK];
     ssize_t n;
     do {
         n = read(l->fd, buf, sizeof(buf));
