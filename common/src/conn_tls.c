@@ -24,7 +24,7 @@
 #include "conn_tls.h"
 
 #define IO_CHUNK 16384 /* plaintext bytes per encryption or decryption step (one TLS record) */
-#define IO_BUF   65536 /* ciphertext bytes per send or recv: a batch's records in one call */
+#define IO_BUF   (4 * (IO_CHUNK + SLUICE__TLS_RECORD_OVERHEAD)) /* ciphertext per send or recv */
 
 sluice__tls_link *sluice__tls_link_new(void) {
     sluice__tls_link *l = calloc(1, sizeof(*l));
