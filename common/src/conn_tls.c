@@ -23,7 +23,8 @@
 
 #include "conn_tls.h"
 
-#define IO_CHUNK 16384 /* bytes moved per read, write or encryption step */
+#define IO_CHUNK 16384 /* plaintext bytes per encryption or decryption step (one TLS record) */
+#define IO_BUF   (4 * (IO_CHUNK + SLUICE__TLS_RECORD_OVERHEAD)) /* ciphertext per send or recv */
 
 sluice__tls_link *sluice__tls_link_new(void) {
     sluice__tls_link *l = calloc(1, sizeof(*l));
@@ -46,6 +47,7 @@ void sluice__tls_link_free(sluice__tls_link *l) {
         return;
     }
     sluice__tls_link_close(l);
+    free(l->io);
     SSL_SESSION_free(l->session);
     SSL_CTX_free(l->ctx);
     free(l);
@@ -139,11 +141,12 @@ static int peer_alert(sluice__tls_link *l, int st) {
     return rs == SLUICE_ETLS ? stream_fail(l, rs) : st;
 }
 
-/* Sends every byte of ciphertext the stream holds, each wait before `deadline`. */
+/* Sends every byte of ciphertext the stream holds, up to IO_BUF per send (loopback and the
+ * peer pay per call: a batch's records go in one), each wait before `deadline`. */
 static int send_out(sluice__tls_link *l, uint64_t deadline) {
-    char buf[IO_CHUNK];
+    char *buf = l->io;
     while (sluice__tls_stream_pending(l->s) > 0) {
-        size_t n = sluice__tls_stream_out(l->s, buf, sizeof(buf)), off = 0;
+        size_t n = sluice__tls_stream_out(l->s, buf, IO_BUF), off = 0;
         while (off < n) {
             ssize_t w = send(l->fd, buf + off, n - off, MSG_NOSIGNAL);
             if (w > 0) {
@@ -165,11 +168,10 @@ static int send_out(sluice__tls_link *l, uint64_t deadline) {
 
 /* Reads what the server sent into the stream, waiting until `deadline`. */
 static int recv_in(sluice__tls_link *l, uint64_t deadline) {
-    char buf[IO_CHUNK];
     for (;;) {
-        ssize_t r = recv(l->fd, buf, sizeof(buf), 0);
+        ssize_t r = recv(l->fd, l->io, IO_BUF, 0);
         if (r > 0) {
-            int st = sluice__tls_stream_feed(l->s, buf, (size_t)r);
+            int st = sluice__tls_stream_feed(l->s, l->io, (size_t)r);
             if (st != 0) {
                 snprintf(l->err, sizeof(l->err), "%s", sluice__tls_stream_errstr(l->s));
             }
@@ -223,6 +225,10 @@ int sluice__tls_link_open(sluice__tls_link *l, const sluice_conn_options *o, con
     if (l->ctx == NULL && (l->ctx = sluice__tls_ctx_new(o, &st, l->err, sizeof(l->err))) == NULL) {
         return st;
     }
+    if (l->io == NULL && (l->io = malloc(IO_BUF)) == NULL) {
+        snprintf(l->err, sizeof(l->err), "out of memory");
+        return SLUICE_ENOMEM;
+    }
     uint64_t deadline = sluice_now_ms() + (uint64_t)o->connect_timeout_ms;
     int fd = -1;
     if ((st = tcp_connect(l, host, port, deadline, &fd)) != 0) {
@@ -256,12 +262,18 @@ int sluice__tls_link_open(sluice__tls_link *l, const sluice_conn_options *o, con
     return 0;
 }
 
-/* Encrypts and sends ctx's output buffer. */
+/* Encrypts and sends ctx's output buffer, a record per IO_CHUNK, in sends of up to IO_BUF. */
 static int flush(sluice__tls_link *l, redisContext *ctx, uint64_t deadline) {
     size_t len = sdslen(ctx->obuf), done = 0;
     while (done < len) {
         size_t n = len - done < IO_CHUNK ? len - done : IO_CHUNK;
-        int st = sluice__tls_stream_write(l->s, ctx->obuf + done, n);
+        size_t pending = sluice__tls_stream_pending(l->s);
+        int st = 0;
+        if (pending > 0 && pending + n + SLUICE__TLS_RECORD_OVERHEAD > IO_BUF &&
+            (st = send_out(l, deadline)) != 0) {
+            return st;
+        }
+        st = sluice__tls_stream_write(l->s, ctx->obuf + done, n);
         if (st == SLUICE_ETOOBIG) {
             st = send_out(l, deadline);
             if (st != 0) {
@@ -273,9 +285,6 @@ static int flush(sluice__tls_link *l, redisContext *ctx, uint64_t deadline) {
             return stream_fail(l, st);
         }
         done += n;
-        if (sluice__tls_stream_pending(l->s) >= 4 * IO_CHUNK && (st = send_out(l, deadline)) != 0) {
-            return st;
-        }
     }
     sdsclear(ctx->obuf);
     return send_out(l, deadline);

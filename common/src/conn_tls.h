@@ -29,6 +29,7 @@ typedef struct sluice__tls_link {
     sluice__tls_stream *s; /* the stream of the open connection, or NULL */
     int fd;                /* its socket (closed by the node's redisContext), or -1 */
     int timeout_ms;        /* ms a reply may take between two reads (the command timeout) */
+    char *io;              /* ciphertext on its way to or from the socket (IO_BUF bytes) */
     char err[400];         /* the last failure */
 } sluice__tls_link;
 

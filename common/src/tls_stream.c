@@ -185,8 +185,7 @@ int sluice__tls_stream_read(sluice__tls_stream *s, void *buf, size_t cap, size_t
 
 int sluice__tls_stream_write(sluice__tls_stream *s, const void *data, size_t len) {
     size_t written = 0;
-    /* each record of up to 16 KiB adds at most ~100 bytes of header, MAC and padding */
-    size_t need = len + (len / 16384 + 1) * 100;
+    size_t need = len + (len / 16384 + 1) * SLUICE__TLS_RECORD_OVERHEAD;
     if (need < len || need > s->cap - BIO_ctrl_pending(s->out)) {
         snprintf(s->err, sizeof(s->err), "more than %zu bytes of TLS output waiting", s->cap);
         return SLUICE_ETOOBIG;

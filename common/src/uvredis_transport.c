@@ -36,7 +36,8 @@ static void on_poll(uv_poll_t *handle, int status, int events);
 /* ---------------------------------------------------------------------------------------- */
 /* Buffers                                                                                  */
 
-static int buf_add(sluice__uvbuf *b, const void *data, size_t len) {
+/* Room for len more bytes at b->p + b->len: 0, or -1 out of memory. */
+static int buf_reserve(sluice__uvbuf *b, size_t len) {
     if (b->off > 0 && (b->off == b->len || b->len + len > b->cap)) {
         memmove(b->p, b->p + b->off, b->len - b->off);
         b->len -= b->off;
@@ -53,6 +54,13 @@ static int buf_add(sluice__uvbuf *b, const void *data, size_t len) {
         }
         b->p = p;
         b->cap = cap;
+    }
+    return 0;
+}
+
+static int buf_add(sluice__uvbuf *b, const void *data, size_t len) {
+    if (buf_reserve(b, len) != 0) {
+        return -1;
     }
     memcpy(b->p + b->len, data, len);
     b->len += len;
@@ -188,15 +196,16 @@ static void update_events(sluice__uvlink *l) {
     }
 }
 
-/* Moves the stream's ciphertext into wire. 0, or -1 (failed: out of memory). */
+/* Moves the stream's ciphertext into wire, read straight into its free room. 0, or -1
+ * (failed: out of memory). */
 static int take_cipher(sluice__uvlink *l) {
-    char buf[16384];
-    while (sluice__tls_stream_pending(l->tls) > 0) {
-        size_t n = sluice__tls_stream_out(l->tls, buf, sizeof(buf));
-        if (buf_add(&l->wire, buf, n) != 0) {
+    size_t pending;
+    while ((pending = sluice__tls_stream_pending(l->tls)) > 0) {
+        if (buf_reserve(&l->wire, pending) != 0) {
             fail(l, SLUICE_ENOMEM, "out of memory");
             return -1;
         }
+        l->wire.len += sluice__tls_stream_out(l->tls, l->wire.p + l->wire.len, pending);
     }
     return 0;
 }

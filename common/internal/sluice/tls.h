@@ -70,6 +70,8 @@ enum {
 };
 
 #define SLUICE__TLS_BUF_CAP (4u << 20) /* bytes, default cap of each direction's buffer */
+/* bytes at most a TLS record of up to 16 KiB of plaintext adds: header, MAC, padding */
+#define SLUICE__TLS_RECORD_OVERHEAD 100
 
 /*
  * A client stream on `ctx` (kept referenced) to `host` (the URL's host). The name checked in
