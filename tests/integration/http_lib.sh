@@ -7,7 +7,6 @@
 #   drain Q N HANDLER [ARGS...]    sluice-worker until N messages got their verdict
 #                                  (stdout: the summary line; log in $tmp/worker.log)
 #   use_queue Q [KEY...]           Q's keys (and the KEYs) are deleted on exit
-#   wait_log FILE PATTERN [SECONDS] waits (10 s unless told) for a line matching PATTERN
 #   sink_start NAME [ARGS...]      sluice-bench-backend (tests/bench/backend.c) reporting to
 #                                  $tmp/NAME.out; sets $sport and $spid (sink_stop ends it)
 #   workers_start N Q HANDLER [ARGS...]  N sluice-workers of Q in the background, at concurrency
@@ -49,14 +48,6 @@ use_queue() {
     read -ra k <<<"$(queue_keys "$1")"
     shift
     keys+=("${k[@]}" "$@")
-}
-wait_log() {
-    local i
-    for i in $(seq 1 $((${3:-10} * 10))); do
-        grep -qE -- "$2" "$1" 2>/dev/null && return 0
-        sleep 0.1
-    done
-    return 0
 }
 sink_start() {
     local name=$1 _i

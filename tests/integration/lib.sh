@@ -45,6 +45,16 @@ wait_lines() {
     done
     return 0
 }
+# wait_log FILE PATTERN [SECONDS]: waits (10 s unless told) for a line matching PATTERN in FILE;
+# the caller then checks what it needs (a timeout is not a failure by itself)
+wait_log() {
+    local i
+    for i in $(seq 1 $((${3:-10} * 10))); do
+        grep -qE -- "$2" "$1" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    return 0
+}
 # free_port [OFFSET]: a loopback port no socket uses (nor port + OFFSET: a cluster node's bus),
 # below the kernel's ephemeral range (scripts/test-redis free-port says why). Another test may
 # still bind it first: a caller starting a server there checks the one answering is its own.

@@ -47,6 +47,7 @@ done
 [ "${code%% *}" = 202 ] || fail "the gateway never admitted through the sentinels: $code $(tail -n 3 "$tmp/gw.log")"
 record_worker "$surl" "$q" 1
 grep -q ' first' "$tmp/w" || fail "the worker drained nothing through the sentinels: $(tail -n 3 "$tmp/w.log")"
+wait_log "$tmp/gw.log" 'event=sentinel_subscribed' # made beside the primary's link: may come later
 grep -q 'event=sentinel_subscribed' "$tmp/gw.log" || fail "the gateway did not subscribe to +switch-master"
 
 # ---- kill -9 of the primary under admissions (one POST at a time, for at most 25 s) ----

@@ -99,7 +99,8 @@ post() { # PAYLOAD: answered 202 within 10 s (bounded retries), else the test fa
 post g1
 record_worker "$surl" "$q" 3
 grep -q ' g1' "$tmp/w" || fail "the worker drained nothing over TLS: $(tail -n 3 "$tmp/w.log")"
-for f in gw w; do
+for f in gw w; do # made beside the primary's link: it may come later
+    wait_log "$tmp/$f.log" 'event=sentinel_subscribed'
     grep -q 'event=sentinel_subscribed' "$tmp/$f.log" || fail "$f: no +switch-master subscription"
 done
 
