@@ -144,29 +144,31 @@ local function queue_keys(prefix)
     return set_mt({prefix = prefix}, KEYS_MT)
 end
 
+--[[ Memos of pure functions (the key tables below, the limiter's parsed specs): {map = key ->
+value, n = values kept, max}, read as memo.map[key]. memo_put keeps a value and gives it back; a
+memo holding max starts over, so it never grows past max. ]]
+local function memo_put(memo, key, value)
+    if memo.n >= memo.max then
+        memo.map, memo.n = {}, 0
+    end
+    memo.map[key], memo.n = value, memo.n + 1
+    return value
+end
+
 --[[ The key tables made last, by prefix: a key table is a function of its prefix alone (names,
 never anything read from Redis), so a call takes the one an earlier call made rather than make
 it and its names again (an admission with limits made two and three names: 0.9 us of its 18).
-At most KEYS_CACHE_MAX prefixes; past that it starts over. Its state is local to this block:
-the library's main chunk is at Lua's limit of 200 locals. ]]
+At most 64 prefixes. Its state is local to this block: the library's main chunk is at Lua's
+limit of 200 locals. ]]
 local queue_keys_of
 do
-    local KEYS_CACHE_MAX = 64
-    local keys_cache, keys_cached
+    local keys_memo
     function queue_keys_of(key, name)
         local prefix = string.sub(key, 1, -1 - #KEY_SUFFIX[name])
-        local K = keys_cache[prefix]
-        if not K then
-            K = queue_keys(prefix)
-            if keys_cached >= KEYS_CACHE_MAX then
-                keys_cache, keys_cached = {}, 0
-            end
-            keys_cache[prefix], keys_cached = K, keys_cached + 1
-        end
-        return K
+        return keys_memo.map[prefix] or memo_put(keys_memo, prefix, queue_keys(prefix))
     end
     on_fresh_state(function()
-        keys_cache, keys_cached = {}, 0
+        keys_memo = {map = {}, n = 0, max = 64}
     end)
 end
 

@@ -213,22 +213,18 @@ end
 
 --[[ Parsed specs by their text, so a call does not parse its limits again: a parse is a pure
 function of the text, so keeping it between calls changes no result (and nothing is kept but
-parses: a spec is only read). At most SPEC_CACHE_MAX texts; past that it starts over. ]]
-local SPEC_CACHE_MAX = 256
-local spec_cache, spec_cached
+parses: a spec is only read). At most 256 texts (a memo, see memo_put). ]]
+local spec_memo
 
 -- Spec text s parsed, shared: read it, never write it (or the error reply naming limit i).
 local function limit_spec_parsed(i, s)
-    local c = spec_cache[s]
+    local c = spec_memo.map[s]
     if not c then
         c = limit_spec(i, s)
         if c.err then
             return c
         end
-        if spec_cached >= SPEC_CACHE_MAX then
-            spec_cache, spec_cached = {}, 0
-        end
-        spec_cache[s], spec_cached = c, spec_cached + 1
+        memo_put(spec_memo, s, c)
     end
     return c
 end
@@ -683,7 +679,7 @@ on_fresh_state(function()
     now_n, now_text = nil, ''
     int_format = s_format('%d', 9007199254740992) == '9007199254740992' and '%d' or '%.0f'
     member_score, member0 = nil, ''
-    spec_cache, spec_cached = {}, 0
+    spec_memo = {map = {}, n = 0, max = 256}
     gcra_seen, gcra_seen_n, gcra_writes = {}, 0, 0
     fmt_last = {-1, '', 0, '0', -1, '', -1, ''}
     log_foreign = false

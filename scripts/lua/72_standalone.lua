@@ -234,8 +234,9 @@ local function limit(keys, args)
     end
     local seen = nl > 8 and {} or nil
     local windows, never, logs, nlogs, fixeds, gates = false, nil, w == 1, 0, true, true
+    local parsed = spec_memo.map
     for i = 1, nl do
-        local c = spec_cache[args[i + 1]]
+        local c = parsed[args[i + 1]]
         if not c then
             c = limit_spec_parsed(i, args[i + 1])
             if c.err then
