@@ -5,7 +5,8 @@
 -- keys:  every key name of a queue (queue_keys); the slot check's probes sluice:{Q}:migrating?
 --        and sluice:{Q}:migrating?2, which never exist
 -- state: the initialisers of every module's state (on_fresh_state), run by entry() on a fresh
---        Lua state whichever function runs first; the runtime API (r_call, r_pcall, ...)
+--        Lua state whichever function runs first; the runtime API (r_call, r_pcall, ...); the
+--        key tables made last (a memo by prefix)
 ---------------------------------------------------------------------------------------------------
 
 --[[
@@ -158,7 +159,7 @@ end
 --[[ The key tables made last, by prefix: a key table is a function of its prefix alone (names,
 never anything read from Redis), so a call takes the one an earlier call made rather than make
 it and its names again (an admission with limits made two and three names: 0.9 us of its 18).
-At most 64 prefixes. Its state is local to this block: the library's main chunk is at Lua's
+At most 64 prefixes. Its state is local to this block: the library's main chunk is near Lua's
 limit of 200 locals. ]]
 local queue_keys_of
 do

@@ -108,7 +108,7 @@ local int_format
 the last number limit_fmt was asked for; [3], [4] the last fractional TAT gcra wrote (a key's
 debt after an idle spell is w*T: the same fraction call after call); [5], [6] the last TTL (ms)
 gcra wrote; [7], [8] the last block a window read (a block lasts PRECISION). One table: the
-library's main chunk is at Lua's limit of 200 locals. ]]
+library's main chunk is near Lua's limit of 200 locals. ]]
 local fmt_last
 
 -- An integer (< 2^53) as decimal text. The clock's last reading and the last number asked for
