@@ -280,7 +280,6 @@ function: a thousand keys kept cost every sluice_limit call 1.4 % more instructi
 local GCRA_SEEN_MAX, GCRA_SEEN_RENEW = 32, 10000
 local gcra_seen, gcra_seen_n, gcra_writes
 
-
 local gcra_record
 
 -- A gcra value (or nil): TAT_INT, TAT_FRAC, COUNT, PERIOD_MS, or nil when it is not one.
