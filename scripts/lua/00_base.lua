@@ -5,7 +5,8 @@
 -- keys:  every key name of a queue (queue_keys); the slot check's probes sluice:{Q}:migrating?
 --        and sluice:{Q}:migrating?2, which never exist
 -- state: the initialisers of every module's state (on_fresh_state), run by entry() on a fresh
---        Lua state whichever function runs first; the runtime API (r_call, r_pcall, ...)
+--        Lua state whichever function runs first; the runtime API (r_call, r_pcall, ...); the
+--        key tables made last (a memo by prefix)
 ---------------------------------------------------------------------------------------------------
 
 --[[
@@ -144,8 +145,32 @@ local function queue_keys(prefix)
     return set_mt({prefix = prefix}, KEYS_MT)
 end
 
-local function queue_keys_of(key, name)
-    return queue_keys(string.sub(key, 1, -1 - #KEY_SUFFIX[name]))
+--[[ Memos of pure functions (the key tables below, the limiter's parsed specs): {map = key ->
+value, n = values kept, max}, read as memo.map[key]. memo_put keeps a value and gives it back; a
+memo holding max starts over, so it never grows past max. ]]
+local function memo_put(memo, key, value)
+    if memo.n >= memo.max then
+        memo.map, memo.n = {}, 0
+    end
+    memo.map[key], memo.n = value, memo.n + 1
+    return value
+end
+
+--[[ The key tables made last, by prefix: a key table is a function of its prefix alone (names,
+never anything read from Redis), so a call takes the one an earlier call made rather than make
+it and its names again (an admission with limits made two and three names: 0.9 us of its 18).
+At most 64 prefixes. Its state is local to this block: the library's main chunk is near Lua's
+limit of 200 locals. ]]
+local queue_keys_of
+do
+    local keys_memo
+    function queue_keys_of(key, name)
+        local prefix = string.sub(key, 1, -1 - #KEY_SUFFIX[name])
+        return keys_memo.map[prefix] or memo_put(keys_memo, prefix, queue_keys(prefix))
+    end
+    on_fresh_state(function()
+        keys_memo = {map = {}, n = 0, max = 64}
+    end)
 end
 
 --[[ Keys a function derives, and slot migrations. KEYS holds the keys a client names (stream,

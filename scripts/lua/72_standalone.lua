@@ -137,16 +137,18 @@ local function fixed_limits(cs, keys, nl, w, now)
     return {1, 0, rem, 0, m_ceil(full / 1000)}
 end
 
---[[ sluice_limit's call of gates only: the general path's answer, without its states. Each gate
-found open is closed at once (SET NX GET PX, the one command of the common case, where a check
-and a record take PTTL and SET) and opened again (DEL) when a limit refuses, so a refused call
-leaves every key as it found it. A key found holding '1' is asked its PTTL (closed while it has
-one); a key without a TTL, or holding anything else, reads as an open gate as in gate_check
-and is overwritten when the call passes. ]]
+--[[ sluice_limit's call of gates only: the general path's answer, without its states. A gate is
+closed while its key holds '1' with a TTL; a key without a TTL, or holding anything else, reads
+as an open gate as in gate_check and is overwritten when the call passes. One gate is closed at
+once when open (SET NX GET PX, the one command of the common case, where a check and a record take
+PTTL and SET; a key found holding '1' is asked its PTTL). Several are read first (PTTL, and GET
+of a key that has one) and closed (SET PX) when all are open: a refused call writes nothing and
+undoes nothing (closing each at once took a SET and a DEL for every open gate of a refused call,
+and a call of several gates is refused more often than one of one). ]]
 local function gate_limits(cs, keys, nl, w)
-    local made, redo = fixed_added, fixed_live -- the keys SET made; the texts to write over
+    local redo = fixed_live -- the texts to write, when the call passes
     if nl > LIMIT_SCRATCH_MAX then
-        made, redo = {}, {}
+        redo = {}
     end
     local ok, by, retry, full = true, 0, 0, 0
     for i = 1, nl do
@@ -156,31 +158,31 @@ local function gate_limits(cs, keys, nl, w)
             ms = limit_ceil_ratio(w, c.p_ms, c.n)
             text = limit_fmt(ms)
         end
-        local v = r_pcall('SET', key, '1', 'NX', 'GET', 'PX', text)
-        made[i], redo[i] = not v, false
-        if v == '1' then
-            local ttl = r_call('PTTL', key)
-            if ttl < 0 then
-                redo[i] = text
-            else -- closed: retry-after PTTL + 1 ms (Redis expires a key after its time)
-                ok = false
-                if by == 0 or ttl + 1 > retry then
-                    by, retry = i, ttl + 1
-                end
+        local ttl = -1
+        if nl == 1 then
+            local v = r_pcall('SET', key, '1', 'NX', 'GET', 'PX', text)
+            if v == '1' then
+                ttl = r_call('PTTL', key)
             end
-        elseif v then -- another value, or another type (WRONGTYPE): an open gate
+            redo[i] = v and text -- none: the SET made it
+        else
+            ttl = r_call('PTTL', key)
+            if ttl >= 0 and r_pcall('GET', key) ~= '1' then -- another value or type: open
+                ttl = -1
+            end
             redo[i] = text
+        end
+        if ttl >= 0 then -- closed: retry-after PTTL + 1 ms (Redis expires a key after its time)
+            ok = false
+            if by == 0 or ttl + 1 > retry then
+                by, retry = i, ttl + 1
+            end
         end
         if ms > full then
             full = ms
         end
     end
     if not ok then -- remaining 0 (a gate is closed); full again when the last one opens
-        for i = 1, nl do
-            if made[i] then
-                r_call('DEL', keys[i])
-            end
-        end
         return {0, by, 0, retry, retry}
     end
     for i = 1, nl do
@@ -232,8 +234,9 @@ local function limit(keys, args)
     end
     local seen = nl > 8 and {} or nil
     local windows, never, logs, nlogs, fixeds, gates = false, nil, w == 1, 0, true, true
+    local parsed = spec_memo.map
     for i = 1, nl do
-        local c = spec_cache[args[i + 1]]
+        local c = parsed[args[i + 1]]
         if not c then
             c = limit_spec_parsed(i, args[i + 1])
             if c.err then

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # sluice_limit's shortcuts answer as its general path does: a call of fixed limits only (checked
-# without per-limit states) and a call of gate limits only (SET NX GET, no TIME read) give, call
+# without per-limit states) and a call of gate limits only (no TIME read) give, call
 # after call, the replies the same limits give on twin keys in a call the general path serves
 # (the same limits and one gcra limit that never binds and is full again within 1 ms).
 . "$(dirname "$0")/lib.sh"
@@ -92,4 +92,12 @@ for k in "$ns:g4:2" "$ns:g4:g:2"; do rcli HSET "$k" a 1 >/dev/null; done
 out=$(twin gate g4 2 gate:5:1000 gate:5:1000)
 [ "$out" = 1 ] && [ "$(rcli PTTL "$ns:g4:1")" -gt 0 ] && [ "$(rcli TYPE "$ns:g4:2")" = string ] &&
     [ "$(rcli PTTL "$ns:g4:2")" -gt 0 ] || fail "gate over a key without TTL or a hash: $out"
+# refused by the second of two gates: the first, open, stays open (a call of several gates reads
+# them all before it closes any); one gate over a key holding '1' without a TTL is closed
+for k in "$ns:g5:2" "$ns:g5:g:2"; do rcli SET "$k" 1 PX 3600000 >/dev/null; done
+out=$(twin gate g5 1 gate:5:1000 gate:1:3600000)
+[ "$out" = 0 ] && [ "$(rcli EXISTS "$ns:g5:1" "$ns:g5:g:1")" = 0 ] || fail "gate refused by the second: $out"
+for k in "$ns:g6:1" "$ns:g6:g:1"; do rcli SET "$k" 1 >/dev/null; done
+out=$(twin gate g6 1 gate:5:1000)$(twin gate g6 1 gate:5:1000)
+[ "$out" = 10 ] && [ "$(rcli PTTL "$ns:g6:1")" -gt 0 ] || fail "one gate over a key without TTL: $out"
 echo "test_limit_paths: ok"
