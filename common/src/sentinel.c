@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sluice/log.h"
 #include "sluice/sentinel.h"
 #include "sluice/status.h"
 
@@ -34,6 +35,38 @@ static int port_of(const char *s, size_t len) {
     return port <= 65535 ? port : 0;
 }
 
+/* The first byte of a host a sentinel named that no host name or IP address has (anything but
+ * letters, digits, '.', '-', '_' and the ':' of IPv6), or -1: such a host would be connected to
+ * cut short at a NUL, or break the log lines that name it. */
+static long bad_host_byte(const char *s, size_t len) {
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '-' || c == '_' || c == ':')) {
+            return (long)i;
+        }
+    }
+    return -1;
+}
+
+/* Why the address named (host h, port p) is none, into why. */
+static void not_an_address(const redisReply *h, const redisReply *p, size_t hostlen, char *why,
+                           size_t whylen) {
+    static const char what[] = "SENTINEL GET-MASTER-ADDR-BY-NAME: not an address";
+    char text[80], q[sizeof(text) * 4 + 3];
+    long bad = bad_host_byte(h->str, h->len);
+    if (h->len == 0 || h->len >= hostlen) {
+        snprintf(why, whylen, "%s (a host of %zu bytes)", what, h->len);
+    } else if (bad >= 0) {
+        snprintf(text, sizeof(text), "%.*s", (int)h->len, h->str); /* up to a NUL */
+        snprintf(why, whylen, "%s (host %s: byte %ld is 0x%02x)", what,
+                 sluice_log_q(text, q, sizeof(q)), bad, (unsigned char)h->str[bad]);
+    } else {
+        snprintf(text, sizeof(text), "%.*s", (int)p->len, p->str);
+        snprintf(why, whylen, "%s (port %s)", what, sluice_log_q(text, q, sizeof(q)));
+    }
+}
+
 int sluice__sentinel_addr_reply(const redisReply *r, char *host, size_t hostlen, int *port,
                                 char *why, size_t whylen) {
     if (r->type == REDIS_REPLY_NIL || (r->type == REDIS_REPLY_ARRAY && r->elements == 0)) {
@@ -46,10 +79,14 @@ int sluice__sentinel_addr_reply(const redisReply *r, char *host, size_t hostlen,
     }
     int p = 0;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING ||
-        r->element[0]->len == 0 || r->element[0]->len >= hostlen ||
-        (p = port_of(r->element[1]->str, r->element[1]->len)) == 0) {
+        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING) {
         snprintf(why, whylen, "SENTINEL GET-MASTER-ADDR-BY-NAME: not an address");
+        return SLUICE_SENTINEL_REFUSED;
+    }
+    if (r->element[0]->len == 0 || r->element[0]->len >= hostlen ||
+        bad_host_byte(r->element[0]->str, r->element[0]->len) >= 0 ||
+        (p = port_of(r->element[1]->str, r->element[1]->len)) == 0) {
+        not_an_address(r->element[0], r->element[1], hostlen, why, whylen);
         return SLUICE_SENTINEL_REFUSED;
     }
     snprintf(host, hostlen, "%s", r->element[0]->str);
@@ -108,7 +145,8 @@ int sluice__sentinel_switch_parse(const char *msg, size_t len, const char *maste
         }
         n++;
     }
-    if (n != 5 || port_of(w[4], wl[4]) == 0 || wl[3] >= hostlen) {
+    if (n != 5 || port_of(w[4], wl[4]) == 0 || wl[3] >= hostlen ||
+        bad_host_byte(w[3], wl[3]) >= 0) {
         return -1;
     }
     if (wl[0] != strlen(master) || memcmp(w[0], master, wl[0]) != 0) {

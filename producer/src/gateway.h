@@ -85,10 +85,11 @@ typedef struct gw_discovery {
     unsigned ticks;
     uint64_t started_ms;
     char cursor[32];
-    /* on a cluster: the slot of a connection to each primary of the round (gw_conns_primaries),
-       the one being scanned, and whether a node could not be scanned whole (unseen queues are
-       then kept, and the next round comes a second later, GW_DISCOVER_RETRIES times) */
-    int slots[SLUICE_CLUSTER_NODES_MAX];
+    /* on a cluster: the name "-N" (N here) of a queue whose slot's connection scans each
+       primary of the round (gw_conns_primaries), the one being scanned, and whether a node
+       could not be scanned whole (unseen queues are then kept, and the next round comes a
+       second later, GW_DISCOVER_RETRIES times) */
+    int names[SLUICE_CLUSTER_NODES_MAX];
     int nnodes, node;
     int incomplete, retries;
     int map_slots; /* the cluster answered CLUSTER SHARDS with an error: CLUSTER SLOTS */
@@ -208,8 +209,9 @@ int gw_conns_open(gw_server *s, const sluice_url *u);
  * when out of memory or stopped. */
 sluice_aconn *gw_conn_for(gw_server *s, const char *queue);
 /* On a cluster: a connection to each primary of m (the set's connection of a slot it serves,
- * opened now when there was none); its slot in slots. Returns how many. */
-int gw_conns_primaries(gw_server *s, const sluice_cluster_map *m, int *slots);
+ * opened now when there was none): N of the name "-N" whose slot it is in names. Returns how
+ * many. */
+int gw_conns_primaries(gw_server *s, const sluice_cluster_map *m, int *names);
 /* Once a second: on a cluster, the connections of the partitions the sampler has seen. */
 void gw_conns_tick(gw_server *s);
 /* Closes them all and wipes the URL kept (idempotent). */

@@ -78,7 +78,7 @@ sluice_aconn *gw_conn_for(gw_server *s, const char *queue) {
 /* Names "-0", "-1", ... are tried (at most this many) for a slot of each primary. */
 #define PRIMARY_NAME_TRIES 100000
 
-int gw_conns_primaries(gw_server *s, const sluice_cluster_map *m, int *slots) {
+int gw_conns_primaries(gw_server *s, const sluice_cluster_map *m, int *names) {
     int picked[SLUICE_CLUSTER_NODES_MAX] = {0};
     int n = 0;
     char name[16];
@@ -91,7 +91,7 @@ int gw_conns_primaries(gw_server *s, const sluice_cluster_map *m, int *slots) {
         }
         picked[node] = 1;
         if (gw_conn_for(s, name) != NULL) {
-            slots[n++] = slot;
+            names[n++] = i;
         }
     }
     return n;

@@ -6,10 +6,12 @@
  * have a meta hash (every queue a producer or sluice-admin configured): on one server on the
  * console's connection; on a Redis Cluster (SCAN is a node's) on every primary in turn, each
  * through the set's connection of a slot it serves, the primaries read from CLUSTER SHARDS
- * (CLUSTER SLOTS before Redis 7) at the start of each round. Each node's scan is bounded to
- * SCAN_CALLS calls of COUNT SCAN_COUNT and SCAN_MS of time, the list to GW_DISCOVER_MAX queues;
- * a queue no longer seen in a whole round is dropped (not after a round that could not scan a
- * node: that round is made again at the next second, GW_DISCOVER_RETRIES times). Every second
+ * (CLUSTER SLOTS before Redis 7) at the start of each round, a read of a key of that slot before
+ * the SCAN so that the connection follows the slot to its owner of the moment. Each node's scan
+ * is bounded to SCAN_CALLS calls of COUNT SCAN_COUNT and SCAN_MS of time, the list to
+ * GW_DISCOVER_MAX queues; a queue no longer seen in a whole round is dropped (not after a round
+ * that could not scan a node: that round is made again at the next second, GW_DISCOVER_RETRIES
+ * times). Every second
  * each discovered queue's figures are read with the queue-figures commands (sluice/figures.h:
  * one meaning for every reader), pipelined on the connection of its slot (gw_conn_for), into
  * the "discovered" list of GET /v1/queues. Partitions (Q~N) are left out: their queue is
@@ -93,17 +95,69 @@ static void round_end(gw_server *s) {
     }
 }
 
+/* On a cluster: the name "-N" whose slot's connection scans the round's node d->node. */
+static void node_name(const gw_discovery *d, char *name, size_t len) {
+    snprintf(name, len, "-%d", d->names[d->node]);
+}
+
 /* The connection the round's node d->node is scanned on: on one server the console's; on a
  * cluster the set's connection to that primary. NULL past the last node or once stopped. */
 static sluice_aconn *scan_conn(gw_server *s) {
     gw_discovery *d = &s->dash.disc;
+    char name[16];
     if (d->node >= d->nnodes) {
         return NULL;
     }
-    return s->dash.by_slot != NULL ? s->dash.by_slot[d->slots[d->node]] : s->dash.console;
+    if (s->dash.by_slot == NULL) {
+        return s->dash.console;
+    }
+    node_name(d, name, sizeof(name));
+    return gw_conn_for(s, name);
 }
 
 static void scan_next(gw_server *s);
+static void node_failed(gw_server *s);
+
+/* A reply of the round's says the gateway stops: the round ends (1). */
+static int stopping(gw_server *s, int status) {
+    if (status != SLUICE_ECANCELED && s->dash.console != NULL) {
+        return 0;
+    }
+    s->dash.disc.incomplete = 1;
+    round_end(s);
+    return 1;
+}
+
+static void on_probe(sluice_aconn *ac, int status, int sent, struct redisReply *r, void *arg) {
+    gw_server *s = arg;
+    (void)ac, (void)sent, (void)r;
+    if (stopping(s, status)) {
+        return;
+    }
+    if (status != 0) {
+        node_failed(s);
+    } else {
+        scan_next(s);
+    }
+}
+
+/*
+ * On a cluster a connection stays on the node it found its slot on until a call naming a key
+ * hears MOVED, and SCAN names none: after the slot moved (a migration, a failover it has not
+ * heard of) it would scan the old node again and never the new owner. A read of a key of its
+ * slot goes first and makes it follow the slot, so the SCAN goes to the node the map names.
+ * 0, or -1 when it could not be sent.
+ */
+static int probe(gw_server *s) {
+    sluice_keys k;
+    char name[16];
+    node_name(&s->dash.disc, name, sizeof(name));
+    if (sluice_keys_init(&k, name, NULL, 0) != 0) {
+        return -1;
+    }
+    const char *argv[] = {"EXISTS", k.meta};
+    return sluice_aconn_command(scan_conn(s), 2, argv, NULL, 0, on_probe, s) == 0 ? 0 : -1;
+}
 
 /* Scans node d->node from cursor 0, or the next one that is up; ends the round after the last.
  * The bounds (SCAN_CALLS, SCAN_MS) are each node's. */
@@ -114,7 +168,11 @@ static void node_start(gw_server *s) {
             d->calls = 0;
             d->started_ms = uv_now(s->loop);
             snprintf(d->cursor, sizeof(d->cursor), "0");
-            scan_next(s);
+            if (s->dash.by_slot == NULL) {
+                scan_next(s);
+            } else if (probe(s) != 0) {
+                node_failed(s);
+            }
             return;
         }
         d->incomplete = 1;
@@ -133,9 +191,7 @@ static void on_scan(sluice_aconn *ac, int status, int sent, struct redisReply *r
     gw_server *s = arg;
     gw_discovery *d = &s->dash.disc;
     (void)ac, (void)sent;
-    if (status == SLUICE_ECANCELED || s->dash.console == NULL) {
-        d->incomplete = 1; /* stopping */
-        round_end(s);
+    if (stopping(s, status)) {
         return;
     }
     if (status != 0 || r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
@@ -193,7 +249,7 @@ static void on_map(sluice_aconn *ac, int status, int sent, struct redisReply *r,
         round_end(s);
         return;
     }
-    d->nnodes = gw_conns_primaries(s, m, d->slots);
+    d->nnodes = gw_conns_primaries(s, m, d->names);
     d->incomplete = d->nnodes < m->nnodes;
     free(m);
     node_start(s);

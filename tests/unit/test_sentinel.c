@@ -12,16 +12,20 @@
 #include "sluice/sentinel.h"
 #include "sluice/status.h"
 
-/* The reply hiredis reads from RESP text (freed by the caller). */
-static redisReply *parse(const char *resp) {
+/* The reply hiredis reads from len bytes of RESP (freed by the caller). */
+static redisReply *parse_n(const char *resp, size_t len) {
     redisReader *rd = redisReaderCreate();
     CHECK(rd != NULL);
-    CHECK_EQ(redisReaderFeed(rd, resp, strlen(resp)), REDIS_OK);
+    CHECK_EQ(redisReaderFeed(rd, resp, len), REDIS_OK);
     void *r = NULL;
     CHECK_EQ(redisReaderGetReply(rd, &r), REDIS_OK);
     CHECK(r != NULL);
     redisReaderFree(rd);
     return r;
+}
+
+static redisReply *parse(const char *resp) {
+    return parse_n(resp, strlen(resp));
 }
 
 static void test_auth(void) {
@@ -80,6 +84,30 @@ static void test_addr(void) {
         CHECK_EQ(port, -1);
         freeReplyObject(r);
     }
+    /* a host with a byte no host name or IP address has (a space, CR LF, a NUL that would cut
+     * it short) is no address, the value named in the reason */
+    static const struct {
+        const char *resp;
+        size_t len;
+        const char *why;
+    } odd[] = {
+        {"*2\r\n$7\r\nfoo bar\r\n$4\r\n6379\r\n", 27,
+         "not an address (host \"foo bar\": byte 3 is 0x20)"},
+        {"*2\r\n$5\r\na\r\nbc\r\n$4\r\n6379\r\n", 25,
+         "not an address (host \"a\\x0d\\nbc\": byte 1 is 0x0d)"},
+        {"*2\r\n$11\r\n127.0.0.1\0x\r\n$4\r\n6379\r\n", 32,
+         "not an address (host \"127.0.0.1\": byte 9 is 0x00)"},
+        {"*2\r\n$1\r\nh\r\n$5\r\n70000\r\n", 22, "not an address (port \"70000\")"},
+    };
+    for (size_t i = 0; i < sizeof(odd) / sizeof(odd[0]); i++) {
+        r = parse_n(odd[i].resp, odd[i].len);
+        port = -1;
+        CHECK_EQ(sluice__sentinel_addr_reply(r, host, sizeof(host), &port, why, sizeof(why)),
+                 SLUICE_SENTINEL_REFUSED);
+        CHECK_STREQ(why + strlen("SENTINEL GET-MASTER-ADDR-BY-NAME: "), odd[i].why);
+        CHECK_EQ(port, -1);
+        freeReplyObject(r);
+    }
     /* a host longer than the buffer is no address, never cut short */
     r = parse("*2\r\n$9\r\n127.0.0.1\r\n$4\r\n6380\r\n");
     CHECK_EQ(sluice__sentinel_addr_reply(r, host, 9, &port, why, sizeof(why)),
@@ -134,8 +162,13 @@ static void test_switch(void) {
     CHECK_EQ(port, 6380);
     CHECK_EQ(sluice__sentinel_switch_parse(m, strlen(m), "other", host, sizeof(host), &port), 0);
     CHECK_EQ(sluice__sentinel_switch_parse(m, strlen(m), "mymaste", host, sizeof(host), &port), 0);
-    static const char *const bad[] = {"", "mymaster 1 2 3", "mymaster a 1 b 2 c",
-                                      "mymaster a 1 b x", "mymaster a 1 b 99999"};
+    static const char *const bad[] = {"",
+                                      "mymaster 1 2 3",
+                                      "mymaster a 1 b 2 c",
+                                      "mymaster a 1 b x",
+                                      "mymaster a 1 b 99999",
+                                      "mymaster a 1 b\r\nx 2",
+                                      "mymaster a 1 b\"c 2"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         CHECK_EQ(sluice__sentinel_switch_parse(bad[i], strlen(bad[i]), "mymaster", host,
                                                sizeof(host), &port),
