@@ -327,6 +327,13 @@ static int parse_seed(sluice_url *u, const char *s, int default_port, size_t *us
         }
         n += 1 + len;
     }
+    for (int i = 0; i < u->nseeds; i++) { /* a node named twice: a typo, another port meant */
+        if (u->seeds[i].port == u->port && strcasecmp(u->seeds[i].host, u->host) == 0) {
+            int v6 = strchr(u->host, ':') != NULL;
+            return url_fail(e, "seed %d (%s%s%s:%d) is seed %d again", u->nseeds + 1, v6 ? "[" : "",
+                            u->host, v6 ? "]" : "", u->port, i + 1);
+        }
+    }
     sluice_url_seed *seed = &u->seeds[u->nseeds++];
     memcpy(seed->host, u->host, sizeof(seed->host));
     seed->port = u->port;

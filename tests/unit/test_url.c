@@ -174,6 +174,7 @@ static void test_cluster(void) {
     PARSE_BAD("redis+cluster://a:7000,", "seed 2 is empty (a comma at the end)");
     PARSE_BAD("redis+cluster://a:7000,,b:7001", "seed 2 is empty (two commas in a row)");
     PARSE_BAD("redis+cluster://a:1,b:2,,c:3", "seed 3 is empty (two commas in a row)");
+    PARSE_BAD("redis+cluster://a:7000,b:7001,A:7000", "seed 3 (A:7000) is seed 1 again");
     /* an IPv6 address without brackets: the bracketed form to write */
     PARSE_BAD("redis+cluster://::1:7000", "host \"::1:7000\" looks like an IPv6 address: write it "
                                           "in brackets, as in [::1]:7000");
@@ -329,6 +330,10 @@ static void test_sentinel(void) {
     PARSE_BAD("rediss+sentinel://s1/?db=1", "a rediss+sentinel:// URL needs the master's name");
     PARSE_BAD("redis+sentinel:///m", "empty host");
     PARSE_BAD("redis+sentinel://s1,,s2/m", "seed 2 is empty");
+    /* a sentinel named twice is a typo (another port meant), not a second sentinel */
+    PARSE_BAD("redis+sentinel://s1,s2:26380,s1:26379/m", "seed 3 (s1:26379) is seed 1 again");
+    PARSE_BAD("redis+sentinel://[::1]:26381,S1,[::1]:26381/m",
+              "seed 3 ([::1]:26381) is seed 1 again");
     PARSE_BAD("redis+sentinel://s1:0/m", "port 0 is out of range 1..65535");
     PARSE_BAD("redis+sentinel://s1/m/2", "unexpected \"/2\" after the master name (a db is given "
                                          "as ?db=N)");
