@@ -18,7 +18,10 @@
  * the link go once the calls sent on it are answered, and connects again at once.
  * - +switch-master: a pub/sub connection to one sentinel (the next when it breaks) hears each
  *   failover. The link to the old primary is let go of the same way, at once when nothing is
- *   pending on it, and the new primary is connected to without waiting for a backoff.
+ *   pending on it, and the new primary is connected to without waiting for a backoff. The
+ *   subscription is checked: a PING every SUB_PING_MS; one (or SUBSCRIBE) unanswered within
+ *   SUB_DEADLINE_MS (a frozen sentinel: the socket stays up, nothing comes back) lets the link go
+ *   and subscribes through the next sentinel, as a lost link does.
  * A lost link is a failure as on one server: the calls in flight on it fail (outcome unknown
  * when written), and the next attempt asks the sentinels again. The decisions on the
  * sentinels' answers are sentinel.c's, shared with the blocking router (conn_sentinel.c).
@@ -45,6 +48,11 @@
  * this pause (ms); after a whole round of sentinels has failed, after SUB_PAUSE_MS. */
 #define SUB_RETRY_MS 100
 #define SUB_PAUSE_MS 1000
+/* The subscription's liveness: a PING every SUB_PING_MS (in RESP2 subscribe mode answered
+ * ["pong", ""], handed to the PING's request by the transport since it waits for a reply); no
+ * answer to it, or to SUBSCRIBE, within SUB_DEADLINE_MS: the sentinel is taken for gone. */
+#define SUB_PING_MS     2000
+#define SUB_DEADLINE_MS 3000
 
 /* Why a call held for the next primary failed at its deadline. */
 #define HELD_LATE "the new primary was not ready in time"
@@ -73,8 +81,9 @@ struct sluice__uvsentinel {
     char why[320]; /* why the link is let go of */
     /* the +switch-master subscription */
     sluice__uvlink *sub;
-    uv_timer_t sub_timer;
+    uv_timer_t sub_timer; /* the pause before the next SUBSCRIBE; while subscribed, the check */
     int sub_next, sub_fails;
+    int sub_waiting; /* SUBSCRIBE or the last PING unanswered */
 };
 
 /* ---------------------------------------------------------------------------------------- */
@@ -132,7 +141,7 @@ static void let_go(sluice__uvlink **lp) {
 }
 
 /* What a request on a link to a sentinel is: the privdata its reply comes back with. */
-static char tag_auth, tag_addr, tag_sub;
+static char tag_auth, tag_addr, tag_sub, tag_ping;
 
 static const sluice_url_seed *asked_seed(const uvsent *s);
 static void ask_failed(uvsent *s, int res, const char *why);
@@ -140,6 +149,7 @@ static void sub_later(uvsent *s);
 static void on_auth(uvsent *s, sluice__uvlink *l, redisReply *r);
 static void on_addr(uvsent *s, redisReply *r);
 static void on_sub_message(uvsent *s, redisReply *r);
+static void sub_alive(uvsent *s);
 
 /* The link broke or could not be made (status, reason in l->errstr): the question goes to the
  * next sentinel, the subscription waits and moves to the next. */
@@ -183,6 +193,13 @@ static void side_reply(sluice__uvlink *l, redisReply *r, void *privdata) {
         on_addr(s, r);
     } else if (privdata == &tag_sub) {
         on_sub_message(s, r);
+    } else if (privdata == &tag_ping) {
+        sub_alive(s);
+        /* a message sent before the pong is handed to the PING (the pong then comes as a push,
+         * ignored); an error (PING refused) is an answer all the same */
+        if (r->type != REDIS_REPLY_ERROR) {
+            on_sub_message(s, r);
+        }
     }
 }
 
@@ -417,6 +434,35 @@ static void on_sub_timer(uv_timer_t *t) {
     sub_start(t->data);
 }
 
+/* While subscribed: a PING is due, or the deadline of the last one (or of SUBSCRIBE) passed. */
+static void on_sub_check(uv_timer_t *t) {
+    uvsent *s = t->data;
+    if (s->sub == NULL || s->closing) {
+        return;
+    }
+    const char *argv[] = {"PING"};
+    if (s->sub_waiting || side_send(s->sub, 1, argv, &tag_ping) != 0) {
+        const sluice_url_seed *seed = &s->c->url.seeds[s->sub_next];
+        char why[64] = "out of memory", q[128];
+        if (s->sub_waiting) {
+            snprintf(why, sizeof(why), "no answer within %d ms", SUB_DEADLINE_MS);
+        }
+        SLUICE_LOG(SLUICE_LOG_WARN, "event=sentinel_unsubscribed conn=%s sentinel=%s:%d detail=%s",
+                   s->c->name, seed->host, seed->port, sluice_log_q(why, q, sizeof(q)));
+        let_go(&s->sub);
+        sub_later(s);
+        return;
+    }
+    s->sub_waiting = 1;
+    uv_timer_start(&s->sub_timer, on_sub_check, SUB_DEADLINE_MS, 0);
+}
+
+/* The subscribed sentinel answered: the next PING in SUB_PING_MS. */
+static void sub_alive(uvsent *s) {
+    s->sub_waiting = 0;
+    uv_timer_start(&s->sub_timer, on_sub_check, SUB_PING_MS, 0);
+}
+
 /* The subscription is lost: again on the next sentinel, after a pause. */
 static void sub_later(uvsent *s) {
     int n = s->c->url.nseeds;
@@ -451,6 +497,7 @@ static void on_sub_message(uvsent *s, redisReply *r) {
                    "sentinel=%s:%d",
                    s->c->name, seed->host, seed->port);
         s->sub_fails = 0;
+        sub_alive(s);
     } else if (strcmp(r->element[0]->str, "message") == 0 &&
                r->element[2]->type == REDIS_REPLY_STRING) {
         switch_master(s, r->element[2]->str, r->element[2]->len);
@@ -467,7 +514,10 @@ static void sub_start(uvsent *s) {
     s->sub = open_link(s, &s->c->url.seeds[s->sub_next], 2, argv, &tag_sub, why, sizeof(why));
     if (s->sub == NULL) {
         sub_later(s);
+        return;
     }
+    s->sub_waiting = 1; /* SUBSCRIBE answered within the deadline, or the next sentinel */
+    uv_timer_start(&s->sub_timer, on_sub_check, SUB_DEADLINE_MS, 0);
 }
 
 /* ---------------------------------------------------------------------------------------- */

@@ -6,7 +6,8 @@
  * a reply callback waits for its return and hands the rest NULL, the server closing or sending
  * a reply nobody asked for (a refusal of a new connection) fails the link with the reason unless
  * the owner takes such replies (a `push` hook: a subscription's messages after SUBSCRIBE's own
- * reply go there in order, the link stays up, a free asked for inside one waits for its return),
+ * reply go there in order, the link stays up, a later request still gets its own reply, a free
+ * asked for inside one waits for its return),
  * a missing socket fails the open. (TLS under the same transport: test_tls_async.sh against a real
  * server.)
  */
@@ -208,7 +209,8 @@ static void test_reply_to_nothing(int lfd) {
 }
 
 /* With a push hook: the first reply answers the request, the ones after it are pushed in order
- * (the link stays up); the link is freed from inside the second push, the third never seen. */
+ * (the link stays up), a reply while a later request waits is that request's; the link is freed
+ * from inside the second push, the third never seen. */
 static void test_push(int lfd) {
     int peer;
     sluice__uvlink *l = connect_link(lfd, &peer, &push_hooks);
@@ -223,11 +225,19 @@ static void test_push(int lfd) {
     CHECK_STREQ(ev.pushed[0], "m1");
     CHECK_EQ(ev.disconnected, 0);
     CHECK_EQ(l->stage, SLUICE__UVLINK_UP);
+    /* a request after the pushes (a PING on the subscription): its reply is its own */
+    CHECK_EQ(sluice__uvlink_append(l, "P", 1, (void *)6), 0);
+    peer_read(peer, &c, 1);
+    peer_write(peer, "+pong\r\n");
+    run_until(&ev.nreplies, 2);
+    CHECK_EQ(ev.privdata[1], 6);
+    CHECK_STREQ(ev.text[1], "pong");
+    CHECK_EQ(ev.npushed, 1);
     peer_write(peer, "+m2\r\n+m3\r\n");
     run_until(&ev.closed, 1);
     CHECK_EQ(ev.npushed, 2);
     CHECK_STREQ(ev.pushed[1], "m2");
-    CHECK_EQ(ev.nreplies, 1);
+    CHECK_EQ(ev.nreplies, 2);
     CHECK_EQ(ev.disconnected, 1);
     CHECK_EQ(ev.lost_status, 0); /* freed by its owner: no failure */
     close(peer);
