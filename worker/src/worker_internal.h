@@ -111,7 +111,7 @@ struct sluice_worker {
     int tally_joined;                  /* counted in the tally's workers */
     char cursor[SLUICE_STREAM_ID_MAX]; /* XAUTOCLAIM cursor */
     /* pacing (stream backend): a queue with drain limits (meta `drain` > 0) is read through
-     * sluice_take, which reserves rate before it reads */
+     * sluice_take's reserve form, which grants rate before the worker reads (XREADGROUP) */
     int paced;         /* the last answer of meta `drain`: reads go through sluice_take */
     int paced_known;   /* that answer came (the first read waits for it) */
     int pace_checking; /* HMGET meta drain ... paused outstanding */
