@@ -102,13 +102,14 @@ local function lim_check(lim, key, w, now, st)
 end
 
 -- Counts w units in state st (checked for them by lim_check); a window's hash lives as long as
--- its window needs.
+-- its window needs. Returns what the record returned (gcra: the value written; see the refunds).
 local function lim_record(st, now, w)
     local c, key = st.lim.spec, st.key
-    c.record(c, st, key, w, now)
+    local v = c.record(c, st, key, w, now)
     if c.alg == 'window' and st.ttl ~= TTL_KEPT then
         window_expire(key, window_ttl(c, st, now), st.ttl)
     end
+    return v
 end
 
 --[[ The limits of one admission batch, counted per state key: each key is read once (how many

@@ -111,7 +111,7 @@ struct sluice_worker {
     int tally_joined;                  /* counted in the tally's workers */
     char cursor[SLUICE_STREAM_ID_MAX]; /* XAUTOCLAIM cursor */
     /* pacing (stream backend): a queue with drain limits (meta `drain` > 0) is read through
-     * sluice_take, which reserves rate before it reads */
+     * sluice_take's reserve form, which grants rate before the worker reads (XREADGROUP) */
     int paced;         /* the last answer of meta `drain`: reads go through sluice_take */
     int paced_known;   /* that answer came (the first read waits for it) */
     int pace_checking; /* HMGET meta drain ... paused outstanding */
@@ -126,6 +126,10 @@ struct sluice_worker {
     int reclaim_first;      /* a pass held by the drain rates takes the next allowance */
     int pace_block;         /* sluice_take found nothing: XREAD BLOCK on pace_last_id next */
     char pace_last_id[SLUICE_STREAM_ID_MAX];
+    /* the reservation being read (sluice_take 'reserve'): its grant and token, for the refund
+     * of what the read did not get ('' when the token was longer: nothing is given back) */
+    long long pace_grant;
+    char pace_token[1024];
     /* fair queues (meta `fair`, or tenant lanes still holding entries): reads go through
      * sluice_fair_take; an idle worker waits with BLPOP on sluice:{Q}:wake */
     int fair;
