@@ -25,26 +25,36 @@ local INFLIGHT_POLL_MS = 1000
 local LIMIT_NAME_PATTERN = '^[%w_%.%-]+$'
 
 --[[ The limits of a queue as they were last read, by the scopes asked for and the limits key:
-{raw = the HGETALL reply, out = the list made of it}. A read that gets the same reply (the
-same strings, compared as Lua compares strings: by content) takes the same list, so the
-hash is read on every call but parsed and sorted only when it changed. At most
-QUEUE_LIMITS_MAX keys; past that it starts over. ]]
+{raw = the HGETALL reply, out = the list made of it, v = meta `limits_v` then, t = when (us)}.
+sluice_limits_config, the only writer of the hash, sets meta `limits_v` to a new value (Redis's
+time in us, as text) with every change: a call that finds the version it read with the list,
+within a second of that read, takes the list without reading the hash (one HGET of the version
+instead of the HGETALL). Else (a queue configured before the version, a call without the time,
+a second gone by) the hash is read; a read that gets the same reply (the same strings, compared
+as Lua compares strings: by content) takes the same list, so it is parsed and sorted only when
+it changed. A hash written directly, not through the function, is so seen within a second. At
+most QUEUE_LIMITS_MAX keys; past that it starts over. ]]
 local QUEUE_LIMITS_MAX = 64
 local queue_limits_cache, queue_limits_cached -- (set by this module's initialiser)
 
 -- The limits of a queue in `scopes`: {{name, scope, spec table, key}, ...} in name order (an
 -- `inflight` or `inflight-tenant` limit's spec is its count: {n = N}, its key ''; a rate's key
 -- is the prefix of its state keys (K:qlim), the value follows). Shared between calls: read
--- it, never write it.
-local function queue_limits(K, scopes)
+-- it, never write it. `now`: Redis's time in us (now_us()), or nil to read the hash whatever
+-- the version says.
+local function queue_limits(K, scopes, now)
     local limits_key = K.limits
-    local raw = r_call('HGETALL', limits_key)
     local by_scopes = queue_limits_cache[scopes]
     if not by_scopes then
         by_scopes = {}
         queue_limits_cache[scopes] = by_scopes
     end
     local hit = by_scopes[limits_key]
+    local v = r_call('HGET', K.meta, 'limits_v') or false
+    if hit and v and hit.v == v and now and now >= hit.t and now - hit.t < 1000000 then
+        return hit.out
+    end
+    local raw = r_call('HGETALL', limits_key)
     if hit and #hit.raw == #raw then
         local same, old = true, hit.raw
         for i = 1, #raw do
@@ -54,6 +64,7 @@ local function queue_limits(K, scopes)
             end
         end
         if same then
+            hit.v, hit.t = v, now or -math.huge
             return hit.out
         end
     end
@@ -83,7 +94,7 @@ local function queue_limits(K, scopes)
     if not hit then
         queue_limits_cached = queue_limits_cached + 1
     end
-    by_scopes[limits_key] = {raw = raw, out = out}
+    by_scopes[limits_key] = {raw = raw, out = out, v = v, t = now or -math.huge}
     return out
 end
 
