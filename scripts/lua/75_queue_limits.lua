@@ -125,10 +125,31 @@ end
 --[[ The limits of one admission batch, counted per state key: each key is read once (how many
 units it allows now), its units are handed out to the messages in order, and it is recorded
 once with their total at the end: the same as checking and counting message by message at one
-`now`, for the cost of one read and one write per key instead of per message. ]]
+`now`, for the cost of one read and one write per key instead of per message. A fixed window
+is read by counting the unit its check asks for (as sluice_limit counts one): one INCRBY, topped
+up at the end when more messages used it, taken back when none did (DECRBY; DEL of a key the
+INCRBY made), where a GET and an INCRBY were. The state tables are kept for the next call in
+the batch's `pool`. ]]
 local BATCH_POOL_MAX = 16 -- states kept for the next call (a call may need more)
-local batch_pool
 local the_batch
+
+-- Fixed limit `lim` at `key` read into st by counting one unit (see above), or false when the
+-- key holds no integer (an old layout's hash, another type: lim_check reads it as usual).
+local function batch_fixed(lim, key, now, st)
+    local c = lim.spec
+    local v = r_pcall('INCRBY', key, '1')
+    if l_type(v) ~= 'number' then
+        return false
+    end
+    local base, ends = fixed_base(c, now)
+    local n, live = 0, false
+    if v > 1 and v >= base + 1 and v < base + 2147483648 then -- this window's counter
+        n, live = v - base - 1, true
+    end
+    st.lim, st.key, st.count, st.live, st.retry = lim, key, n, live, ends
+    st.ok, st.left, st.taken = n < c.n, c.n - n, v
+    return true
+end
 
 -- The batch of this call: the one table, emptied of the last call's states (the state tables
 -- themselves are used again, up to BATCH_POOL_MAX; after a call of more, its tables are let go).
@@ -154,16 +175,19 @@ local function batch_state(b, lim, value)
     local st = b.states[key]
     if not st then
         local n = b.n + 1
-        st = batch_pool[n]
+        st = b.pool[n]
         if not st then
             st = limit_state()
             if n <= BATCH_POOL_MAX then
-                batch_pool[n] = st
+                b.pool[n] = st
             end
         end
-        local _, err = lim_check(lim, key, 1, b.now, st)
-        if err then
-            return nil, err
+        if not (lim.spec.alg == 'fixed' and batch_fixed(lim, key, b.now, st)) then
+            st.taken = false
+            local _, err = lim_check(lim, key, 1, b.now, st)
+            if err then
+                return nil, err
+            end
         end
         st.used, st.rt = 0, false
         st.avail = st.ok and st.left or 0
@@ -203,16 +227,30 @@ end
 
 -- Records every state's units; then the retry-after of an exhausted state is the time until
 -- one more unit fits after what this batch took.
-local function batch_finish(b)
+-- `abort`: the call ends in an error; nothing is recorded, the fixed windows' units taken back.
+local function batch_finish(b, abort)
     local order = b.order
     for i = 1, b.n do
         local st = order[i]
-        if st.used > 0 then
-            -- checked for one unit at the same time: what one unit records; more, checked again
-            if st.used > 1 then
-                lim_check(st.lim, st.key, st.used, b.now, st)
+        local used, v = not abort and st.used or 0, st.taken
+        if v then -- a fixed window: its INCRBY counted one unit (v, the value it made)
+            if used == 0 then
+                if v == 1 then -- the INCRBY made the key
+                    r_call('DEL', st.key)
+                else
+                    r_call('DECRBY', st.key, '1')
+                end
+            elseif not st.live then -- the window's first units (the key: none, or an earlier's)
+                fixed_record(st.lim.spec, nil, st.key, used, b.now)
+            elseif used > 1 then
+                r_call('INCRBY', st.key, limit_fmt(used - 1))
             end
-            lim_record(st, b.now, st.used)
+        elseif used > 0 then
+            -- checked for one unit at the same time: what one unit records; more, checked again
+            if used > 1 then
+                lim_check(st.lim, st.key, used, b.now, st)
+            end
+            lim_record(st, b.now, used)
         end
     end
 end
@@ -228,6 +266,5 @@ end
 -- The queue limits' state on a fresh Lua state: no limits read yet, an empty batch.
 on_fresh_state(function()
     queue_limits_cache, queue_limits_cached = {}, 0
-    batch_pool = {}
-    the_batch = {lims = false, now = 0, states = {}, order = {}, n = 0, sts = {}, nl = 0}
+    the_batch = {lims = false, now = 0, states = {}, order = {}, n = 0, sts = {}, nl = 0, pool = {}}
 end)

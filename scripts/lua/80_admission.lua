@@ -80,6 +80,7 @@ local function admit_each(keys, args, cap, depth, nlimits, append, share)
             end
             local sts, refused, err = batch_check(b, t, c)
             if err then
+                batch_finish(b, true)
                 return err
             end
             if share > 0 and not held[t] then
