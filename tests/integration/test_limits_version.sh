@@ -5,7 +5,7 @@
 # stands, so a change through sluice_limits_config or `sluice-admin limit` (which move the
 # version) is seen by the very next admission; a hash written directly, past the function, is
 # seen within a second; a queue without the version field (configured before it) reads the
-# hash on every call, as it always did.
+# hash on every call, as it always did. The paced read (sluice_take) sees a change at once too.
 . "$(dirname "$0")/lib.sh"
 q="lver-$$"
 keys+=($(queue_keys "$q") "sluice:{$q}:limits")
@@ -53,6 +53,20 @@ run 0 'limit one' A limit "$q" set one queue 10/1h --algorithm log
 want id 'one raised to 10 through sluice-admin'
 run 0 'deleted' A limit "$q" del one
 want id 'one deleted through sluice-admin'
+
+# the paced read (sluice_take) takes its drain limits the same way: a change is seen at once
+rcli XGROUP CREATE "sluice:{$q}:stream" g 0 >/dev/null
+take() { # "read" (an entry read) or "held" (held back by the drain rate)
+    local w
+    w=$(rcli FCALL sluice_take 2 "sluice:{$q}:stream" "$meta" g c 1 | tail -2 | head -1)
+    [ "$w" = 0 ] && echo read || echo held
+}
+cfg set d drain gcra:1:3600000 >/dev/null
+[ "$(take)" = read ] || fail "the first read under d"
+[ "$(take)" = held ] || fail "the second read under d (1 an hour) was not held"
+cfg set d drain gcra:1000:3600000 >/dev/null
+[ "$(take)" = read ] || fail "d raised to 1000 an hour: the next read was held"
+cfg del d >/dev/null
 
 # written directly (not through the function, the version does not move): seen within a second
 want id 'before the direct write'
