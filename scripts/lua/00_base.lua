@@ -210,7 +210,8 @@ do
         if standalone then
             return false
         elseif standalone == nil then
-            standalone = redis.pcall('EXISTS', 'sluice:{a}:migrating?', 'sluice:{b}:migrating?') == 0
+            standalone = redis.pcall('EXISTS', 'sluice:{a}:migrating?',
+                'sluice:{b}:migrating?') == 0
             if standalone then
                 return false
             end

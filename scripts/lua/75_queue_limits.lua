@@ -1,7 +1,8 @@
 ---------------------------------------------------------------------------------------------------
 -- queue limits: a queue's configured limits, read (and parsed once per change) for admission
 -- and the drain side, and the per-key batches an admission counts in.
--- keys:  sluice:{Q}:limits (NAME -> "SCOPE SPEC"), sluice:{Q}:qlim:NAME:ALG:VALUE (state)
+-- keys:  sluice:{Q}:limits (NAME -> "SCOPE SPEC"), sluice:{Q}:meta (limits_v: the limits'
+--        version), sluice:{Q}:qlim:NAME:ALG:VALUE (state)
 -- state: the parsed limits by limits key (a cache of the hash's text), the admission batch's
 --        state tables reused call after call
 ---------------------------------------------------------------------------------------------------
@@ -266,5 +267,6 @@ end
 -- The queue limits' state on a fresh Lua state: no limits read yet, an empty batch.
 on_fresh_state(function()
     queue_limits_cache, queue_limits_cached = {}, 0
-    the_batch = {lims = false, now = 0, states = {}, order = {}, n = 0, sts = {}, nl = 0, pool = {}}
+    the_batch = {lims = false, now = 0, states = {}, order = {}, n = 0, sts = {}, nl = 0,
+        pool = {}}
 end)
