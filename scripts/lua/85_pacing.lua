@@ -69,7 +69,8 @@ local function read_start(keys, args, scopes)
     if slot_migrating(K) then -- limits, their state, lanes: derived
         return 0, K, slot_tryagain(K), 0
     end
-    return tonumber(args[3]) or 0, K, queue_limits(K, scopes), now_us()
+    local now = now_us()
+    return tonumber(args[3]) or 0, K, queue_limits(K, scopes, now), now
 end
 
 -- The pool's limits before a read: `drain` rates and the `inflight` count (in_flight() gives the

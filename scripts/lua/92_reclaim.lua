@@ -44,14 +44,15 @@ local function claim_start(K)
     if (tonumber(redis.call('HGET', K.meta, 'drain')) or 0) <= 0 then
         return {}, 0, nil
     end
-    local lims = queue_limits(K, RECLAIM_SCOPES)
+    local now = now_us()
+    local lims = queue_limits(K, RECLAIM_SCOPES, now)
     local fair = nil
     for _, lim in ipairs(lims) do
         if lim.scope == 'drain-tenant' and fair == nil then
             fair = redis.call('HGET', K.meta, 'fair') == '1'
         end
     end
-    return lims, now_us(), fair and '' or nil
+    return lims, now, fair and '' or nil
 end
 
 --[[ reclaim with drain limits (the function sluice_reclaim): as reclaim, claiming at most what
