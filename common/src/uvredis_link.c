@@ -16,7 +16,10 @@
  * Every request, internal or the caller's, is a `request` on the pending list (send order) and
  * the privdata of its command on the link, which hands it back exactly once: with the reply,
  * or with NULL when the link is freed. The caller's callback runs from that single place,
- * which is what keeps "exactly once" true across timeouts, connection loss and close.
+ * which is what keeps "exactly once" true across timeouts, connection loss and close. A call not
+ * written to any link yet waits on the held (moved) list instead: a MOVED's, a Sentinel
+ * failover's, or one made with sluice_aconn_command_held while not ready; become_ready sends
+ * them first, on_deadline answers those past their deadline, close answers the rest.
  *
  * Re-entrancy: a caller may submit or close from any callback. The transport runs the pending
  * callbacks of a link synchronously inside sluice__uvlink_free (or right after the reply
