@@ -80,8 +80,8 @@ local function drain_reclaim(keys, args)
     return r
 end
 
--- Lane tn holds `gap` (> 0) undelivered entries its count does not have: a fair_grant whose
--- worker died (or lost its link) before it read them. They are counted again and the lane goes
+-- Lane tn holds `gap` (> 0) undelivered entries (XLEN less pending) its count does not have: a
+-- fair_grant whose worker died (or lost its link) before it read them. They are counted again and the lane goes
 -- back into the ring. A grant another worker is reading just now looks the same: the lane is then
 -- counted too high for a while, which the grants that follow use up (each read short, refunded).
 local function lane_recount(K, tn, gap)
@@ -102,8 +102,8 @@ Walks sluice:{Q}:lanes with HSCAN; a lane with entries in flight (entries > unde
 reclaimed as reclaim does (from its start, up to what is left of the count), within the drain
 limits as drain_reclaim: the pool's `drain` rates cap the whole pass, a lane's `drain-tenant`
 rates its own part (a lane they hold is passed over until a later pass). A lane holding more
-than its count and its entries in flight say (entries > undelivered + pending: a grant never
-read) is counted again (lane_recount).
+than its count and its entries in flight say (XLEN > undelivered + pending: a grant never read)
+is counted again (lane_recount).
 KEYS[1] stream, KEYS[2] stats
 ARGV[1] group, ARGV[2] consumer, ARGV[3] min idle ms, ARGV[4] HSCAN cursor ('0' to start),
 ARGV[5] count
@@ -136,7 +136,7 @@ local function lane_reclaim(keys, args)
         if tonumber(scan[2][i + 1]) > waits then
             local r = redis.pcall('XPENDING', K:lane(tn), args[1])
             if type(r) == 'table' and not r.err then
-                lane_recount(K, tn, tonumber(scan[2][i + 1]) - waits - r[1])
+                lane_recount(K, tn, redis.call('XLEN', K:lane(tn)) - waits - r[1])
             end
             local k, err, rates = budget, nil, {}
             if type(r) == 'table' and not r.err and r[1] > 0 then
