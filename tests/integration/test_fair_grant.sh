@@ -68,4 +68,32 @@ rcli FCALL sluice_lane_reclaim 2 "$S" "$ST" workers c3 60000 0 100 >/dev/null
 out=$(grant c3 10)
 [ "$out" = "d 3 0" ] || fail "d granted again: $out" # (a: trimmed by hand, not counted again)
 [ "$(lread c3 d 3)" = 3 ] || fail "d read"
-echo "ok: grants within counts and rates, refund exact, two readers disjoint, a lost grant recounted"
+
+# ---- two workers draining 20 lanes, one lane without its group although served says it has one
+# (its stream deleted and made again by hand): its native read fails (NOGROUP), the worker gives
+# the grant back and reads once through sluice_fair_take, which makes the group; every entry is
+# processed once ----
+q2="$q-w"
+trap 'A purge "$q" --yes >/dev/null 2>&1 || true; A purge "$q2" --yes >/dev/null 2>&1 || true; lib_cleanup' EXIT
+run 0 'fair .*: on' A fair "$q2" on
+for t in $(seq 0 19); do
+    seq 1 10 | sed "s/^/t$t-/" | "$bin/sluice-enqueue" --redis "$url" --queue "$q2" --tenant "t$t" >/dev/null
+done
+rcli HSET "sluice:{$q2}:served" t5 1 >/dev/null
+for w in 1 2; do
+    "$bin/sluice-worker" --redis "$url" --queue "$q2" --handler noop --concurrency 7 \
+        --record "$tmp/w$w" --log-level info >/dev/null 2>"$tmp/w$w.log" &
+    pids+=("$!")
+done
+for _ in $(seq 1 100); do
+    [ "$(rcli HGET "sluice:{$q2}:stats" acked)" = 200 ] && break
+    sleep 0.1
+done
+[ "$(rcli HGET "sluice:{$q2}:stats" acked)" = 200 ] || fail "acked: $(rcli HGET "sluice:{$q2}:stats" acked)"
+[ "$(cat "$tmp/w1" "$tmp/w2" | awk '{ print $2 }' | sort -u | wc -l)" = 200 ] &&
+    [ "$(cat "$tmp/w1" "$tmp/w2" | wc -l)" = 200 ] || fail "processed: $(cat "$tmp/w1" "$tmp/w2" | wc -l)"
+grep -q 'event=lane_group_missing' "$tmp/w1.log" "$tmp/w2.log" || fail "no lane without its group"
+grep -q 'event=read_failed' "$tmp/w1.log" "$tmp/w2.log" && fail "a read failed"
+[ "$(rcli HGET "sluice:{$q2}:meta" lane_wait)" = 0 ] || fail "lane_wait: $(rcli HGET "sluice:{$q2}:meta" lane_wait)"
+echo "ok: grants within counts and rates, refund exact, two readers disjoint, a lost grant recounted;"
+echo "    two workers drain 20 lanes once each, a lane without its group read through fair_take"

@@ -805,6 +805,9 @@ static void on_fair_grant(sluice_aconn *c, int status, int sent, redisReply *r, 
 void sluice__worker_grant_read(sluice_worker *w, int status, const char *detail) {
     w->reading = 0;
     if (status == SLUICE_ENOTFOUND) { /* a lane without the group: sluice_fair_take makes it */
+        SLUICE_LOG(SLUICE_LOG_INFO,
+                   "event=lane_group_missing queue=%s action=read_through_fair_take detail=\"%s\"",
+                   w->queue, detail);
         w->fair_take_next = 1;
     } else if (status != 0 && status != SLUICE_ECANCELED) {
         read_failed(w, status, detail);
