@@ -408,7 +408,7 @@ local function fair_refund(keys, args)
                 back = back + FAIR.rate_refund(lim, lim.key .. tn, c, now)
             end
         end
-        if tn ~= '' and redis.call('HEXISTS', K.served, tn) == 1 then
+        if tn ~= '' and redis.call('HGET', K.served, tn) then
             redis.call('HINCRBY', K.served, tn, -c)
         end
     end
