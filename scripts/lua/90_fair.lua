@@ -377,30 +377,36 @@ local function fair_grant(keys, args)
     return fair_take(keys, args, true)
 end
 
---[[ fair_refund (fair queues): what lanes read after a fair_grant gave less than granted (the lane
-cleared, trimmed or read by another reader in between) is given back to the `drain` and
-`drain-tenant` rates that are gcra (exactly: their debt less those units, never below none); the
-others keep the units (a read that came short errs toward delivering less, never more than a
-rate). `served` is lowered for tenant lanes. The undelivered counts are left as they are: a count
-above what a lane holds is used up by the grants that follow, each read short and refunded, where
-lowering it could lose entries admitted in between (a lane out of the ring with entries waiting).
+--[[ fair_refund (fair queues): what lanes read after a fair_grant gave less than granted is given
+back to the `drain` and `drain-tenant` rates that are gcra (exactly: their debt less those units,
+never below none); the others keep the units (a read that came short errs toward delivering
+less, never more than a rate). `served` is lowered for tenant lanes. The lanes' undelivered
+counts: `short` (the read came back with fewer entries: the lane cleared, trimmed or read by
+another reader in between) leaves them as they are: a count above what a lane holds is used up
+by the grants that follow, each read short and refunded, where lowering it could lose entries
+admitted in between (a lane out of the ring with entries waiting); `unread` (the read failed, so
+nothing of it was read) counts them again (lane_recount; the stream's only while the queue is
+fair, as the grant counted them only then).
 KEYS[1] stream, KEYS[2] meta
-ARGV pairs: lane ('' the stream), count not read (>= 1)
-reply: the units given back. Errors: SLUICECONFIG (a bad limit), a bad pair. ]]
+ARGV[1] short | unread, ARGV[2..] pairs: lane ('' the stream), count not read (>= 1)
+reply: the units given back to the rates. Errors: SLUICECONFIG (a bad limit), a bad argument. ]]
 local function fair_refund(keys, args)
-    if #args < 2 or #args % 2 ~= 0 then
-        return redis.error_reply('ERR sluice_fair_refund takes pairs of lane, count')
+    local unread = args[1] == 'unread'
+    if #args < 3 or #args % 2 ~= 1 or not (unread or args[1] == 'short') then
+        return redis.error_reply('ERR sluice_fair_refund takes short or unread, then pairs of ' ..
+            'lane, count')
     end
     local _, K, lims, now = read_start(keys, {'', '', '0'}, DRAIN_SCOPES)
     if lims.err then
         return lims
     end
     local total, back = 0, 0
-    for i = 1, #args, 2 do
+    local fair = unread and redis.call('HGET', keys[2], 'fair') == '1'
+    for i = 2, #args, 2 do
         local tn, c = args[i], tonumber(args[i + 1])
         if not c or c < 1 or c % 1 ~= 0 then
             return redis.error_reply('ERR sluice_fair_refund: count "' .. args[i + 1] ..
-                '" of lane ' .. i .. ' is not a whole number >= 1')
+                '" of pair ' .. (i / 2) .. ' is not a whole number >= 1')
         end
         total = total + c
         for _, lim in ipairs(lims) do
@@ -410,6 +416,9 @@ local function fair_refund(keys, args)
         end
         if tn ~= '' and redis.call('HGET', K.served, tn) then
             redis.call('HINCRBY', K.served, tn, -c)
+        end
+        if unread and (tn ~= '' or fair) then
+            lane_recount(K, tn, c)
         end
     end
     for _, lim in ipairs(lims) do

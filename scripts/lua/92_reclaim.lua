@@ -80,23 +80,6 @@ local function drain_reclaim(keys, args)
     return r
 end
 
--- Lane tn holds `gap` (> 0) undelivered entries (XLEN less pending) its count does not have: a
--- fair_grant whose worker died (or lost its link) before it read them. They are counted again and the lane goes
--- back into the ring. A grant another worker is reading just now looks the same: the lane is then
--- counted too high for a while, which the grants that follow use up (each read short, refunded).
-local function lane_recount(K, tn, gap)
-    if gap <= 0 then
-        return
-    end
-    redis.call('HINCRBY', K.meta, 'lane_wait', gap)
-    if redis.call('HINCRBY', K.lwait, tn, gap) == gap then
-        redis.call('RPUSH', K.ring, tn)
-        if redis.call('LLEN', K.wake) == 0 then
-            redis.call('RPUSH', K.wake, 1)
-        end
-    end
-end
-
 --[[ lane_reclaim (fair queues): reclaim for the tenant lanes (the stream goes through reclaim).
 Walks sluice:{Q}:lanes with HSCAN; a lane with entries in flight (entries > undelivered) is
 reclaimed as reclaim does (from its start, up to what is left of the count), within the drain

@@ -4,7 +4,8 @@
 # XREADGROUP in between): a grant gives a lane no more than its count; a rate that has granted
 # all it allows refuses the next grant (a wait, nothing granted); a lane emptied between grant
 # and read (trimmed) reads short, and the refund gives exactly the units not read back to the
-# gcra rate (the next grant gets those, no more); two workers granted one lane in turn read
+# gcra rate (the next grant gets those, no more); a read that failed is refunded `unread` and
+# its lane counted again; two workers granted one lane in turn read
 # disjoint entries, all of them; a grant never read (its worker died) is counted again by the
 # reclaim pass over the lanes (sluice_lane_reclaim), so its entries are granted again.
 . "$(dirname "$0")/lib.sh"
@@ -37,7 +38,8 @@ admit a 3
 # the lane emptied before the read: trimmed to 1, the read gives 1, the refund gives back 2
 rcli XTRIM "sluice:{$q}:lane:a" MAXLEN 1 >/dev/null
 [ "$(lread c1 a 3)" = 1 ] || fail "the read after the trim"
-[ "$(rcli FCALL sluice_fair_refund 2 "$S" "$M" a 2)" = 2 ] || fail "refund of 2"
+[ "$(rcli FCALL sluice_fair_refund 2 "$S" "$M" short a 2)" = 2 ] || fail "refund of 2"
+[ -z "$(rcli HGET "sluice:{$q}:lwait" a)" ] || fail "a short read counted again"
 [ "$(rcli HGET "sluice:{$q}:served" a)" = 1 ] || fail "served a after the refund"
 # the rate: 3 counted, 2 given back, so 4 are left of its 5 ... the next grant gets 4 of 6
 admit b 6
@@ -68,6 +70,18 @@ rcli FCALL sluice_lane_reclaim 2 "$S" "$ST" workers c3 60000 0 100 >/dev/null
 out=$(grant c3 10)
 [ "$out" = "d 3 0" ] || fail "d granted again: $out" # (a: trimmed by hand, not counted again)
 [ "$(lread c3 d 3)" = 3 ] || fail "d read"
+
+# a grant whose read failed (nothing read): refunded `unread`, counted again, granted again
+admit e 2
+[ "$(grant c1 10)" = "e 2 0" ] || fail "grant of e"
+[ "$(rcli FCALL sluice_fair_refund 2 "$S" "$M" unread e 2)" = 0 ] || fail "refund of e"
+[ "$(rcli HGET "sluice:{$q}:lwait" e)" = 2 ] && [ "$(rcli HGET "sluice:{$q}:meta" lane_wait)" = 2 ] ||
+    fail "e counted again"
+[ "$(grant c1 10)" = "e 2 0" ] && [ "$(lread c1 e 2)" = 2 ] || fail "e granted and read again"
+out=$(rcli FCALL sluice_fair_refund 2 "$S" "$M" later e 2 2>&1 || true)
+[[ "$out" == *"takes short or unread"* ]] || fail "a bad mode: $out"
+out=$(rcli FCALL sluice_fair_refund 2 "$S" "$M" short e 0 2>&1 || true)
+[[ "$out" == *'count "0" of pair 1'* ]] || fail "a bad count: $out"
 
 # ---- two workers draining 20 lanes, one lane without its group although served says it has one
 # (its stream deleted and made again by hand): its native read fails (NOGROUP), the worker gives

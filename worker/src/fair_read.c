@@ -36,6 +36,7 @@ typedef struct grant_lane {
     long long count; /* granted */
     long long got;   /* read */
     int sent;        /* its command was sent */
+    int failed;      /* ... and failed (or was never sent): nothing of it was read */
 } grant_lane;
 
 typedef struct grant_read {
@@ -79,29 +80,31 @@ static void on_refund(sluice_aconn *c, int status, int sent, redisReply *r, void
     }
 }
 
-/* What the lanes gave less than granted goes back (one sluice_fair_refund call, not waited for:
- * the next grant follows it on the same connection). */
-static void grant_refund(grant_read *g) {
+/* What the lanes whose read failed (failed = 1: "unread", counted again) or came short (failed =
+ * 0: "short") gave less than granted goes back: one sluice_fair_refund call, not waited for (the
+ * next grant follows it on the same connection). */
+static void grant_refund(grant_read *g, int failed) {
     sluice_worker *w = g->w;
-    size_t k = 0;
-    const char **args = calloc(2 * g->n, sizeof(*args));
-    size_t *lens = calloc(2 * g->n, sizeof(*lens));
+    size_t k = 1;
+    const char **args = calloc(2 * g->n + 1, sizeof(*args));
+    size_t *lens = calloc(2 * g->n + 1, sizeof(*lens));
     char(*num)[24] = calloc(g->n, sizeof(*num));
     if (args == NULL || lens == NULL || num == NULL) {
         free(args), free(lens), free(num);
-        return; /* the rates keep the units: fewer reads, never more */
+        return; /* the rates keep the units (fewer reads, never more); reclaim recounts lanes */
     }
+    args[0] = failed ? "unread" : "short", lens[0] = strlen(args[0]);
     for (size_t i = 0; i < g->n; i++) {
         grant_lane *l = &g->lanes[i];
-        if (l->got < l->count) {
-            lens[2 * k + 1] = (size_t)snprintf(num[k], sizeof(num[k]), "%lld", l->count - l->got);
-            args[2 * k] = l->name, lens[2 * k] = l->len, args[2 * k + 1] = num[k];
-            k++;
+        if (l->got < l->count && l->failed == failed) {
+            lens[k + 1] = (size_t)snprintf(num[i], sizeof(num[i]), "%lld", l->count - l->got);
+            args[k] = l->name, lens[k] = l->len, args[k + 1] = num[i];
+            k += 2;
         }
     }
-    if (k > 0) {
+    if (k > 1) {
         const char *keys[] = {w->keys.stream, w->keys.meta};
-        sluice_aconn_fcall(w->rd, SLUICE_FN_FAIR_REFUND, 2, keys, NULL, (int)(2 * k), args, lens, 0,
+        sluice_aconn_fcall(w->rd, SLUICE_FN_FAIR_REFUND, 2, keys, NULL, (int)k, args, lens, 0,
                            on_refund, w);
     }
     free(args), free(lens), free(num);
@@ -110,7 +113,8 @@ static void grant_refund(grant_read *g) {
 static void grant_done(grant_read *g) {
     sluice_worker *w = g->w;
     if (g->status != SLUICE_ECANCELED && !w->stopping) {
-        grant_refund(g);
+        grant_refund(g, 1);
+        grant_refund(g, 0);
     }
     int status = g->status;
     char detail[sizeof(g->detail)];
@@ -127,6 +131,9 @@ static void on_lane_read(sluice_aconn *c, int status, int sent, redisReply *r, v
     if (status != 0 && g->status == 0) {
         g->status = status;
         snprintf(g->detail, sizeof(g->detail), "%s", sluice_aconn_errstr(c));
+    }
+    for (size_t j = 0; status != 0 && j < cmd->n; j++) {
+        g->lanes[cmd->idx[j]].failed = 1;
     }
     for (size_t i = 0; status == 0 && r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
         redisReply *s = r->element[i];
@@ -242,8 +249,11 @@ int sluice__fair_read_grant(sluice_worker *w, const redisReply *lanes) {
         g->status = rc;
         snprintf(g->detail, sizeof(g->detail), "the lanes of a grant could not be read");
     }
+    for (size_t i = 0; i < g->n; i++) {
+        g->lanes[i].failed = !g->lanes[i].sent;
+    }
     if (g->outstanding == 0) { /* nothing sent (or nothing granted): what was granted goes back */
-        grant_refund(g);
+        grant_refund(g, 1);
         grant_free(g);
         return rc != 0 ? rc : SLUICE_EPROTO;
     }
