@@ -51,7 +51,9 @@ end
   held, leased                 the earliest time (us) a held lane may give (-1 none), whether a
                                count (a lease) held one
   gone, back, head, set_wait, set_credit, wait_dec   where each visited lane goes after the
-                               round, its undelivered count and credit, what leaves lane_wait ]]
+                               round, its undelivered count and credit, what leaves lane_wait
+  grant, stream_at             fair_grant: counts instead of reads; where out holds the
+                               stream's count, if it was granted ]]
 
 -- The start of a read: the pool's limits (`drain` rates, the `inflight` count) cap n. Returns R;
 -- or nil and the reply to give now (an error, or the wait when the pool allows nothing).
@@ -200,6 +202,9 @@ local function fair_turn(R, b, i, tn, allow, checked)
     if got > 0 then
         R.out[#R.out + 1] = tn
         R.out[#R.out + 1] = R.grant and got or r[1][2]
+        if tn == '' then
+            R.stream_at = #R.out -- a grant of the stream's: fair_finish may add to it
+        end
         R.total, R.n, d = R.total + got, R.n - got, d - got
         redis.call('HINCRBY', R.K.served, tn, got)
         rates_count(checked, R.now, got)
@@ -300,7 +305,11 @@ local function fair_finish(R, keys)
         redis.call('HINCRBY', keys[2], 'lane_wait', -R.wait_dec)
     end
     if R.n > 0 and R.meta[1] ~= '1' and R.grant then -- not fair any more: the stream as it
-        R.out[#R.out + 1], R.out[#R.out + 2] = '', R.n -- comes (what is not there is refunded)
+        if R.stream_at then -- comes (what is not there is refunded), one grant for it
+            R.out[R.stream_at] = R.out[R.stream_at] + R.n
+        else
+            R.out[#R.out + 1], R.out[#R.out + 2] = '', R.n
+        end
         R.total = R.total + R.n
     elseif R.n > 0 and R.meta[1] ~= '1' then
         local r = redis.call('XREADGROUP', 'GROUP', R.group, R.consumer, 'COUNT', R.n, 'STREAMS',

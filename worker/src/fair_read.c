@@ -112,7 +112,7 @@ static void grant_refund(grant_read *g, int failed) {
 
 static void grant_done(grant_read *g) {
     sluice_worker *w = g->w;
-    if (g->status != SLUICE_ECANCELED && !w->stopping) {
+    if (g->status != SLUICE_ECANCELED) {
         grant_refund(g, 1);
         grant_refund(g, 0);
     }
