@@ -1,5 +1,6 @@
 ---------------------------------------------------------------------------------------------------
--- fair: the fair queue's read (fair_take, deficit round robin over the ring) and lane_ack.
+-- fair: the fair queue's read (fair_take, deficit round robin over the ring; fair_grant, the same
+-- round answering counts for the worker to read, and fair_refund) and lane_ack.
 -- keys:  sluice:{Q}:stream, :meta, :stats; derived: :lane:T, :lanes, :lwait, :ring, :deficit,
 --        :weights, :served, :wake, :tdepth, :limits, :qlim:...
 -- state: none
