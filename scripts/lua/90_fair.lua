@@ -337,6 +337,9 @@ local function fair_finish(R, keys)
     if len > 0 and redis.call('LLEN', R.K.wake) == 0 then -- backlog left: wake a peer
         redis.call('RPUSH', R.K.wake, 1)
     end
+    if R.grant then
+        return {R.out, 0, '', string.format('%.0f', R.now)}
+    end
     return {R.out, 0}
 end
 
@@ -355,14 +358,23 @@ local function fair_take(keys, args, grant)
     return fair_finish(R, keys)
 end
 
--- Gives `units` back to the gcra rate lim at key (fair_refund): its debt less units x its
--- interval, never below none. Returns the units it took off the debt.
-function FAIR.rate_refund(lim, key, units, now)
+-- Gives back to the gcra rate lim at key (fair_refund) `units` of the `granted` it counted `dt`
+-- us ago: its debt less those units x its interval T, never below none. Never more than the
+-- debt the grant can still be holding: after its grant the rate's debt was at least granted x T,
+-- had the grant counted `units` fewer it would have been at least (granted - units) x T, and the
+-- difference between the two can only shrink once that smaller debt has run out, one T per T of
+-- time; so at most granted - dt / T units go back (none after granted x T us). Returns the units
+-- it took off the debt.
+function FAIR.rate_refund(lim, key, granted, units, now, dt)
+    local t = lim.spec.p / lim.spec.n
+    units = math.min(units, math.floor(granted - dt / t + 1e-9))
+    if units <= 0 then
+        return 0
+    end
     local st = lim_check(lim, key, 0, now)
     if not st.debt or st.debt <= 0 then
         return 0
     end
-    local t = lim.spec.p / lim.spec.n
     local back = math.min(units, math.floor(st.debt / t + 1e-9))
     st.debt = math.max(0, st.debt - units * t)
     lim_record(st, now, 0)
@@ -378,10 +390,11 @@ counted as read (its count, meta lane_wait, `served`, its `drain-tenant` rates a
 held nothing gets its group (at id 0) here.
 KEYS[1] stream, KEYS[2] meta
 ARGV[1] group, ARGV[2] consumer, ARGV[3] n (the worker's free slots)
-reply: {{lane_1, count_1, lane_2, count_2, ...}, wait_ms[, 'lease' | '' | 'paused']} as fair_take's;
-  the worker reads each lane (the queue's stream for '') with XREADGROUP GROUP group consumer
-  COUNT count_i STREAMS lane_i >, and gives what a lane gave less than its count back with
-  fair_refund. A queue switched back from fair gets the stream ('') granted the rest of n.
+reply: {{lane_1, count_1, lane_2, count_2, ...}, wait_ms[, 'lease' | '' | 'paused']} as fair_take's,
+  and after a grant ({{...}, 0, '', TIME}) the grant's time (Redis's, in us); the worker reads
+  each lane (the queue's stream for '') with XREADGROUP GROUP group consumer COUNT count_i
+  STREAMS lane_i >, and gives what a lane gave less than its count back with fair_refund (with
+  that time). A queue switched back from fair gets the stream ('') granted the rest of n.
 Errors: as fair_take's. ]]
 local function fair_grant(keys, args)
     return fair_take(keys, args, true)
@@ -397,31 +410,40 @@ by the grants that follow, each read short and refunded, where lowering it could
 admitted in between (a lane out of the ring with entries waiting); `unread` (the read failed, so
 nothing of it was read) counts them again (lane_recount; the stream's only while the queue is
 fair, as the grant counted them only then).
+The rates get back no more than the debt the grant can still be holding (FAIR.rate_refund):
+a refund made long after its grant, or with a time from another server, gives back less or
+nothing.
 KEYS[1] stream, KEYS[2] meta
-ARGV[1] short | unread, ARGV[2..] pairs: lane ('' the stream), count not read (>= 1)
+ARGV[1] short | unread, ARGV[2] the grant's time (us, from its reply), ARGV[3..] triples: lane
+  ('' the stream), count granted, count not read (1..granted)
 reply: the units given back to the rates. Errors: SLUICECONFIG (a bad limit), a bad argument. ]]
 local function fair_refund(keys, args)
     local unread = args[1] == 'unread'
-    if #args < 3 or #args % 2 ~= 1 or not (unread or args[1] == 'short') then
-        return redis.error_reply('ERR sluice_fair_refund takes short or unread, then pairs of ' ..
-            'lane, count')
+    if #args < 5 or #args % 3 ~= 2 or not (unread or args[1] == 'short') then
+        return redis.error_reply('ERR sluice_fair_refund takes short or unread, the grant\'s ' ..
+            'time, then triples of lane, count granted, count not read')
     end
     local _, K, lims, now = read_start(keys, {'', '', '0'}, DRAIN_SCOPES)
     if lims.err then
         return lims
     end
-    local total, back = 0, 0
+    local dt = now - (tonumber(args[2]) or 0)
+    if dt < 0 then -- a time from another server (a failover): no rate gets anything back
+        dt = math.huge
+    end
+    local granted, total, back = 0, 0, 0
     local fair = unread and redis.call('HGET', keys[2], 'fair') == '1'
-    for i = 2, #args, 2 do
-        local tn, c = args[i], tonumber(args[i + 1])
-        if not c or c < 1 or c % 1 ~= 0 then
-            return redis.error_reply('ERR sluice_fair_refund: count "' .. args[i + 1] ..
-                '" of pair ' .. (i / 2) .. ' is not a whole number >= 1')
+    for i = 3, #args, 3 do
+        local tn, k, c = args[i], tonumber(args[i + 1]), tonumber(args[i + 2])
+        if not (k and c) or c < 1 or c % 1 ~= 0 or k < c or k % 1 ~= 0 then
+            return redis.error_reply('ERR sluice_fair_refund: counts "' .. args[i + 1] .. '", "' ..
+                args[i + 2] .. '" of lane ' .. (i / 3) .. ' are not whole numbers ' ..
+                'granted >= not read >= 1')
         end
-        total = total + c
+        granted, total = granted + k, total + c
         for _, lim in ipairs(lims) do
             if lim.scope == 'drain-tenant' and lim.spec.alg == 'gcra' then
-                back = back + FAIR.rate_refund(lim, lim.key .. tn, c, now)
+                back = back + FAIR.rate_refund(lim, lim.key .. tn, k, c, now, dt)
             end
         end
         if tn ~= '' and redis.call('HGET', K.served, tn) then
@@ -433,7 +455,7 @@ local function fair_refund(keys, args)
     end
     for _, lim in ipairs(lims) do
         if lim.scope == 'drain' and lim.spec.alg == 'gcra' then
-            back = back + FAIR.rate_refund(lim, lim.key, total, now)
+            back = back + FAIR.rate_refund(lim, lim.key, granted, total, now, dt)
         end
     end
     return back

@@ -4,7 +4,7 @@
 # XREADGROUP in between): a grant gives a lane no more than its count; a rate that has granted
 # all it allows refuses the next grant (a wait, nothing granted); a lane emptied between grant
 # and read (trimmed) reads short, and the refund gives exactly the units not read back to the
-# gcra rate (the next grant gets those, no more); a read that failed is refunded `unread` and
+# gcra rate (the next grant gets those, no more), or none when made long after the grant; a read that failed is refunded `unread` and
 # its lane counted again; two workers granted one lane in turn read
 # disjoint entries, all of them; a grant never read (its worker died) is counted again by the
 # reclaim pass over the lanes (sluice_lane_reclaim), so its entries are granted again.
@@ -18,9 +18,12 @@ admit() { # TENANT COUNT
     for ((i = 0; i < $2; i++)); do args+=("$1" '' "m$i"); done
     rcli FCALL sluice_admit2 3 "$S" "$M" "$ST" 1000 0 3 "${args[@]}" >/dev/null
 }
-grant() { # CONSUMER N: the reply's lines on one line, without empty ones
-    rcli FCALL sluice_fair_grant 2 "$S" "$M" workers "$1" "$2" | grep -v '^$' | paste -sd' ' -
+grant() { # CONSUMER N: the reply's lines on one line, without empty ones and the grant's time
+    rcli FCALL sluice_fair_grant 2 "$S" "$M" workers "$1" "$2" | grep -v '^$' | paste -sd' ' - |
+        tee "$tmp/grant" | sed -E 's/ [0-9]{13,}$//'
 }
+since() { grep -oE '[0-9]{13,}$' "$tmp/grant"; } # the last grant's time (us)
+refund() { rcli FCALL sluice_fair_refund 2 "$S" "$M" "$@"; }
 lread() { # CONSUMER LANE COUNT: how many entries XREADGROUP gives
     rcli XREADGROUP GROUP workers "$1" COUNT "$3" STREAMS "sluice:{$q}:lane:$2" '>' |
         grep -cE '^[0-9]+-[0-9]+$' || true
@@ -38,7 +41,9 @@ admit a 3
 # the lane emptied before the read: trimmed to 1, the read gives 1, the refund gives back 2
 rcli XTRIM "sluice:{$q}:lane:a" MAXLEN 1 >/dev/null
 [ "$(lread c1 a 3)" = 1 ] || fail "the read after the trim"
-[ "$(rcli FCALL sluice_fair_refund 2 "$S" "$M" short a 2)" = 2 ] || fail "refund of 2"
+# (a refund long after its grant gives nothing back: the grant's debt would have run out)
+[ "$(refund short 1000000 x 3 2)" = 0 ] || fail "a refund with an old time gave back units"
+[ "$(refund short "$(since)" a 3 2)" = 2 ] || fail "refund of 2"
 [ -z "$(rcli HGET "sluice:{$q}:lwait" a)" ] || fail "a short read counted again"
 [ "$(rcli HGET "sluice:{$q}:served" a)" = 1 ] || fail "served a after the refund"
 # the rate: 3 counted, 2 given back, so 4 are left of its 5 ... the next grant gets 4 of 6
@@ -74,14 +79,14 @@ out=$(grant c3 10)
 # a grant whose read failed (nothing read): refunded `unread`, counted again, granted again
 admit e 2
 [ "$(grant c1 10)" = "e 2 0" ] || fail "grant of e"
-[ "$(rcli FCALL sluice_fair_refund 2 "$S" "$M" unread e 2)" = 0 ] || fail "refund of e"
+[ "$(refund unread "$(since)" e 2 2)" = 0 ] || fail "refund of e"
 [ "$(rcli HGET "sluice:{$q}:lwait" e)" = 2 ] && [ "$(rcli HGET "sluice:{$q}:meta" lane_wait)" = 2 ] ||
     fail "e counted again"
 [ "$(grant c1 10)" = "e 2 0" ] && [ "$(lread c1 e 2)" = 2 ] || fail "e granted and read again"
-out=$(rcli FCALL sluice_fair_refund 2 "$S" "$M" later e 2 2>&1 || true)
+out=$(refund later 0 e 2 2 2>&1 || true)
 [[ "$out" == *"takes short or unread"* ]] || fail "a bad mode: $out"
-out=$(rcli FCALL sluice_fair_refund 2 "$S" "$M" short e 0 2>&1 || true)
-[[ "$out" == *'count "0" of pair 1'* ]] || fail "a bad count: $out"
+out=$(refund short 0 e 2 3 2>&1 || true)
+[[ "$out" == *'counts "2", "3" of lane 1'* ]] || fail "a bad count: $out"
 
 # ---- two workers draining 20 lanes, one lane without its group although served says it has one
 # (its stream deleted and made again by hand): its native read fails (NOGROUP), the worker gives
@@ -107,7 +112,8 @@ done
 [ "$(cat "$tmp/w1" "$tmp/w2" | awk '{ print $2 }' | sort -u | wc -l)" = 200 ] &&
     [ "$(cat "$tmp/w1" "$tmp/w2" | wc -l)" = 200 ] || fail "processed: $(cat "$tmp/w1" "$tmp/w2" | wc -l)"
 grep -q 'event=lane_group_missing' "$tmp/w1.log" "$tmp/w2.log" || fail "no lane without its group"
-grep -q 'event=read_failed' "$tmp/w1.log" "$tmp/w2.log" && fail "a read failed"
+grep -qE 'event=(read_failed|fair_refund_failed)' "$tmp/w1.log" "$tmp/w2.log" &&
+    fail "a read or a refund failed: $(grep -hE 'event=(read|fair_refund)_failed' "$tmp"/w?.log)"
 [ "$(rcli HGET "sluice:{$q2}:meta" lane_wait)" = 0 ] || fail "lane_wait: $(rcli HGET "sluice:{$q2}:meta" lane_wait)"
 echo "ok: grants within counts and rates, refund exact, two readers disjoint, a lost grant recounted;"
 echo "    two workers drain 20 lanes once each, a lane without its group read through fair_take"

@@ -44,6 +44,7 @@ typedef struct grant_read {
     int outstanding; /* XREADGROUP commands not yet answered */
     int status;      /* the first failure among them, 0 none */
     char detail[256];
+    char since[24]; /* the grant's time (Redis's, us), for the refund */
     size_t n;
     grant_lane *lanes;
     char *names; /* the tenants' bytes, one block */
@@ -85,24 +86,26 @@ static void on_refund(sluice_aconn *c, int status, int sent, redisReply *r, void
  * next grant follows it on the same connection). */
 static void grant_refund(grant_read *g, int failed) {
     sluice_worker *w = g->w;
-    size_t k = 1;
-    const char **args = calloc(2 * g->n + 1, sizeof(*args));
-    size_t *lens = calloc(2 * g->n + 1, sizeof(*lens));
-    char(*num)[24] = calloc(g->n, sizeof(*num));
+    size_t k = 2;
+    const char **args = calloc(3 * g->n + 2, sizeof(*args));
+    size_t *lens = calloc(3 * g->n + 2, sizeof(*lens));
+    char(*num)[2][24] = calloc(g->n, sizeof(*num));
     if (args == NULL || lens == NULL || num == NULL) {
         free(args), free(lens), free(num);
         return; /* the rates keep the units (fewer reads, never more); reclaim recounts lanes */
     }
     args[0] = failed ? "unread" : "short", lens[0] = strlen(args[0]);
+    args[1] = g->since, lens[1] = strlen(g->since);
     for (size_t i = 0; i < g->n; i++) {
         grant_lane *l = &g->lanes[i];
         if (l->got < l->count && l->failed == failed) {
-            lens[k + 1] = (size_t)snprintf(num[i], sizeof(num[i]), "%lld", l->count - l->got);
-            args[k] = l->name, lens[k] = l->len, args[k + 1] = num[i];
-            k += 2;
+            lens[k + 1] = (size_t)snprintf(num[i][0], sizeof(num[i][0]), "%lld", l->count);
+            lens[k + 2] = (size_t)snprintf(num[i][1], sizeof(num[i][1]), "%lld", l->count - l->got);
+            args[k] = l->name, lens[k] = l->len, args[k + 1] = num[i][0], args[k + 2] = num[i][1];
+            k += 3;
         }
     }
-    if (k > 1) {
+    if (k > 2) {
         const char *keys[] = {w->keys.stream, w->keys.meta};
         sluice_aconn_fcall(w->rd, SLUICE_FN_FAIR_REFUND, 2, keys, NULL, (int)k, args, lens, 0,
                            on_refund, w);
@@ -233,12 +236,13 @@ static int grant_parse(grant_read *g, const redisReply *lanes) {
     return 0;
 }
 
-int sluice__fair_read_grant(sluice_worker *w, const redisReply *lanes) {
+int sluice__fair_read_grant(sluice_worker *w, const redisReply *lanes, const char *since) {
     grant_read *g = calloc(1, sizeof(*g));
     if (g == NULL) {
         return SLUICE_ENOMEM;
     }
     g->w = w;
+    snprintf(g->since, sizeof(g->since), "%s", since);
     int rc = grant_parse(g, lanes);
     for (size_t i = 0; rc == 0 && i < g->n; i++) {
         if (!g->lanes[i].sent) {

@@ -753,11 +753,12 @@ static void on_wake(sluice_aconn *c, int status, int sent, redisReply *r, void *
 }
 
 /* sluice_fair_take: {{lane, entries, ...}, wait_ms[, 'lease' | '']}; sluice_fair_grant: the same
- * with counts in place of entries (grant: the lanes are then read here, fair_read.c) */
+ * with counts in place of entries and, after a grant, {..., 0, '', its time} (grant: the lanes
+ * are then read here, fair_read.c) */
 static void fair_reply(sluice_aconn *c, int status, int sent, redisReply *r, sluice_worker *w,
                        int grant) {
-    if (status != 0 || r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->elements > 3 ||
-        r->element[0]->type != REDIS_REPLY_ARRAY) {
+    if (status != 0 || r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
+        r->elements > (grant ? 4 : 3) || r->element[0]->type != REDIS_REPLY_ARRAY) {
         on_read(c, status == 0 ? SLUICE_EPROTO : status, sent, r, w);
         return;
     }
@@ -778,7 +779,8 @@ static void fair_reply(sluice_aconn *c, int status, int sent, redisReply *r, slu
         w->fair_block = 1; /* nothing undelivered: wait for the wake-up token */
     }
     if (grant && lanes->elements >= 2) {
-        int rc = sluice__fair_read_grant(w, lanes);
+        int timed = r->elements == 4 && r->element[3]->type == REDIS_REPLY_STRING;
+        int rc = sluice__fair_read_grant(w, lanes, timed ? r->element[3]->str : "0");
         if (rc == 0) {
             w->reading = 1; /* until the lanes' reads are in: sluice__worker_grant_read */
             return;

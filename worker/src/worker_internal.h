@@ -197,10 +197,11 @@ void sluice__worker_grant_read(sluice_worker *w, int status, const char *detail)
 /* fair_read.c */
 /* Reads the lanes a sluice_fair_grant granted ({lane, count, ...}) with XREADGROUP on rd (one
  * command per distinct count, sent together), dispatches their entries and gives what a lane
- * gave less than granted back with sluice_fair_refund. Returns 0 when reads are out (then
+ * gave less than granted back with sluice_fair_refund (since: the grant's time, from its reply,
+ * "0" when it gave none: the rates then get nothing back). Returns 0 when reads are out (then
  * sluice__worker_grant_read runs once they are answered, cancelled included), else an error:
  * nothing is out and what was granted is refunded. */
-int sluice__fair_read_grant(sluice_worker *w, const struct redisReply *lanes);
+int sluice__fair_read_grant(sluice_worker *w, const struct redisReply *lanes, const char *since);
 
 /* recover.c */
 void sluice__reclaim_start(sluice_worker *w);
