@@ -439,8 +439,8 @@ static void read_ok(sluice_worker *w) {
 }
 
 /* Dispatches entries [[id, [field, value, ...]], ...] read from the queue's stream (lane NULL)
- * or from a fair queue's lane. */
-static void entry_list(sluice_worker *w, redisReply *list, const redisReply *lane) {
+ * or from a fair queue's lane (lane_len bytes). */
+void sluice__worker_entries(sluice_worker *w, redisReply *list, const char *lane, size_t lane_len) {
     for (size_t i = 0; list->type == REDIS_REPLY_ARRAY && i < list->elements; i++) {
         redisReply *e = list->element[i];
         if (e->type != REDIS_REPLY_ARRAY || e->elements != 2) {
@@ -457,7 +457,7 @@ static void entry_list(sluice_worker *w, redisReply *list, const redisReply *lan
         }
         job *j =
             sluice__job_new(w, e->element[0]->str, e->element[0]->len, body ? body : "", blen, 1);
-        if (j != NULL && lane != NULL && sluice__job_set_lane(j, lane->str, lane->len) != 0) {
+        if (j != NULL && lane != NULL && sluice__job_set_lane(j, lane, lane_len) != 0) {
             sluice__job_release(j); /* stays pending: reclaimed after the visibility timeout */
             j = NULL;
         }
@@ -474,7 +474,7 @@ static void stream_entries(sluice_worker *w, redisReply *r) {
         r->element[0]->type != REDIS_REPLY_ARRAY || r->element[0]->elements != 2) {
         return;
     }
-    entry_list(w, r->element[0]->element[1], NULL);
+    sluice__worker_entries(w, r->element[0]->element[1], NULL, 0);
 }
 
 static void list_entries(sluice_worker *w, redisReply *r) {
@@ -845,12 +845,14 @@ static void on_wake(sluice_aconn *c, int status, int sent, redisReply *r, void *
     sluice__worker_kick(w); /* stopping: it checks whether the worker is done */
 }
 
-/* sluice_fair_take: {{lane, entries, ...}, wait_ms[, 'lease' | '']} */
-static void on_fair_take(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
-    sluice_worker *w = arg;
-    if (status != 0 || r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->elements > 3 ||
-        r->element[0]->type != REDIS_REPLY_ARRAY) {
-        on_read(c, status == 0 ? SLUICE_EPROTO : status, sent, r, arg);
+/* sluice_fair_take: {{lane, entries, ...}, wait_ms[, 'lease' | '']}; sluice_fair_grant: the same
+ * with counts in place of entries and, after a grant, {..., 0, '', its time} (grant: the lanes
+ * are then read here, fair_read.c) */
+static void fair_reply(sluice_aconn *c, int status, int sent, redisReply *r, sluice_worker *w,
+                       int grant) {
+    if (status != 0 || r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
+        r->elements > (grant ? 4 : 3) || r->element[0]->type != REDIS_REPLY_ARRAY) {
+        on_read(c, status == 0 ? SLUICE_EPROTO : status, sent, r, w);
         return;
     }
     w->reading = 0;
@@ -869,11 +871,43 @@ static void on_fair_take(sluice_aconn *c, int status, int sent, redisReply *r, v
     } else if (wait < 0) {
         w->fair_block = 1; /* nothing undelivered: wait for the wake-up token */
     }
-    for (size_t i = 0; i + 1 < lanes->elements; i += 2) {
+    if (grant && lanes->elements >= 2) {
+        int timed = r->elements == 4 && r->element[3]->type == REDIS_REPLY_STRING;
+        int rc = sluice__fair_read_grant(w, lanes, timed ? r->element[3]->str : "0");
+        if (rc == 0) {
+            w->reading = 1; /* until the lanes' reads are in: sluice__worker_grant_read */
+            return;
+        }
+        read_failed(w, rc, "the lanes granted could not be read");
+    }
+    for (size_t i = 0; !grant && i + 1 < lanes->elements; i += 2) {
         redisReply *lane = lanes->element[i], *list = lanes->element[i + 1];
         if (lane->type == REDIS_REPLY_STRING && list->type == REDIS_REPLY_ARRAY) {
-            entry_list(w, list, lane->len > 0 ? lane : NULL);
+            sluice__worker_entries(w, list, lane->len > 0 ? lane->str : NULL, lane->len);
         }
+    }
+    sluice__worker_kick(w); /* stopping: it checks whether the worker is done */
+}
+
+static void on_fair_take(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
+    fair_reply(c, status, sent, r, arg, 0);
+}
+
+static void on_fair_grant(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
+    fair_reply(c, status, sent, r, arg, 1);
+}
+
+void sluice__worker_grant_read(sluice_worker *w, int status, const char *detail) {
+    w->reading = 0;
+    if (status == SLUICE_ENOTFOUND) { /* a lane without the group: sluice_fair_take makes it */
+        SLUICE_LOG(SLUICE_LOG_INFO,
+                   "event=lane_group_missing queue=%s action=read_through_fair_take detail=\"%s\"",
+                   w->queue, detail);
+        w->fair_take_next = 1;
+    } else if (status != 0 && status != SLUICE_ECANCELED) {
+        read_failed(w, status, detail);
+    } else if (status == 0) {
+        read_ok(w);
     }
     sluice__worker_kick(w); /* stopping: it checks whether the worker is done */
 }
@@ -891,8 +925,13 @@ static int send_fair_read(sluice_worker *w, int n) {
     snprintf(count, sizeof(count), "%d", n);
     const char *keys[] = {w->keys.stream, w->keys.meta};
     const char *args[] = {w->group, w->consumer, count};
-    return sluice_aconn_fcall(w->rd, SLUICE_FN_FAIR_TAKE, 2, keys, NULL, 3, args, NULL, 0,
-                              on_fair_take, w);
+    if (w->fair_take_next) { /* one read that makes the lanes' groups, as before grants */
+        w->fair_take_next = 0;
+        return sluice_aconn_fcall(w->rd, SLUICE_FN_FAIR_TAKE, 2, keys, NULL, 3, args, NULL, 0,
+                                  on_fair_take, w);
+    }
+    return sluice_aconn_fcall(w->rd, SLUICE_FN_FAIR_GRANT, 2, keys, NULL, 3, args, NULL, 0,
+                              on_fair_grant, w);
 }
 
 static int send_paced_read(sluice_worker *w, int n) {

@@ -70,8 +70,10 @@ typedef enum sluice_fn {
     SLUICE_FN_LANE_ACK,
     SLUICE_FN_LANE_RECLAIM,
     SLUICE_FN_FAIR_CONFIG,
-    SLUICE_FN_CLEAR,      /* sluice-admin clear: a stream queue's waiting entries */
-    SLUICE_FN_LIST_CLEAR, /* ... a list queue's */
+    SLUICE_FN_CLEAR,       /* sluice-admin clear: a stream queue's waiting entries */
+    SLUICE_FN_LIST_CLEAR,  /* ... a list queue's */
+    SLUICE_FN_FAIR_GRANT,  /* a fair read's lanes and counts, read by the worker itself */
+    SLUICE_FN_FAIR_REFUND, /* ... what those reads did not find, given back */
     SLUICE_FN_COUNT_
 } sluice_fn;
 
