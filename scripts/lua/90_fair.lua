@@ -368,7 +368,8 @@ held nothing gets its group (at id 0) here.
 KEYS[1] stream, KEYS[2] meta
 ARGV[1] group, ARGV[2] consumer, ARGV[3] n (the worker's free slots)
 reply: {{lane_1, count_1, lane_2, count_2, ...}, wait_ms[, 'lease' | '' | 'paused']} as fair_take's,
-  and after a grant ({{...}, 0, '', TIME}) the grant's time (Redis's, in us); the worker reads
+  and after a grant ({{...}, 0, '', TIME}) the grant's time (Redis's, in us: the `now` every
+  rate counted the grant at, so a refund finds its window, block and log members); the worker reads
   each lane (the queue's stream for '') with XREADGROUP GROUP group consumer COUNT count_i
   STREAMS lane_i >, and gives what a lane gave less than its count back with fair_refund (with
   that time). A queue switched back from fair gets the stream ('') granted the rest of n.
