@@ -77,6 +77,20 @@ refund 50 "$t1" >/dev/null
 reserve 1000
 [ "$grant" = 50 ] || fail "gcra: a refund under a later reservation gave back '$grant' units (expected 50)"
 rcli DEL "sluice:{$q}:qlim:pace:gcra:" >/dev/null
+# ... and less as the reservation ages: 1 s after two of 50 at 100 ms a unit (a debt of 10 s,
+# 9 s left), a refund of the first's 50 takes 4 s off the debt, not 5 s (the bound cannot tell
+# what came in between: 50 units less the 10 whose time has gone by since), so the next
+# reservation gets 50 (a few more as time goes by), not the 60 a cut of 5 s would leave
+limit gcra:100:10000
+reserve 50
+t1=$token
+reserve 50
+sleep 1
+refund 50 "$t1" >/dev/null
+reserve 1000
+[ "$grant" -ge 50 ] && [ "$grant" -le 55 ] ||
+    fail "gcra: a refund 1 s after the reserve gave back '$grant' units (expected 50-55)"
+rcli DEL "sluice:{$q}:qlim:pace:gcra:" >/dev/null
 # the limit changed between the reserve and the refund (through sluice_limits_config, and
 # written into the hash by hand): nothing goes back; the debt of 50 s restated as 25 s of 50
 for how in config hand; do
