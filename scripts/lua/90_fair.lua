@@ -88,6 +88,9 @@ local function fair_start(keys, args)
         return nil, {{}, math.ceil(wait / 1000), R.leased and 'lease' or ''}
     end
     R.n = n
+    for _, lim in ipairs(lims) do -- a count of entries in flight: see fair_grant
+        R.counted = R.counted or lim.scope == 'inflight' or lim.scope == 'inflight-tenant'
+    end
     return R
 end
 
@@ -348,7 +351,7 @@ local function fair_take(keys, args, grant)
     if not R then
         return reply
     end
-    R.grant = grant
+    R.grant = grant and not R.counted
     fair_plan(R)
     local err = fair_round(R)
     if err then
@@ -373,6 +376,11 @@ reply: {{lane_1, count_1, lane_2, count_2, ...}, wait_ms[, 'lease' | '' | 'pause
   each lane (the queue's stream for '') with XREADGROUP GROUP group consumer COUNT count_i
   STREAMS lane_i >, and gives what a lane gave less than its count back with fair_refund (with
   that time). A queue switched back from fair gets the stream ('') granted the rest of n.
+Under an `inflight` or `inflight-tenant` count it reads in the function and replies as fair_take
+(entries in place of counts): what is in flight is counted from the lanes' pending entries, and a
+grant not read yet is not among them, so the count and the read must be one step (as take's
+reserve). Besides, the reclaim pass over the lanes cannot tell a grant being read from one whose
+worker died, and would count its entries again: the next grant would lease them twice.
 Errors: as fair_take's. ]]
 local function fair_grant(keys, args)
     return fair_take(keys, args, true)

@@ -8,7 +8,8 @@
 # to fixed, window and log rates (drain-tenant and drain) as well; a read that failed is
 # refunded `unread` and its lane counted again; two workers granted one lane in turn read
 # disjoint entries, all of them; a grant never read (its worker died) is counted again by the
-# reclaim pass over the lanes (sluice_lane_reclaim), so its entries are granted again.
+# reclaim pass over the lanes (sluice_lane_reclaim), so its entries are granted again; under
+# inflight-tenant the grant reads in the function, and a reclaim pass leases nothing twice.
 . "$(dirname "$0")/lib.sh"
 q="fair-grant-$$"
 A() { "$bin/sluice-admin" --redis "$url" "$@"; }
@@ -113,6 +114,21 @@ for spec in fixed:3:31622400000 window:3:100000:1000 log:3:100000; do
     rcli FCALL sluice_limits_config 2 "$L" "$M" del ten >/dev/null
     rcli FCALL sluice_limits_config 2 "$L" "$M" del pool >/dev/null
 done
+
+# under an `inflight-tenant` count a grant reads in the function (a pending count must be read and
+# added to in one step): a grant the worker has not read yet is no lease, and the reclaim pass,
+# which cannot tell it from a grant whose worker died, would count its entries again, so the next
+# grant would lease them twice (4 in flight under inflight-tenant 2)
+rcli FCALL sluice_limits_config 2 "$L" "$M" set lease inflight-tenant 2 >/dev/null
+admit g 5
+out=$(rcli FCALL sluice_fair_grant 2 "$S" "$M" workers c1 10 | grep -cE '^[0-9]+-[0-9]+$' || true)
+[ "$out" = 2 ] || fail "inflight-tenant 2: the grant read $out entries in the function (expected 2)"
+rcli FCALL sluice_lane_reclaim 2 "$S" "$ST" workers c3 60000 0 100 >/dev/null
+out=$(grant c2 10)
+pending=$(rcli XPENDING "sluice:{$q}:lane:g" workers | head -n 1)
+[ "$pending" = 2 ] && [[ "$out" != *"g "* ]] ||
+    fail "inflight-tenant 2: after the reclaim pass the next grant gave '$out' with $pending in flight"
+rcli FCALL sluice_limits_config 2 "$L" "$M" del lease >/dev/null
 
 # ---- two workers draining 20 lanes, one lane without its group although served says it has one
 # (its stream deleted and made again by hand): its native read fails (NOGROUP), the worker gives
