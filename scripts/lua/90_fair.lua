@@ -213,9 +213,10 @@ local function fair_turn(R, b, i, tn, allow, checked)
         redis.call('HINCRBY', R.K.served, tn, got)
         rates_count(checked, R.now, got)
     end
-    local left = (tonumber(b.waits[i]) or 0) - got
-    if tn ~= '' then
-        R.wait_dec = R.wait_dec + got
+    local waits = tonumber(b.waits[i]) or 0
+    local left = waits - got
+    if tn ~= '' then -- a read past the lane's count got what a grant counted out (its reader
+        R.wait_dec = R.wait_dec + math.min(got, waits) -- then reads short): counted once
     end
     if got < k or left <= 0 then -- nothing undelivered left: out of the ring
         R.gone[#R.gone + 1] = tn

@@ -9,7 +9,8 @@
 # refunded `unread` and its lane counted again; two workers granted one lane in turn read
 # disjoint entries, all of them; a grant never read (its worker died) is counted again by the
 # reclaim pass over the lanes (sluice_lane_reclaim), so its entries are granted again; under
-# inflight-tenant the grant reads in the function, and a reclaim pass leases nothing twice.
+# inflight-tenant the grant reads in the function, and a reclaim pass leases nothing twice; a
+# grant and a read through sluice_fair_take on one lane count its entries out once.
 . "$(dirname "$0")/lib.sh"
 q="fair-grant-$$"
 A() { "$bin/sluice-admin" --redis "$url" "$@"; }
@@ -129,6 +130,20 @@ pending=$(rcli XPENDING "sluice:{$q}:lane:g" workers | head -n 1)
 [ "$pending" = 2 ] && [[ "$out" != *"g "* ]] ||
     fail "inflight-tenant 2: after the reclaim pass the next grant gave '$out' with $pending in flight"
 rcli FCALL sluice_limits_config 2 "$L" "$M" del lease >/dev/null
+[ "$(grant c1 10)" = "g 3 0" ] && [ "$(lread c1 g 3)" = 3 ] || fail "the rest of g"
+
+# a grant and a read through sluice_fair_take on one lane (an older worker beside a newer one, or
+# the read after a NOGROUP): fair_take reads the entries the grant counted out as well, and counts
+# out only what the lane's count still has, so the counts end at 0, not below (-3 before)
+w0=$(rcli HGET "sluice:{$q}:meta" lane_wait)
+admit h 6
+[ "$(grant c2 3)" = "h 3 0" ] || fail "the grant of 3 of h"
+out=$(rcli FCALL sluice_fair_take 2 "$S" "$M" workers c1 10 | grep -cE '^[0-9]+-[0-9]+$' || true)
+[ "$out" = 6 ] || fail "fair_take beside a grant read $out of h's 6"
+[ "$(lread c2 h 3)" = 0 ] || fail "the grant's read after fair_take's"
+w1=$(rcli HGET "sluice:{$q}:meta" lane_wait)
+[ "$w1" = "$w0" ] && [ -z "$(rcli HGET "sluice:{$q}:lwait" h)" ] ||
+    fail "a grant and fair_take on one lane: lane_wait $w0 -> $w1, lwait of h '$(rcli HGET "sluice:{$q}:lwait" h)'"
 
 # ---- two workers draining 20 lanes, one lane without its group although served says it has one
 # (its stream deleted and made again by hand): its native read fails (NOGROUP), the worker gives
