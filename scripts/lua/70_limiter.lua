@@ -2,7 +2,7 @@
 -- limiter: the limiter engine - spec parsing and the five algorithms' check, record and refill,
 -- used by the standalone limiter's sluice_limit (the standalone module) and by queue limits.
 -- keys:  the caller's (sluice:{NS}:lim:KEY for sluice-limit; sluice:{Q}:qlim:... for queue limits)
--- state: caches of pure functions of their input (parsed specs, gcra values last written, the
+-- state: caches of pure functions of their input (parsed specs, numbers formatted last, the
 --        clock's last reading as text)
 ---------------------------------------------------------------------------------------------------
 
@@ -45,8 +45,10 @@ replaced when the call is counted: it never fails a call. The units a call count
 (weight x log limits) are at most LOG_MAX_UNITS (500), else a SLUICECONFIG error.
 
 What each algorithm promises (T = PERIOD/COUNT):
-  gcra    value "TAT_INT TAT_FRAC COUNT PERIOD_MS": the theoretical arrival time (integer and
-          fractional microseconds, so T need not be whole) and the limit it was written with.
+  gcra    value "TAT COUNT PERIOD_MS" (TAT whole) or "TAT_INT TAT_FRAC COUNT PERIOD_MS": the
+          theoretical arrival time (integer and fractional microseconds, so T need not be
+          whole; the first layout whenever the fraction is 0, as it stays where T is a whole
+          number of microseconds) and the limit it was written with; both are read.
           Passes when TAT + w*T - PERIOD <= now; never more than COUNT in a burst. A changed
           COUNT or PERIOD rescales the outstanding debt (TAT - now) by T_new / T_old, capped
           at the new PERIOD, and the first check writes it back with its TTL (so retry-after
@@ -268,51 +270,42 @@ local function gcra_units(p, t, d)
     return x
 end
 
---[[ The gcra values this library wrote last, by key: {text, TAT_INT, TAT_FRAC, COUNT,
-PERIOD_MS}. A value read back that is the very text written is not parsed again: a parse is a
-function of the text, and these are its numbers (TAT_FRAC printed with '%.17g' reads back as
-the same double). At most GCRA_SEEN_MAX keys, the first written since the cache started over:
-it starts over every GCRA_SEEN_RENEW writes, so that keys that became hot get in. A key not in a
-full cache is not added: a cache that took in every key, on calls spread over a thousand keys,
-cost each call 1 us of its 8 (more than the parse it saves), and saves a hot key 0.6 us. What
-is kept here is in the Lua heap, which Redis's collector steps through on every call of any
-function: a thousand keys kept cost every sluice_limit call 1.4 % more instructions. ]]
-local GCRA_SEEN_MAX, GCRA_SEEN_RENEW = 32, 10000
-local gcra_seen, gcra_seen_n, gcra_writes
-
 local gcra_record
 
--- A gcra value (or nil): TAT_INT, TAT_FRAC, COUNT, PERIOD_MS, or nil when it is not one.
-local function gcra_parse(c, key, v)
+-- A gcra value (or nil): TAT_INT, TAT_FRAC, COUNT, PERIOD_MS, or nil when it is not one. Two
+-- layouts: "TAT COUNT PERIOD_MS" (a whole TAT) and "TAT_INT TAT_FRAC COUNT PERIOD_MS".
+local function gcra_parse(c, v)
     if l_type(v) ~= 'string' then -- none, or another type's WRONGTYPE (pcall's error table)
         return nil
     end
-    local e = gcra_seen[key]
-    if e and e[1] == v then
-        return e[2], e[3], e[4], e[5]
-    end
-    -- the usual value, written with this very limit, ends in its tail: matched as text (one
-    -- pattern of two captures, then a plain find), and its TAT_INT is digits (+ 0 converts)
-    local ti, tf = s_match(v, '^(%-?%d+) ([%d%.eE%-%+]+) ')
+    -- the usual value, a whole TAT written with this very limit: its rest is the limit's tail
+    -- (one string compare), its TAT digits (+ 0 converts)
+    local ti, rest = s_match(v, '^(%-?%d+)( .+)$')
     if not ti then
         return nil
     end
-    local tail, at = c.tail, #ti + #tf + 2
-    local n0, p0 = c.n, c.p_ms
-    if #v ~= at + #tail - 1 or v:find(tail, at, true) ~= at then
-        n0, p0 = s_match(v, '^ (%d+) (%d+)$', at)
-        n0, p0 = to_number(n0), to_number(p0)
+    if rest == c.tail then
+        return ti + 0, 0, c.n, c.p_ms
     end
-    ti = ti + 0
-    if tf == '0' then
-        tf = 0
-    else
+    local tf, n0, p0 = 0, s_match(rest, '^ (%d+) (%d+)$')
+    if not n0 then -- a fractional TAT
+        local at
+        tf, at = s_match(rest, '^ ([%d%.eE%-%+]+)()')
+        if not tf then
+            return nil
+        end
+        if rest:sub(at) == c.tail then
+            n0, p0 = c.n, c.p_ms
+        else
+            n0, p0 = s_match(rest, '^ (%d+) (%d+)$', at)
+        end
         tf = to_number(tf)
     end
-    if not (ti and tf and n0 and p0) or n0 < 1 or p0 < 1 then
+    n0, p0 = to_number(n0), to_number(p0)
+    if not (tf and n0 and p0) or n0 < 1 or p0 < 1 then
         return nil
     end
-    return ti, tf, n0, p0
+    return ti + 0, tf, n0, p0
 end
 
 local function gcra_check(c, st, key, w, now)
@@ -321,7 +314,7 @@ local function gcra_check(c, st, key, w, now)
     local debt = 0
     -- anything but gcra state (another algorithm's, a no-scripts counter) reads as none, and
     -- the record's SET replaces it
-    local ti, tf, n0, p0 = gcra_parse(c, key, r_pcall('GET', key))
+    local ti, tf, n0, p0 = gcra_parse(c, r_pcall('GET', key))
     if ti then
         debt = (ti - now) + tf
         if debt < 0 then
@@ -351,28 +344,18 @@ function gcra_record(c, st, key, w, now)
     local whole = m_floor(debt)
     local frac = debt - whole
     local last = fmt_last
-    if frac ~= last[3] then
-        last[3], last[4] = frac, frac == 0 and '0' or s_format('%.17g', frac)
-    end
     local ttl = m_ceil(debt / 1000) + 1
     if ttl ~= last[5] then
         last[5], last[6] = ttl, s_format(int_format, ttl)
     end
-    local v = limit_fmt(now + whole) .. ' ' .. last[4] .. c.tail
-    r_call('SET', key, v, 'PX', last[6])
-    gcra_writes = gcra_writes + 1
-    if gcra_writes >= GCRA_SEEN_RENEW then
-        gcra_seen, gcra_seen_n, gcra_writes = {}, 0, 0
-    end
-    local e = gcra_seen[key]
-    if not e then
-        if gcra_seen_n >= GCRA_SEEN_MAX then
-            return
+    local tat = limit_fmt(now + whole) -- a whole TAT: "TAT COUNT PERIOD_MS"
+    if frac ~= 0 then -- "TAT_INT TAT_FRAC COUNT PERIOD_MS"
+        if frac ~= last[3] then
+            last[3], last[4] = frac, s_format('%.17g', frac)
         end
-        e = {}
-        gcra_seen[key], gcra_seen_n = e, gcra_seen_n + 1
+        tat = tat .. ' ' .. last[4]
     end
-    e[1], e[2], e[3], e[4], e[5] = v, now + whole, frac, c.n, c.p_ms
+    r_call('SET', key, tat .. c.tail, 'PX', last[6])
 end
 
 -- A window's hash: its running total, its last block and the current block's count are read
@@ -679,7 +662,6 @@ on_fresh_state(function()
     int_format = s_format('%d', 9007199254740992) == '9007199254740992' and '%d' or '%.0f'
     member_score, member0 = nil, ''
     spec_memo = {map = {}, n = 0, max = 256}
-    gcra_seen, gcra_seen_n, gcra_writes = {}, 0, 0
     fmt_last = {-1, '', 0, '0', -1, '', -1, ''}
     log_foreign = false
 end)
