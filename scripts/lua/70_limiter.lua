@@ -108,9 +108,11 @@ end
 local int_format
 --[[ Numbers formatted last, and their texts (a format costs 0.25 us, '%.17g' 0.45 us): [1], [2]
 the last number limit_fmt was asked for; [3], [4] the last fractional TAT gcra wrote (a key's
-debt after an idle spell is w*T: the same fraction call after call); [5], [6] the last TTL (ms)
-gcra wrote; [7], [8] the last block a window read (a block lasts PRECISION). One table: the
-library's main chunk is near Lua's limit of 200 locals. ]]
+debt after an idle spell is w*T: the same fraction call after call); [5], [6] the last block a
+window read (a block lasts PRECISION); .ttl the texts of the TTLs (ms) gcra wrote, a memo of 1,024
+(a TTL is its debt in ms, below a second for limits of periods up to a second, which a thousand
+keys spread over: 0.1 us a gcra limit, scripts/bench-loop gcra1..3). One table: the library's
+main chunk is near Lua's limit of 200 locals. ]]
 local fmt_last
 
 -- An integer (< 2^53) as decimal text. The clock's last reading and the last number asked for
@@ -345,9 +347,8 @@ function gcra_record(c, st, key, w, now)
     local frac = debt - whole
     local last = fmt_last
     local ttl = m_ceil(debt / 1000) + 1
-    if ttl ~= last[5] then
-        last[5], last[6] = ttl, s_format(int_format, ttl)
-    end
+    local texts = last.ttl
+    local tt = texts.map[ttl] or memo_put(texts, ttl, s_format(int_format, ttl))
     local tat = limit_fmt(now + whole) -- a whole TAT: "TAT COUNT PERIOD_MS"
     if frac ~= 0 then -- "TAT_INT TAT_FRAC COUNT PERIOD_MS"
         if frac ~= last[3] then
@@ -355,7 +356,7 @@ function gcra_record(c, st, key, w, now)
         end
         tat = tat .. ' ' .. last[4]
     end
-    r_call('SET', key, tat .. c.tail, 'PX', last[6])
+    r_call('SET', key, tat .. c.tail, 'PX', tt)
 end
 
 -- A window's hash: its running total, its last block and the current block's count are read
@@ -369,10 +370,10 @@ local function window_check(c, st, key, w, now)
     local pre, nb, prec = c.pre, c.blocks, c.prec
     local b = limit_floor_div(now, prec)
     local last = fmt_last
-    if b ~= last[7] then
-        last[7], last[8] = b, s_format(int_format, b)
+    if b ~= last[5] then
+        last[5], last[6] = b, s_format(int_format, b)
     end
-    local bt = last[8]
+    local bt = last[6]
     local field = pre .. bt
     local v = r_pcall('HMGET', key, pre, c.pre_l, field)
     local foreign = v.err ~= nil -- not a hash: read as empty, deleted by the record
@@ -662,6 +663,6 @@ on_fresh_state(function()
     int_format = s_format('%d', 9007199254740992) == '9007199254740992' and '%d' or '%.0f'
     member_score, member0 = nil, ''
     spec_memo = {map = {}, n = 0, max = 256}
-    fmt_last = {-1, '', 0, '0', -1, '', -1, ''}
+    fmt_last = {-1, '', 0, '0', -1, '', ttl = {map = {}, n = 0, max = 1024}}
     log_foreign = false
 end)
