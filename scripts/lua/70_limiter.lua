@@ -2,8 +2,8 @@
 -- limiter: the limiter engine - spec parsing and the five algorithms' check, record and refill,
 -- used by the standalone limiter's sluice_limit (the standalone module) and by queue limits.
 -- keys:  the caller's (sluice:{NS}:lim:KEY for sluice-limit; sluice:{Q}:qlim:... for queue limits)
--- state: caches of pure functions of their input (parsed specs, numbers formatted last, the
---        clock's last reading as text)
+-- state: caches of pure functions of their input (parsed specs, gcra values last written,
+--        numbers formatted last, the clock's last reading as text)
 ---------------------------------------------------------------------------------------------------
 
 --[[ limit: the limiter engine. One request is checked against several limits at once and
