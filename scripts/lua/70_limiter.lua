@@ -71,17 +71,33 @@ What each algorithm promises (T = PERIOD/COUNT):
           a pass); retry-after = PTTL + 1 ms (Redis expires a key after, not at, its time). ]]
 
 -- Redis's clock in microseconds: every limit's time comes from here, never from a client.
--- The same instant is kept as decimal text (now_text), made of TIME's two strings without
--- formatting a number: a log's score and member are that text. (Digits + 0 is the cheapest
--- conversion: tonumber converts twice, through a C call.)
+-- The same instant is kept as decimal text (now_str), made of TIME's two strings without
+-- formatting a number: a log's score and member are that text. A call of log limits makes the
+-- text first and its number from it (digits + 0: tonumber converts twice, through a C call);
+-- any other gets its number by arithmetic on TIME's strings and the text only when asked: 0.14
+-- us less a gcra or fixed call (scripts/bench-loop gcra1, fixed1), which never need the text.
 local PAD6 = {'00000', '0000', '000', '00', '0', ''}
-local now_n, now_text -- (set by the limiter's initialiser, as every state below)
-local function now_us()
+local now_n, now_text, now_t -- (set by the limiter's initialiser, as every state below)
+local function now_us(text)
     local t = r_call('TIME')
-    local u = t[2]
-    now_text = t[1] .. PAD6[#u] .. u
-    now_n = now_text + 0
+    if text then -- a call of log limits: the text first, its number from it
+        local u = t[2]
+        now_text = t[1] .. PAD6[#u] .. u
+        now_n = now_text + 0
+    else
+        now_t, now_text = t, false
+        now_n = t[1] * 1000000 + t[2]
+    end
     return now_n
+end
+
+-- The last reading of the clock (now_us) as decimal text.
+local function now_str()
+    if not now_text then
+        local u = now_t[2]
+        now_text = now_t[1] .. PAD6[#u] .. u
+    end
+    return now_text
 end
 
 local LIMIT_MAX_COUNT = 1000000000
@@ -121,7 +137,7 @@ local fmt_last
 -- this costs 0.2 us (1, the usual weight, nothing).
 local function limit_fmt(n)
     if n == now_n then
-        return now_text
+        return now_str()
     elseif n == 1 then
         return '1'
     end
@@ -275,13 +291,13 @@ end
 --[[ The gcra values this library wrote last, by key: {text, TAT_INT, TAT_FRAC, COUNT,
 PERIOD_MS}. A value read back that is the very text written is not parsed again: a parse is a
 function of the text, and these are its numbers (TAT_FRAC printed with '%.17g' reads back as
-the same double). At most GCRA_SEEN_MAX keys, the first written since the cache started over:
-it starts over every GCRA_SEEN_RENEW writes, so that keys that became hot get in. A key not in a
-full cache is not added: a cache that took in every key, on calls spread over a thousand keys,
-cost each call 1 us of its 8 (more than the parse it saves), and saves a hot key 0.6 us. What
-is kept here is in the Lua heap, which Redis's collector steps through on every call of any
-function: a thousand keys kept cost every sluice_limit call 1.4 % more instructions. ]]
-local GCRA_SEEN_MAX, GCRA_SEEN_RENEW = 32, 10000
+the same double). At most 32 keys, the first written since the cache started over: it starts
+over every 10,000 writes, so that keys that became hot get in (numbers, not locals: the main
+chunk is at Lua's limit of 200 locals). A key not in a full cache is not added: a cache that
+took in every key, on calls spread over a thousand keys, cost each call 1 us of its 8 (more
+than the parse it saves), and saves a hot key 0.6 us. What is kept here is in the Lua heap,
+which Redis's collector steps through on every call of any function: a thousand keys kept cost
+every sluice_limit call 1.4 % more instructions. ]]
 local gcra_seen, gcra_seen_n, gcra_writes
 
 local gcra_record
@@ -376,12 +392,12 @@ function gcra_record(c, st, key, w, now)
     local v = tat .. c.tail
     r_call('SET', key, v, 'PX', tt)
     gcra_writes = gcra_writes + 1
-    if gcra_writes >= GCRA_SEEN_RENEW then
+    if gcra_writes >= 10000 then
         gcra_seen, gcra_seen_n, gcra_writes = {}, 0, 0
     end
     local e = gcra_seen[key]
     if not e then
-        if gcra_seen_n >= GCRA_SEEN_MAX then
+        if gcra_seen_n >= 32 then
             return
         end
         e = {}
@@ -573,7 +589,7 @@ end
 local member_score, member0 -- the last score's first member name, "<score>:0"
 
 local function log_record(c, st, key, w, now)
-    local score = now_text -- limit_fmt(now), inline
+    local score = now_str() -- limit_fmt(now), inline
     if now ~= now_n then
         score = limit_fmt(now)
     end
@@ -690,7 +706,7 @@ LIMIT_ENGINES = {
 
 -- The limiter's state on a fresh Lua state: empty caches and scratch tables, the clock not read.
 on_fresh_state(function()
-    now_n, now_text = nil, ''
+    now_n, now_text, now_t = nil, '', false
     int_format = s_format('%d', 9007199254740992) == '9007199254740992' and '%d' or '%.0f'
     member_score, member0 = nil, ''
     spec_memo = {map = {}, n = 0, max = 256}

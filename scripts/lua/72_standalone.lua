@@ -56,8 +56,9 @@ local function log_limits(cs, keys, nl, now)
         end
         return {0, by, left0, m_ceil(retry / 1000), m_ceil(full0 / 1000)}
     end
-    if now_text ~= member_score then
-        member_score, member0 = now_text, now_text .. ':0'
+    local score = now_str()
+    if score ~= member_score then
+        member_score, member0 = score, score .. ':0'
     end
     if log_foreign then -- a key of another type among them (rare): each is checked
         for i = 1, nl do
@@ -66,7 +67,7 @@ local function log_limits(cs, keys, nl, now)
     end
     for i = 1, nl do
         local c, key = cs[i], keys[i]
-        if r_call('ZADD', key, 'NX', now_text, member0) == 1 then
+        if r_call('ZADD', key, 'NX', score, member0) == 1 then
             r_call('PEXPIRE', key, c.ttl)
         else -- "<now>:0" taken in this microsecond: the general record takes the next name
             log_record(c, nil, key, 1, now)
@@ -290,14 +291,14 @@ local function limit(keys, args)
             ' for heavier requests')
     end
     if alg == 'log' and w == 1 then
-        return log_limits(cs, keys, nl, now_us())
+        return log_limits(cs, keys, nl, now_us(true))
     elseif alg == 'fixed' then
         return fixed_limits(cs, keys, nl, w, now_us())
     elseif alg == 'gate' then
         return gate_limits(cs, keys, nl, w)
     end
     -- every limit checked: the figures of both answers are gathered as they come
-    local now = now_us()
+    local now = now_us(nlogs > 0)
     local ok, by, retry = true, 0, 0
     local rem, full = 2 ^ 53, 0 -- allowed: smallest left, longest until full (after)
     local rem0, full0 = 2 ^ 53, 0 -- refused: the same as things are now
