@@ -54,6 +54,8 @@ static const struct {
     [SLUICE_FN_FAIR_CONFIG] = {"sluice_fair_config", "fair_config"},
     [SLUICE_FN_CLEAR] = {"sluice_clear", "clear"},
     [SLUICE_FN_LIST_CLEAR] = {"sluice_list_clear", "list_clear"},
+    [SLUICE_FN_FAIR_GRANT] = {"sluice_fair_grant", "fair_grant"},
+    [SLUICE_FN_FAIR_REFUND] = {"sluice_fair_refund", "fair_refund"},
 };
 
 const char *sluice_fn_name(sluice_fn fn) {

@@ -16,7 +16,10 @@
  * Every request, internal or the caller's, is a `request` on the pending list (send order) and
  * the privdata of its command on the link, which hands it back exactly once: with the reply,
  * or with NULL when the link is freed. The caller's callback runs from that single place,
- * which is what keeps "exactly once" true across timeouts, connection loss and close.
+ * which is what keeps "exactly once" true across timeouts, connection loss and close. A call not
+ * written to any link yet waits on the held (moved) list instead: a MOVED's, a Sentinel
+ * failover's, or one made with sluice_aconn_command_held while not ready; become_ready sends
+ * them first, on_deadline answers those past their deadline, close answers the rest.
  *
  * Re-entrancy: a caller may submit or close from any callback. The transport runs the pending
  * callbacks of a link synchronously inside sluice__uvlink_free (or right after the reply
@@ -117,7 +120,16 @@ static void arm_deadline(sluice_aconn *c, uint64_t deadline) {
 }
 
 /* ---------------------------------------------------------------------------------------- */
-/* Held calls (ASK, MOVED): not written anywhere, waiting for a link, bounded by deadlines      */
+/* Held calls (ASK, MOVED, sluice_aconn_command_held): not written anywhere, waiting for a     */
+/* link, bounded by deadlines                                                                   */
+
+/* A call held by sluice_aconn_command_held leaves the held state (sent, or answered). */
+static void unhold(sluice_aconn *c, request *q) {
+    if (q->patient) {
+        c->held_bytes -= sdslen(q->cmd);
+        q->patient = 0;
+    }
+}
 
 void sluice__uv_held_push(sluice_aconn *c, request **head, request **tail, request *q) {
     q->prev = q->next = NULL;
@@ -139,6 +151,42 @@ void sluice__uv_held_fail(sluice_aconn *c, request **head, request **tail, int s
         sluice__uv_complete(c, q, status, 0, NULL);
         q = next;
     }
+}
+
+/* The link is down: the calls a MOVED held fail with `status` (none of them ran); those held by
+ * sluice_aconn_command_held stay, in their order, for the next link or their deadline. */
+static void moved_fail(sluice_aconn *c, int status) {
+    request *q = c->moved, *keep = NULL, *keep_tail = NULL;
+    c->moved = c->moved_tail = NULL;
+    while (q != NULL) {
+        request *next = q->next;
+        q->next = NULL;
+        if (!q->patient) {
+            sluice__uv_complete(c, q, status, 0, NULL);
+        } else if (keep_tail != NULL) {
+            keep_tail->next = q;
+            keep_tail = q;
+        } else {
+            keep = keep_tail = q;
+        }
+        q = next;
+    }
+    if (keep != NULL) { /* a callback above may have held more meanwhile: ours go first */
+        keep_tail->next = c->moved;
+        if (c->moved == NULL) {
+            c->moved_tail = keep_tail;
+        }
+        c->moved = keep;
+    }
+}
+
+/* A held call's deadline passed before a link was ready for it: answered, never sent. */
+static void held_late(sluice_aconn *c, request *q) {
+    const char *why = q->patient       ? "the connection was not ready in time"
+                      : c->ask != NULL ? "the ask link was not ready in time"
+                                       : c->route->held_late;
+    snprintf(c->err, sizeof(c->err), "%s: %s", c->where, why);
+    sluice__uv_complete(c, q, SLUICE_ETIMEDOUT, 0, NULL);
 }
 
 /* Moves the calls of a held list whose deadline is past onto *late; *next becomes the earliest
@@ -213,7 +261,7 @@ static void report_down(sluice_aconn *c, int status, int moved) {
     if (moved) {
         return; /* not down: on its way to the slot's owner */
     }
-    sluice__uv_held_fail(c, &c->moved, &c->moved_tail, status);
+    moved_fail(c, status);
     if (c->state_cb != NULL) {
         c->state_cb(c, 0, status, c->state_arg);
     }
@@ -267,9 +315,7 @@ static void on_deadline(uv_timer_t *t) {
     while (late != NULL) {
         request *q = late;
         late = q->next;
-        snprintf(c->err, sizeof(c->err), "%s: %s", c->where,
-                 c->ask != NULL ? "the ask link was not ready in time" : c->route->held_late);
-        sluice__uv_complete(c, q, SLUICE_ETIMEDOUT, 0, NULL);
+        held_late(c, q);
     }
     for (request *q = c->head; q != NULL; q = q->next) {
         if (q->deadline == 0) {
@@ -393,15 +439,23 @@ static void become_ready(sluice_aconn *c) {
     if (c->route != NULL) {
         c->route->ready(c);
     }
-    request *q = c->moved; /* the calls a MOVED held go first, in their order */
+    /* the calls a MOVED held, and those made while it was not ready, go first, in their order;
+     * one whose deadline passed (its timer not run yet) is not sent */
+    request *q = c->moved;
     c->moved = c->moved_tail = NULL;
+    uint64_t now = uv_now(c->loop);
     while (q != NULL) {
         request *next = q->next;
         q->next = NULL;
         if (c->closing || c->link == NULL) { /* a callback below closed the connection */
             sluice__uv_complete(c, q, SLUICE_ECANCELED, 0, NULL);
-        } else if (sluice__uv_append(c, c->link, q, q->cmd, sdslen(q->cmd)) != 0) {
-            sluice__uv_complete(c, q, SLUICE_ECONN, 0, NULL);
+        } else if (q->deadline != 0 && q->deadline <= now) {
+            held_late(c, q);
+        } else {
+            unhold(c, q);
+            if (sluice__uv_append(c, c->link, q, q->cmd, sdslen(q->cmd)) != 0) {
+                sluice__uv_complete(c, q, SLUICE_ECONN, 0, NULL);
+            }
         }
         q = next;
     }
@@ -631,6 +685,7 @@ void sluice__uv_complete(sluice_aconn *c, request *q, int status, int sent, redi
     sluice_aconn *caller = q->caller;
     sluice_aconn_reply_cb cb = q->cb;
     void *arg = q->arg;
+    unhold(caller, q);
     caller->npending--;
     request_free(q);
     cb(caller, status, sent, reply, arg);
@@ -809,14 +864,15 @@ const char *sluice_aconn_errstr(const sluice_aconn *c) {
     return c != NULL ? c->err : "";
 }
 
-/* Queues the formatted `cmd` (taken over) as the caller's request. */
-static int submit(sluice_aconn *c, sds cmd, int fn, int wait, int timeout_ms,
+/* Queues the formatted `cmd` (taken over) as the caller's request: on the link, or with `hold`
+ * while there is no ready link, on the moved list until there is (sluice_aconn_command_held). */
+static int submit(sluice_aconn *c, sds cmd, int fn, int wait, int timeout_ms, int hold,
                   sluice_aconn_reply_cb cb, void *arg) {
     sluice__uvlink *l = c->link;
-    size_t unsent = sluice__uvlink_unsent(l);
+    size_t unsent = hold ? c->held_bytes : sluice__uvlink_unsent(l);
     if (unsent + sdslen(cmd) > ACONN_MAX_UNSENT) {
-        snprintf(c->err, sizeof(c->err), "%s: %zu bytes waiting to be written; refusing more",
-                 c->where, unsent);
+        snprintf(c->err, sizeof(c->err), "%s: %zu bytes waiting to be %s; refusing more", c->where,
+                 unsent, hold ? "sent once connected" : "written");
         sdsfree(cmd);
         return SLUICE_ETOOBIG;
     }
@@ -834,7 +890,11 @@ static int submit(sluice_aconn *c, sds cmd, int fn, int wait, int timeout_ms,
     q->wait = wait;
     q->born = uv_now(c->loop);
     q->deadline = q->born + (uint64_t)(timeout_ms > 0 ? timeout_ms : c->o.command_timeout_ms);
-    if (sluice__uv_append(c, l, q, cmd, sdslen(cmd)) != 0) {
+    if (hold) {
+        q->patient = 1;
+        c->held_bytes += sdslen(cmd);
+        sluice__uv_held_push(c, &c->moved, &c->moved_tail, q);
+    } else if (sluice__uv_append(c, l, q, cmd, sdslen(cmd)) != 0) {
         request_free(q);
         return SLUICE_ECONN;
     }
@@ -859,8 +919,9 @@ static int one_reply_each(int argc, const char **argv, const size_t *lens) {
              strncasecmp(argv[1], "REPLY", 5) == 0);
 }
 
-int sluice_aconn_command(sluice_aconn *c, int argc, const char **argv, const size_t *lens,
-                         int timeout_ms, sluice_aconn_reply_cb cb, void *arg) {
+/* sluice_aconn_command; `hold`: sluice_aconn_command_held. */
+static int command(sluice_aconn *c, int argc, const char **argv, const size_t *lens, int timeout_ms,
+                   int hold, sluice_aconn_reply_cb cb, void *arg) {
     if (c == NULL || argc <= 0 || argv == NULL || cb == NULL) {
         return SLUICE_EINVAL;
     }
@@ -869,7 +930,8 @@ int sluice_aconn_command(sluice_aconn *c, int argc, const char **argv, const siz
                  (int)(lens != NULL ? lens[0] : strlen(argv[0])), argv[0]);
         return SLUICE_EINVAL;
     }
-    if (!sluice_aconn_ready(c) || c->link == NULL) {
+    int ready = sluice_aconn_ready(c) && c->link != NULL;
+    if (c->closing || (!ready && !hold)) {
         return SLUICE_ECONN;
     }
     sds cmd = NULL;
@@ -877,7 +939,18 @@ int sluice_aconn_command(sluice_aconn *c, int argc, const char **argv, const siz
         return SLUICE_ENOMEM;
     }
     size_t n0 = lens != NULL ? lens[0] : strlen(argv[0]);
-    return submit(c, cmd, -1, n0 == 4 && strncasecmp(argv[0], "WAIT", 4) == 0, timeout_ms, cb, arg);
+    return submit(c, cmd, -1, n0 == 4 && strncasecmp(argv[0], "WAIT", 4) == 0, timeout_ms, !ready,
+                  cb, arg);
+}
+
+int sluice_aconn_command(sluice_aconn *c, int argc, const char **argv, const size_t *lens,
+                         int timeout_ms, sluice_aconn_reply_cb cb, void *arg) {
+    return command(c, argc, argv, lens, timeout_ms, 0, cb, arg);
+}
+
+int sluice_aconn_command_held(sluice_aconn *c, int argc, const char **argv, const size_t *lens,
+                              int timeout_ms, sluice_aconn_reply_cb cb, void *arg) {
+    return command(c, argc, argv, lens, timeout_ms, 1, cb, arg);
 }
 
 /* FCALL name nkeys keys... args... or EVALSHA sha nkeys keys... args... */
@@ -908,7 +981,7 @@ int sluice_aconn_fcall(sluice_aconn *c, sluice_fn fn, int nkeys, const char **ke
     if (st != 0) {
         return st;
     }
-    return submit(c, cmd, (int)fn, 0, timeout_ms, cb, arg);
+    return submit(c, cmd, (int)fn, 0, timeout_ms, 0, cb, arg);
 }
 
 void sluice_aconn_close(sluice_aconn *c, void (*closed)(void *arg), void *arg) {
@@ -922,6 +995,7 @@ void sluice_aconn_close(sluice_aconn *c, void (*closed)(void *arg), void *arg) {
     if (c->route != NULL) {
         c->route->close(c, SLUICE_ECANCELED);
     }
+    sluice__uv_held_fail(c, &c->moved, &c->moved_tail, SLUICE_ECANCELED); /* held while down */
     uv_close((uv_handle_t *)&c->retry_timer, on_handle_closed);
     uv_close((uv_handle_t *)&c->again_timer, on_handle_closed);
     uv_close((uv_handle_t *)&c->connect_timer, on_handle_closed);

@@ -57,6 +57,8 @@ struct request {
     int wait;       /* a WAIT: its answer is about the writes sent before it on its connection */
     int follow;     /* FOLLOW_*: the call ahead of this WAIT was sent again; so is the WAIT */
     int tries;      /* TRYAGAIN answers so far */
+    int patient;    /* submitted with sluice_aconn_command_held while not ready: held on the
+                       moved list until a link is ready, across losses, within its deadline */
     uint64_t born;  /* loop time in ms when the caller submitted it */
     uint64_t due;   /* on the again list: when it is sent again */
     request *trail; /* on the again list: the WAIT sent right behind it, going with it */
@@ -139,6 +141,11 @@ struct sluice_aconn {
      * calls are sent to the new owner as soon as it is ready - each within its deadline. */
     int moving;
     request *moved, *moved_tail; /* calls to send again at the new owner (by ->next) */
+    /* The same list holds the calls submitted with sluice_aconn_command_held while the
+     * connection is not ready (request.patient): unlike a MOVED's, they stay there when the
+     * link is down, until a link is ready or their deadline; their bytes count here, against
+     * ACONN_MAX_UNSENT. */
+    size_t held_bytes;
     /* TRYAGAIN (a key the call needs is on neither node for sure while the slot migrates): the
      * call did not run; it waits here (by ->next) until its pause is over, then goes to the
      * slot's owner again - with the WAIT that was sent right behind it - within its deadline */

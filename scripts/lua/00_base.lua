@@ -197,13 +197,35 @@ local function cluster_refused(r)
     return type(r) == 'table' and r.err ~= nil and
         string.find(r.err, 'Script attempted', 1, true) ~= nil
 end
-local function slot_migrating(K)
-    local a, b = K.migrating, K.migrating2
-    local r = redis.pcall('EXISTS', a, b)
-    if type(r) == 'table' and r.err ~= nil and not cluster_refused(r) then
-        r = redis.pcall('HGET', a, 'x') -- this user may not run EXISTS
+--[[ A server that is no cluster node has no slots to migrate: it is asked once per Lua state
+(the first call that would probe), with an EXISTS of two keys in different slots, which a
+cluster node refuses inside a script whatever it serves (Redis 6 and 7: the keys of one command
+in two slots) and a server without cluster mode answers 0; from then on its probes are left out
+(cluster mode is set when a server starts, and a restart is a fresh Lua state). Anything else
+(a cluster node's refusal, an ACL's) keeps the probe on every call, as before. ]]
+local slot_migrating
+do
+    local standalone -- nil: not asked yet; true: no cluster; false: a cluster node or unknown
+    function slot_migrating(K)
+        if standalone then
+            return false
+        elseif standalone == nil then
+            standalone = redis.pcall('EXISTS', 'sluice:{a}:migrating?',
+                'sluice:{b}:migrating?') == 0
+            if standalone then
+                return false
+            end
+        end
+        local a, b = K.migrating, K.migrating2
+        local r = redis.pcall('EXISTS', a, b)
+        if type(r) == 'table' and r.err ~= nil and not cluster_refused(r) then
+            r = redis.pcall('HGET', a, 'x') -- this user may not run EXISTS
+        end
+        return cluster_refused(r)
     end
-    return cluster_refused(r)
+    on_fresh_state(function()
+        standalone = nil
+    end)
 end
 
 local function slot_tryagain(K)

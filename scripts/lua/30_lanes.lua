@@ -49,6 +49,27 @@ local function lanes_added(K, added, order)
     end
 end
 
+-- Lane tn holds `gap` (> 0) undelivered entries its count does not have: counted again, and the
+-- lane goes back into the ring (with a wake-up token) if it had left it. Two callers: the reclaim
+-- pass over the lanes (a fair_grant whose worker died or lost its link before it read: the
+-- lane's XLEN less its pending entries less its count; a grant another worker is reading just
+-- now looks the same, and the lane is then counted too high for a while, which the grants that
+-- follow use up, each read short and refunded) and fair_refund of grants whose read failed.
+local function lane_recount(K, tn, gap)
+    if gap <= 0 then
+        return
+    end
+    if tn ~= '' then
+        redis.call('HINCRBY', K.meta, 'lane_wait', gap)
+    end
+    if redis.call('HINCRBY', K.lwait, tn, gap) == gap then
+        redis.call('RPUSH', K.ring, tn)
+        if redis.call('LLEN', K.wake) == 0 then
+            redis.call('RPUSH', K.wake, 1)
+        end
+    end
+end
+
 -- Counts n entries deleted from tenant lane t (ack, dead). An empty lane's stream goes (with
 -- its group, made again when the lane is next read) and its served count: tenants come and go,
 -- their lanes with them, and an idle tenant keeps nothing. `later`: meta `lane_depth` is left

@@ -207,7 +207,7 @@ local function limit_spec(i, s)
     local e = LIMIT_ENGINES[alg]
     -- every field is there from the start: no rehash
     local l = {alg = alg, n = n, p_ms = p_ms, p = p_ms * 1000, prec = 0, prec_ms = 0, blocks = 0,
-        check = e[1], record = e[2], refill = e[3], tail = ' ' .. n .. ' ' .. p_ms,
+        check = e[1], record = e[2], refill = e[3], refund = e[4], tail = ' ' .. n .. ' ' .. p_ms,
         ttl = limit_fmt(p_ms + 1), window = want == 4, pre = '', pre_l = '', gate_ms = 0,
         gate_text = ''}
     if alg == 'gate' then -- a gate's interval for weight 1, the usual weight
@@ -398,12 +398,13 @@ function gcra_record(c, st, key, w, now)
     local e = gcra_seen[key]
     if not e then
         if gcra_seen_n >= 32 then
-            return
+            return v
         end
         e = {}
         gcra_seen[key], gcra_seen_n = e, gcra_seen_n + 1
     end
     e[1], e[2], e[3], e[4], e[5] = v, now + whole, frac, c.n, c.p_ms
+    return v -- what a refund compares the key with (see the refunds)
 end
 
 -- A window's hash: its running total, its last block and the current block's count are read
@@ -703,6 +704,107 @@ LIMIT_ENGINES = {
     fixed = {fixed_check, fixed_record},
     gate = {gate_check, gate_record},
 }
+
+--[[ Refunds: units a reservation counted and did not use (a paced read's reserve, sluice_take
+'reserve'), given back. refund(c, key, k, g, t0, v, now): k of the g units counted at t0 (us), v
+what the record returned then (gcra: the value it wrote; the others: nothing). A unit is given
+back only where that is exact, as if the reservation had counted g - k; where it no longer can be
+(the window it was counted in has ended, its units expired, the key changed since in a way that
+cannot be undone in part), nothing is: the limit then under-delivers until those units expire,
+it never admits more than it allows.
+  gcra    the key still holds the value the reservation wrote (no call counted or gave back
+          since): TAT moves back by k intervals (never behind now: an empty key). Any other
+          value: nothing (a later reservation's units were placed after these; moving TAT back
+          past them would let a later window over-admit).
+  fixed   the window the units were counted in is the current one: its count less k.
+  window  the block the units were counted in still counts: that block and the total less k.
+  log     the units not expired yet: k of the members scored t0 removed.
+  gate    the gate the reservation closed is still closed (1 ms to spare): it ends when g - k
+          units would have ended it (a gate grants one unit: opened). ]]
+do
+    LIMIT_ENGINES.gcra[4] = function(c, key, k, g, t0, v, now)
+        if r_pcall('GET', key) ~= v then
+            return
+        end
+        local ti, tf, n0, p0 = gcra_parse(c, key, v)
+        if not ti or n0 ~= c.n or p0 ~= c.p_ms then
+            return
+        end
+        local debt = (ti - now) + tf - k * (c.p / c.n)
+        if debt <= 0 then
+            r_call('DEL', key)
+            return
+        end
+        local st = limit_state()
+        st.debt = debt
+        gcra_record(c, st, key, 0, now)
+    end
+    LIMIT_ENGINES.fixed[4] = function(c, key, k, g, t0, v, now)
+        local base = fixed_base(c, t0)
+        if now - t0 >= c.p or fixed_base(c, now) ~= base then
+            return
+        end
+        local n = to_number(r_pcall('GET', key))
+        if not n or n < base or n >= base + 2147483648 then
+            return
+        end
+        if n - base < k then
+            k = n - base
+        end
+        if k > 0 then
+            r_call('DECRBY', key, limit_fmt(k))
+        end
+    end
+    LIMIT_ENGINES.window[4] = function(c, key, k, g, t0, v, now)
+        local nb, pre = c.blocks, c.pre
+        local b0 = limit_floor_div(t0, c.prec)
+        if b0 <= limit_floor_div(now, c.prec) - nb then
+            return -- its units count no more
+        end
+        local f = pre .. limit_fmt(b0)
+        local h = r_pcall('HMGET', key, f, pre, c.pre_l)
+        if h.err then
+            return
+        end
+        local cnt, total, last = to_number(h[1]), to_number(h[2]), to_number(h[3])
+        if not (cnt and total and last) or b0 <= last - nb then
+            return -- taken out of the total already
+        end
+        k = math.min(k, cnt, total)
+        if k > 0 then
+            r_call('HSET', key, f, limit_fmt(cnt - k), pre, limit_fmt(total - k))
+        end
+    end
+    LIMIT_ENGINES.log[4] = function(c, key, k, g, t0, v, now)
+        if now - t0 >= c.p then
+            return
+        end
+        local s = limit_fmt(t0)
+        while k > 0 do
+            local m = r_pcall('ZRANGEBYSCORE', key, s, s, 'LIMIT', 0, math.min(k, 500))
+            if l_type(m) ~= 'table' or m.err or #m == 0 then
+                return
+            end
+            r_call('ZREM', key, unpack(m))
+            k = k - #m
+        end
+    end
+    LIMIT_ENGINES.gate[4] = function(c, key, k, g, t0, v, now)
+        if now + 1000 >= t0 + limit_ceil_ratio(g, c.p_ms, c.n) * 1000 or
+            r_pcall('GET', key) ~= '1' then
+            return
+        end
+        local ms = 0
+        if g > k then
+            ms = m_ceil((t0 + limit_ceil_ratio(g - k, c.p_ms, c.n) * 1000 - now) / 1000)
+        end
+        if ms < 1 then
+            r_call('DEL', key)
+        else
+            r_call('PEXPIRE', key, limit_fmt(ms))
+        end
+    end
+end
 
 -- The limiter's state on a fresh Lua state: empty caches and scratch tables, the clock not read.
 on_fresh_state(function()

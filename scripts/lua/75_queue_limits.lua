@@ -1,7 +1,8 @@
 ---------------------------------------------------------------------------------------------------
 -- queue limits: a queue's configured limits, read (and parsed once per change) for admission
 -- and the drain side, and the per-key batches an admission counts in.
--- keys:  sluice:{Q}:limits (NAME -> "SCOPE SPEC"), sluice:{Q}:qlim:NAME:ALG:VALUE (state)
+-- keys:  sluice:{Q}:limits (NAME -> "SCOPE SPEC"), sluice:{Q}:meta (limits_v: the limits'
+--        version), sluice:{Q}:qlim:NAME:ALG:VALUE (state)
 -- state: the parsed limits by limits key (a cache of the hash's text), the admission batch's
 --        state tables reused call after call
 ---------------------------------------------------------------------------------------------------
@@ -25,26 +26,36 @@ local INFLIGHT_POLL_MS = 1000
 local LIMIT_NAME_PATTERN = '^[%w_%.%-]+$'
 
 --[[ The limits of a queue as they were last read, by the scopes asked for and the limits key:
-{raw = the HGETALL reply, out = the list made of it}. A read that gets the same reply (the
-same strings, compared as Lua compares strings: by content) takes the same list, so the
-hash is read on every call but parsed and sorted only when it changed. At most
-QUEUE_LIMITS_MAX keys; past that it starts over. ]]
+{raw = the HGETALL reply, out = the list made of it, v = meta `limits_v` then, t = when (us)}.
+sluice_limits_config, the only writer of the hash, sets meta `limits_v` to a new value (Redis's
+time in us, as text) with every change: a call that finds the version it read with the list,
+within a second of that read, takes the list without reading the hash (one HGET of the version
+instead of the HGETALL). Else (a queue configured before the version, a call without the time,
+a second gone by) the hash is read; a read that gets the same reply (the same strings, compared
+as Lua compares strings: by content) takes the same list, so it is parsed and sorted only when
+it changed. A hash written directly, not through the function, is so seen within a second. At
+most QUEUE_LIMITS_MAX keys; past that it starts over. ]]
 local QUEUE_LIMITS_MAX = 64
 local queue_limits_cache, queue_limits_cached -- (set by this module's initialiser)
 
 -- The limits of a queue in `scopes`: {{name, scope, spec table, key}, ...} in name order (an
 -- `inflight` or `inflight-tenant` limit's spec is its count: {n = N}, its key ''; a rate's key
 -- is the prefix of its state keys (K:qlim), the value follows). Shared between calls: read
--- it, never write it.
-local function queue_limits(K, scopes)
+-- it, never write it. `now`: Redis's time in us (now_us()), or nil to read the hash whatever
+-- the version says.
+local function queue_limits(K, scopes, now)
     local limits_key = K.limits
-    local raw = r_call('HGETALL', limits_key)
     local by_scopes = queue_limits_cache[scopes]
     if not by_scopes then
         by_scopes = {}
         queue_limits_cache[scopes] = by_scopes
     end
     local hit = by_scopes[limits_key]
+    local v = r_call('HGET', K.meta, 'limits_v') or false
+    if hit and v and hit.v == v and now and now >= hit.t and now - hit.t < 1000000 then
+        return hit.out
+    end
+    local raw = r_call('HGETALL', limits_key)
     if hit and #hit.raw == #raw then
         local same, old = true, hit.raw
         for i = 1, #raw do
@@ -54,6 +65,7 @@ local function queue_limits(K, scopes)
             end
         end
         if same then
+            hit.v, hit.t = v, now or -math.huge
             return hit.out
         end
     end
@@ -83,7 +95,7 @@ local function queue_limits(K, scopes)
     if not hit then
         queue_limits_cached = queue_limits_cached + 1
     end
-    by_scopes[limits_key] = {raw = raw, out = out}
+    by_scopes[limits_key] = {raw = raw, out = out, v = v, t = now or -math.huge}
     return out
 end
 
@@ -102,22 +114,44 @@ local function lim_check(lim, key, w, now, st)
 end
 
 -- Counts w units in state st (checked for them by lim_check); a window's hash lives as long as
--- its window needs.
+-- its window needs. Returns what the record returned (gcra: the value written; see the refunds).
 local function lim_record(st, now, w)
     local c, key = st.lim.spec, st.key
-    c.record(c, st, key, w, now)
+    local v = c.record(c, st, key, w, now)
     if c.alg == 'window' and st.ttl ~= TTL_KEPT then
         window_expire(key, window_ttl(c, st, now), st.ttl)
     end
+    return v
 end
 
 --[[ The limits of one admission batch, counted per state key: each key is read once (how many
 units it allows now), its units are handed out to the messages in order, and it is recorded
 once with their total at the end: the same as checking and counting message by message at one
-`now`, for the cost of one read and one write per key instead of per message. ]]
+`now`, for the cost of one read and one write per key instead of per message. A fixed window
+is read by counting the unit its check asks for (as sluice_limit counts one): one INCRBY, topped
+up at the end when more messages used it, taken back when none did (DECRBY; DEL of a key the
+INCRBY made), where a GET and an INCRBY were. The state tables are kept for the next call in
+the batch's `pool`. ]]
 local BATCH_POOL_MAX = 16 -- states kept for the next call (a call may need more)
-local batch_pool
 local the_batch
+
+-- Fixed limit `lim` at `key` read into st by counting one unit (see above), or false when the
+-- key holds no integer (an old layout's hash, another type: lim_check reads it as usual).
+local function batch_fixed(lim, key, now, st)
+    local c = lim.spec
+    local v = r_pcall('INCRBY', key, '1')
+    if l_type(v) ~= 'number' then
+        return false
+    end
+    local base, ends = fixed_base(c, now)
+    local n, live = 0, false
+    if v > 1 and v >= base + 1 and v < base + 2147483648 then -- this window's counter
+        n, live = v - base - 1, true
+    end
+    st.lim, st.key, st.count, st.live, st.retry = lim, key, n, live, ends
+    st.ok, st.left, st.taken = n < c.n, c.n - n, v
+    return true
+end
 
 -- The batch of this call: the one table, emptied of the last call's states (the state tables
 -- themselves are used again, up to BATCH_POOL_MAX; after a call of more, its tables are let go).
@@ -143,16 +177,19 @@ local function batch_state(b, lim, value)
     local st = b.states[key]
     if not st then
         local n = b.n + 1
-        st = batch_pool[n]
+        st = b.pool[n]
         if not st then
             st = limit_state()
             if n <= BATCH_POOL_MAX then
-                batch_pool[n] = st
+                b.pool[n] = st
             end
         end
-        local _, err = lim_check(lim, key, 1, b.now, st)
-        if err then
-            return nil, err
+        if not (lim.spec.alg == 'fixed' and batch_fixed(lim, key, b.now, st)) then
+            st.taken = false
+            local _, err = lim_check(lim, key, 1, b.now, st)
+            if err then
+                return nil, err
+            end
         end
         st.used, st.rt = 0, false
         st.avail = st.ok and st.left or 0
@@ -192,16 +229,30 @@ end
 
 -- Records every state's units; then the retry-after of an exhausted state is the time until
 -- one more unit fits after what this batch took.
-local function batch_finish(b)
+-- `abort`: the call ends in an error; nothing is recorded, the fixed windows' units taken back.
+local function batch_finish(b, abort)
     local order = b.order
     for i = 1, b.n do
         local st = order[i]
-        if st.used > 0 then
-            -- checked for one unit at the same time: what one unit records; more, checked again
-            if st.used > 1 then
-                lim_check(st.lim, st.key, st.used, b.now, st)
+        local used, v = not abort and st.used or 0, st.taken
+        if v then -- a fixed window: its INCRBY counted one unit (v, the value it made)
+            if used == 0 then
+                if v == 1 then -- the INCRBY made the key
+                    r_call('DEL', st.key)
+                else
+                    r_call('DECRBY', st.key, '1')
+                end
+            elseif not st.live then -- the window's first units (the key: none, or an earlier's)
+                fixed_record(st.lim.spec, nil, st.key, used, b.now)
+            elseif used > 1 then
+                r_call('INCRBY', st.key, limit_fmt(used - 1))
             end
-            lim_record(st, b.now, st.used)
+        elseif used > 0 then
+            -- checked for one unit at the same time: what one unit records; more, checked again
+            if used > 1 then
+                lim_check(st.lim, st.key, used, b.now, st)
+            end
+            lim_record(st, b.now, used)
         end
     end
 end
@@ -217,6 +268,6 @@ end
 -- The queue limits' state on a fresh Lua state: no limits read yet, an empty batch.
 on_fresh_state(function()
     queue_limits_cache, queue_limits_cached = {}, 0
-    batch_pool = {}
-    the_batch = {lims = false, now = 0, states = {}, order = {}, n = 0, sts = {}, nl = 0}
+    the_batch = {lims = false, now = 0, states = {}, order = {}, n = 0, sts = {}, nl = 0,
+        pool = {}}
 end)

@@ -46,11 +46,11 @@ local function admit_each(keys, args, cap, depth, nlimits, append, share)
         K = queue_keys_of(keys[2], 'meta')
     end
     if nlimits > 0 then
-        lims = queue_limits(K, ADMISSION_SCOPES)
+        now = now_us()
+        lims = queue_limits(K, ADMISSION_SCOPES, now)
         if lims.err then
             return lims
         end
-        now = now_us()
     end
     local reply = {0, depth, cap, 0, -1, 0} -- the first outcome's slot made with it (n >= 1)
     local admitted, full, limited = 0, 0, 0
@@ -80,6 +80,7 @@ local function admit_each(keys, args, cap, depth, nlimits, append, share)
             end
             local sts, refused, err = batch_check(b, t, c)
             if err then
+                batch_finish(b, true)
                 return err
             end
             if share > 0 and not held[t] then

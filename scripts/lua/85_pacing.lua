@@ -69,7 +69,8 @@ local function read_start(keys, args, scopes)
     if slot_migrating(K) then -- limits, their state, lanes: derived
         return 0, K, slot_tryagain(K), 0
     end
-    return tonumber(args[3]) or 0, K, queue_limits(K, scopes), now_us()
+    local now = now_us()
+    return tonumber(args[3]) or 0, K, queue_limits(K, scopes, now), now
 end
 
 -- The pool's limits before a read: `drain` rates and the `inflight` count (in_flight() gives the
@@ -103,36 +104,140 @@ local function paused_reply()
     return {{}, PAUSE_POLL_MS, 'paused'}
 end
 
-local function take(keys, args)
-    if redis.call('HGET', keys[2], 'paused') == '1' then
-        return paused_reply()
+local take
+do
+    -- What a read may take now: n > 0, the rates to count it in, Redis's time and whether an
+    -- `inflight` count is among the limits; or nil and the reply (paused, held back, an error).
+    local function read_caps(keys, args)
+        if redis.call('HGET', keys[2], 'paused') == '1' then
+            return nil, paused_reply()
+        end
+        local n, _, lims, now = read_start(keys, args, POOL_SCOPES)
+        if lims.err then
+            return nil, lims
+        end
+        local counts, wait, rates, _, leased = false
+        n, wait, rates, _, leased = pool_caps(lims, n, now, function()
+            counts = true
+            return redis.call('XPENDING', keys[1], args[1])[1]
+        end)
+        if not n then
+            return nil, wait
+        end
+        if n <= 0 then
+            return nil, {{}, math.ceil(wait / 1000), leased and 'lease' or ''}
+        end
+        return n, rates, now, counts
     end
-    local n, _, lims, now = read_start(keys, args, POOL_SCOPES)
-    if lims.err then
-        return lims
-    end
-    local wait, rates, _, leased
-    n, wait, rates, _, leased = pool_caps(lims, n, now, function()
-        return redis.call('XPENDING', keys[1], args[1])[1]
-    end)
-    if not n then
-        return wait
-    end
-    if n <= 0 then
-        return {{}, math.ceil(wait / 1000), leased and 'lease' or ''}
-    end
-    local r = redis.call('XREADGROUP', 'GROUP', args[1], args[2], 'COUNT', n, 'STREAMS',
-        keys[1], '>')
-    local got = r and r[1] and #r[1][2] or 0
-    if got == 0 then
+
+    -- The group's last delivered id ('0-0' when it has none yet).
+    local function last_delivered(stream, group)
         local last = '0-0'
-        for _, g in ipairs(redis.call('XINFO', 'GROUPS', keys[1])) do
-            if field(g, 'name') == args[1] then
+        for _, g in ipairs(redis.call('XINFO', 'GROUPS', stream)) do
+            if field(g, 'name') == group then
                 last = field(g, 'last-delivered-id')
             end
         end
-        return {{}, -1, last}
+        return last
     end
-    rates_count(rates, now, got)
-    return {r, 0, ''}
+
+    local function read(keys, args, n, rates, now)
+        local r = redis.call('XREADGROUP', 'GROUP', args[1], args[2], 'COUNT', n, 'STREAMS',
+            keys[1], '>')
+        local got = r and r[1] and #r[1][2] or 0
+        if got == 0 then
+            return {{}, -1, last_delivered(keys[1], args[1])}
+        end
+        rates_count(rates, now, got)
+        return {r, 0, ''}
+    end
+
+    -- Counts n units in each rate and returns the reservation's token: "T0,N" then
+    -- ",NAME:ALG,V" a rate (V what its record returned, for its refund).
+    local function reserve(rates, now, n)
+        local rec = {}
+        for i, c in ipairs(rates) do
+            rec[i] = lim_check(c[1], c[2], n, now)
+        end
+        local token = limit_fmt(now) .. ',' .. n
+        for i, st in ipairs(rec) do
+            local lim = st.lim
+            token = token .. ',' .. lim.name .. ':' .. lim.spec.alg .. ',' ..
+                (lim_record(st, now, n) or '')
+        end
+        return {{}, 0, '', n, token}
+    end
+
+    -- Gives back k units of the reservation `token` in each rate it counted them in (as far
+    -- as each can: see the refunds); its reply: the group's last delivered id when none of the
+    -- units was used, else ''.
+    local function refund(keys, args)
+        local K = queue_keys_of(keys[2], 'meta')
+        if slot_migrating(K) then
+            return slot_tryagain(K)
+        end
+        local token = args[5] or ''
+        local t0, g, each = s_match(token, '^(%d+),(%d+)(.*)$')
+        local k = tonumber(args[3])
+        if not t0 or not k then
+            return redis.error_reply('SLUICECONFIG take refund: bad count ' ..
+                s_format('%q', string.sub(tostring(args[3]), 1, 20)) .. ' or token ' ..
+                s_format('%q', string.sub(token, 1, 40)))
+        end
+        t0, g = t0 + 0, g + 0
+        k = math.min(math.floor(k), g)
+        if k > 0 then
+            local v = {}
+            for id, val in each:gmatch(',([^,]*),([^,]*)') do
+                v[id] = val
+            end
+            local lims = queue_limits(K, POOL_SCOPES)
+            if lims.err then
+                return lims
+            end
+            local now = now_us()
+            for _, lim in ipairs(lims) do
+                local c = lim.spec
+                local val = lim.scope == 'drain' and v[lim.name .. ':' .. c.alg]
+                if val then
+                    c.refund(c, lim.key, k, g, t0, val, now)
+                end
+            end
+        end
+        if k >= g then
+            return last_delivered(keys[1], args[1])
+        end
+        return ''
+    end
+
+    --[[ take (stream backend): a paced worker's read. Three forms:
+    - the read (ARGV[4] absent; workers before the reserve form): reserves rate before it
+      reads, as above: reply {entries, wait_ms, last_delivered_id}.
+    - 'reserve': the same checks, reading nothing: the units it would read (up to n) are
+      counted in every `drain` rate and granted; the worker reads them itself (XREADGROUP
+      COUNT grant), so the entries never pass through Lua, and gives back what it did not get
+      with 'refund'. reply {{}, 0, '', grant, token} (grant > 0); held back, paused or nothing
+      granted: as the read's ({{}, wait_ms, 'lease' | 'paused' | ''}). With an `inflight`
+      limit the read is made here, as the read form does (reply as its): a count of pending
+      entries must be read and added to in one step, or two workers would both take the room.
+    - 'refund': ARGV[3] = k, the granted units not read, ARGV[5] = the reserve's token; gives
+      them back in each rate as far as it exactly can (see the refunds in the limiter); reply:
+      the group's last delivered id when k is the whole grant (for XREAD BLOCK), else ''.
+      A worker that dies between the reserve and the refund leaves its units counted: the
+      rate under-delivers for as long as they count, it never over-admits.
+    ]]
+    function take(keys, args)
+        local mode = args[4]
+        if mode == 'refund' then
+            return refund(keys, args)
+        end
+        local n, rates, now, counts = read_caps(keys, args)
+        if not n then
+            return rates
+        end
+        if mode == 'reserve' and not counts then
+            return reserve(rates, now, n)
+        end
+        return read(keys, args, n, rates, now)
+    end
 end

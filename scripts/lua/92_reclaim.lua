@@ -44,14 +44,15 @@ local function claim_start(K)
     if (tonumber(redis.call('HGET', K.meta, 'drain')) or 0) <= 0 then
         return {}, 0, nil
     end
-    local lims = queue_limits(K, RECLAIM_SCOPES)
+    local now = now_us()
+    local lims = queue_limits(K, RECLAIM_SCOPES, now)
     local fair = nil
     for _, lim in ipairs(lims) do
         if lim.scope == 'drain-tenant' and fair == nil then
             fair = redis.call('HGET', K.meta, 'fair') == '1'
         end
     end
-    return lims, now_us(), fair and '' or nil
+    return lims, now, fair and '' or nil
 end
 
 --[[ reclaim with drain limits (the function sluice_reclaim): as reclaim, claiming at most what
@@ -84,7 +85,9 @@ end
 Walks sluice:{Q}:lanes with HSCAN; a lane with entries in flight (entries > undelivered) is
 reclaimed as reclaim does (from its start, up to what is left of the count), within the drain
 limits as drain_reclaim: the pool's `drain` rates cap the whole pass, a lane's `drain-tenant`
-rates its own part (a lane they hold is passed over until a later pass).
+rates its own part (a lane they hold is passed over until a later pass). A lane holding more
+than its count and its entries in flight say (XLEN > undelivered + pending: a grant never read)
+is counted again (lane_recount).
 KEYS[1] stream, KEYS[2] stats
 ARGV[1] group, ARGV[2] consumer, ARGV[3] min idle ms, ARGV[4] HSCAN cursor ('0' to start),
 ARGV[5] count
@@ -113,8 +116,12 @@ local function lane_reclaim(keys, args)
             cursor = args[4]
             break
         end
-        if tonumber(scan[2][i + 1]) > (tonumber(redis.call('HGET', K.lwait, tn)) or 0) then
+        local waits = tonumber(redis.call('HGET', K.lwait, tn)) or 0
+        if tonumber(scan[2][i + 1]) > waits then
             local r = redis.pcall('XPENDING', K:lane(tn), args[1])
+            if type(r) == 'table' and not r.err then
+                lane_recount(K, tn, redis.call('XLEN', K:lane(tn)) - waits - r[1])
+            end
             local k, err, rates = budget, nil, {}
             if type(r) == 'table' and not r.err and r[1] > 0 then
                 k, err, rates = claim_caps(lims, false, tn, budget, now)

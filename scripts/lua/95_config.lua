@@ -124,6 +124,8 @@ local function limits_config(keys, args)
             adm = adm + 1
         end
     end
-    redis.call('HSET', keys[2], 'limits', adm, 'drain', drn)
+    -- and every reader that the hash changed: a new version (see queue_limits)
+    now_us(true) -- the clock's text too (a version is its text)
+    redis.call('HSET', keys[2], 'limits', adm, 'drain', drn, 'limits_v', now_text)
     return #raw / 2
 end

@@ -38,6 +38,8 @@ it does not define. ]]
 -- @needs take: base limiter queue_limits pacing
 -- @needs fair_take: base share lanes stream limiter queue_limits pacing fair
 -- @needs lane_ack: base share lanes stream limiter queue_limits pacing fair
+-- @needs fair_grant: base share lanes stream limiter queue_limits pacing fair
+-- @needs fair_refund: base share lanes stream limiter queue_limits pacing fair
 
 -- Flags. The functions that add work to a bucket (sluice_admit, sluice_list_admit,
 -- sluice_replay, sluice_list_replay) are registered WITHOUT allow-oom on purpose: when Redis
@@ -45,10 +47,10 @@ it does not define. ]]
 -- instead of growing the bucket past maxmemory (the producer sees the refusal). Everything that
 -- drains or moves work already admitted (ack, dead, retry, reclaim, touch, list_take, list_ack,
 -- list_dead, list_recover, prune, clear, list_clear, and the reads of paced and fair queues:
--- take, fair_take, lane_ack, lane_reclaim) keeps allow-oom, so a full Redis can still be
--- drained and memory freed (take and fair_take write only their few bytes of rate state). sluice_group (may
--- create the stream and group), sluice_limit (adds limiter state) and sluice_fair_config only
--- grow memory and are refused under OOM as well.
+-- take, fair_take, fair_grant, fair_refund, lane_ack, lane_reclaim) keeps allow-oom, so a full
+-- Redis can still be drained and memory freed (take and fair_take write only their few bytes of
+-- rate state). sluice_group (may create the stream and group), sluice_limit (adds limiter state)
+-- and sluice_fair_config only grow memory and are refused under OOM as well.
 -- A function that drains or moves admitted work: allowed under OOM (see above).
 -- Every function is registered through entry() (see on_fresh_state): below, `redis` is the
 -- loader's API with a register_function that wraps each callback so.
@@ -89,6 +91,8 @@ drains('sluice_take', take)
 drains('sluice_fair_take', fair_take)
 drains('sluice_lane_ack', lane_ack)
 drains('sluice_lane_reclaim', lane_reclaim)
+drains('sluice_fair_grant', fair_grant)
+drains('sluice_fair_refund', fair_refund)
 redis.register_function('sluice_fair_config', fair_config)
 drains('sluice_clear', clear)
 drains('sluice_list_clear', list_clear)

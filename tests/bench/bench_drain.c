@@ -17,6 +17,9 @@
  * the processed rate over the last --seconds s (the queue's `acked` counter) against the
  * configured rate: pacing accuracy. The first second is left out: GCRA allows a burst of N
  * there on top of the rate.
+ *
+ * --drain-limit N/DURATION sets the same drain limit and drains --count as without it: the cost
+ * of a paced read when its rate does not bind (e.g. 100000000/1s) against a plain drain.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -40,7 +43,8 @@
 static const char usage[] =
     "usage: sluice-bench drain [--redis URL] [--queue Q] [--count N] [--concurrency C]\n"
     "                          [--read-batch B] [--size BYTES] [--tenants N]\n"
-    "                          [--pace N/DURATION [--seconds S]] [--json]\n"
+    "                          [--pace N/DURATION [--seconds S]] [--drain-limit N/DURATION]\n"
+    "                          [--json]\n"
     "  --count N        messages to pre-fill and drain (default 300000; with --pace: what the\n"
     "                   pace allows in 1 + S seconds, plus its burst and 10 %)\n"
     "  --concurrency C  worker in-flight limit (default 2000)\n"
@@ -49,7 +53,9 @@ static const char usage[] =
     "                   robin over N tenants t0..tN-1, one lane each (1..100000)\n"
     "  --pace N/DURATION  a drain limit (GCRA, e.g. 2000/1s): run for 1 + S seconds and report\n"
     "                   the processed rate over the last S against N/DURATION (pacing accuracy)\n"
-    "  --seconds S      with --pace: seconds measured after the first (default 60, 1..3600)\n";
+    "  --seconds S      with --pace: seconds measured after the first (default 60, 1..3600)\n"
+    "  --drain-limit N/DURATION  the same drain limit, and a drain of --count as without it\n"
+    "                   (the paced read's cost when its rate does not bind, e.g. 100000000/1s)\n";
 
 #define PACE_LIMIT "bench-pace" /* the drain limit's name */
 
@@ -66,15 +72,20 @@ typedef struct args {
     char pace_spec[96];   /* as the library spells it, "gcra:2000:1000" */
     double pace_per_s;    /* the configured rate */
     long long pace_burst; /* N: what GCRA allows at once on top of the rate */
+    int limit_only;       /* --drain-limit: the limit set, the drain as without one */
 } args;
 
-static int parse_pace(args *a, const char *v, char *err, size_t n) {
+static int parse_pace(args *a, const char *opt, const char *v, char *err, size_t n) {
     char spec[300], e[256];
     sluice_limit l;
     snprintf(spec, sizeof(spec), "%s=%s", PACE_LIMIT, v);
     if (sluice_limit_parse(spec, SLUICE_LIMIT_GCRA, &l, e, sizeof(e)) != 0 ||
         sluice_limit_spec(&l, a->pace_spec, sizeof(a->pace_spec)) != 0) {
-        snprintf(err, n, "--pace \"%s\": %s", v, e);
+        snprintf(err, n, "%s \"%s\": %s", opt, v, e);
+        return -1;
+    }
+    if (a->pace != NULL) {
+        snprintf(err, n, "%s \"%s\": --pace and --drain-limit go one at a time", opt, v);
         return -1;
     }
     a->pace = v;
@@ -84,11 +95,19 @@ static int parse_pace(args *a, const char *v, char *err, size_t n) {
 }
 
 static int parse_args(args *a, int argc, char **argv) {
-    static const struct option opts[] = {
-        {"redis", 1, NULL, 'r'},       {"queue", 1, NULL, 'q'},      {"count", 1, NULL, 'n'},
-        {"concurrency", 1, NULL, 'c'}, {"read-batch", 1, NULL, 'b'}, {"size", 1, NULL, 's'},
-        {"tenants", 1, NULL, 't'},     {"pace", 1, NULL, 'p'},       {"seconds", 1, NULL, 'S'},
-        {"json", 0, NULL, 'j'},        {"help", 0, NULL, 'h'},       {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {{"redis", 1, NULL, 'r'},
+                                         {"queue", 1, NULL, 'q'},
+                                         {"count", 1, NULL, 'n'},
+                                         {"concurrency", 1, NULL, 'c'},
+                                         {"read-batch", 1, NULL, 'b'},
+                                         {"size", 1, NULL, 's'},
+                                         {"tenants", 1, NULL, 't'},
+                                         {"pace", 1, NULL, 'p'},
+                                         {"seconds", 1, NULL, 'S'},
+                                         {"json", 0, NULL, 'j'},
+                                         {"help", 0, NULL, 'h'},
+                                         {"drain-limit", 1, NULL, 'L'},
+                                         {NULL, 0, NULL, 0}};
     char err[512];
     int ch, rc = 0;
     *a = (args){.url = sluice_url_default(),
@@ -124,7 +143,11 @@ static int parse_args(args *a, int argc, char **argv) {
                                  sizeof(err));
             break;
         case 'p':
-            rc = parse_pace(a, optarg, err, sizeof(err));
+            rc = parse_pace(a, "--pace", optarg, err, sizeof(err));
+            break;
+        case 'L':
+            rc = parse_pace(a, "--drain-limit", optarg, err, sizeof(err));
+            a->limit_only = 1;
             break;
         case 'S':
             rc = sluice_parse_ll("--seconds", optarg, 1, 3600, &a->seconds, err, sizeof(err));
@@ -149,12 +172,12 @@ static int parse_args(args *a, int argc, char **argv) {
         fprintf(stderr, "sluice-bench drain: unexpected argument '%s'\n", argv[optind]);
         return SLUICE_EXIT_USAGE;
     }
-    if (a->seconds_given && a->pace == NULL) {
+    if (a->seconds_given && (a->pace == NULL || a->limit_only)) {
         fprintf(stderr, "sluice-bench drain: --seconds %lld needs --pace (see --help)\n",
                 a->seconds);
         return SLUICE_EXIT_USAGE;
     }
-    if (a->pace != NULL) {
+    if (a->pace != NULL && !a->limit_only) {
         /* enough for the first second's burst + rate and the measured seconds, and 10 % more */
         long long need =
             (long long)(a->pace_per_s * (double)(a->seconds + 1) * 1.1) + a->pace_burst + 1000;
@@ -285,6 +308,8 @@ static void report(const args *a, double secs, double redis_us, const pace_resul
     }
     if (a->tenants > 0) {
         snprintf(n2, sizeof(n2), "fair, %lld tenant%s, ", a->tenants, a->tenants == 1 ? "" : "s");
+    } else if (a->limit_only) {
+        snprintf(n2, sizeof(n2), "drain limit %s, ", a->pace);
     } else {
         n2[0] = '\0';
     }
@@ -338,7 +363,8 @@ int bench_drain(int argc, char **argv) {
     o.queue = a.queue;
     o.concurrency = (int)a.conc;
     o.read_batch = (int)a.batch;
-    o.max_messages = a.pace != NULL ? 0 : a.count;
+    int paced = a.pace != NULL && !a.limit_only; /* a run of 1 + --seconds s */
+    o.max_messages = paced ? 0 : a.count;
     o.handler = noop;
     o.handler_mode = SLUICE_HANDLER_INLINE;
     sluice_worker *w;
@@ -353,7 +379,7 @@ int bench_drain(int argc, char **argv) {
     uint64_t t0 = sluice_now_ns();
     if (c == NULL) {
         rc = SLUICE_EXIT_REDIS;
-    } else if (a.pace != NULL) {
+    } else if (paced) {
         rc = run_paced(&a, w, c, &k, &p);
     } else {
         rc = sluice_worker_run(w, NULL);
@@ -365,7 +391,7 @@ int bench_drain(int argc, char **argv) {
     double redis_us = cpu0 >= 0 && cpu1 >= 0 && st.processed > 0
                           ? (cpu1 - cpu0) * 1e6 / (double)st.processed
                           : -1;
-    if (a.pace == NULL && (rc != 0 || st.processed != (unsigned long long)a.count)) {
+    if (!paced && (rc != 0 || st.processed != (unsigned long long)a.count)) {
         fprintf(stderr, "sluice-bench drain: processed %llu of %lld (status %s)\n", st.processed,
                 a.count, sluice_err_name(rc));
         rc = SLUICE_EXIT_REDIS;
@@ -385,7 +411,7 @@ int bench_drain(int argc, char **argv) {
     sluice_conn_free(c);
     bench_purge(a.url, a.queue);
     if (rc == 0) {
-        report(&a, secs, redis_us, a.pace != NULL ? &p : NULL);
+        report(&a, secs, redis_us, paced ? &p : NULL);
     }
     return rc;
 }

@@ -15,6 +15,8 @@
 #                                  test's, gives a stream's length)
 #   workers_drain Q N              waits (30 s at most) until the back end be logged N requests and
 #                                  the 3 partitions of Q are empty, then stops workers 1 and 2
+#   proxy_start                    sluice-faultproxy in front of the Redis of $url (redis://),
+#                                  its mode file $mode (pass), its port in $tmp/proxy.port
 #   hold_partitions Q              the hold of a queue Q of 3 partitions holding 90 messages: 2
 #                                  workers into the back end be, whose first answer is 429
 #                                  Retry-After: 2; no request from any partition during the hold,
@@ -36,6 +38,18 @@ backend_start() {
     bport=$(cat "$tmp/$name.port" 2>/dev/null) || fail "back end $name did not start: $(cat "$tmp/$name.err")"
 }
 reqs() { cat "$tmp/$1.log"; }
+proxy_start() {
+    mode=$tmp/proxy.mode
+    echo pass >"$mode"
+    "$bin/sluice-faultproxy" --listen 127.0.0.1:0 --upstream "${url#redis://}" --mode-file "$mode" \
+        --port-file "$tmp/proxy.port" 2>"$tmp/proxy.log" &
+    pids+=("$!")
+    for _ in $(seq 1 100); do
+        [ -s "$tmp/proxy.port" ] && break
+        sleep 0.05
+    done
+    [ -s "$tmp/proxy.port" ] || fail "the proxy did not start: $(cat "$tmp/proxy.log")"
+}
 drain() {
     local q=$1 n=$2 handler=$3
     shift 3

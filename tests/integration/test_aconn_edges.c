@@ -5,8 +5,12 @@
  * writes), a server paused while megabytes wait to be written, thousands of calls in flight when
  * the connection is killed (each answered exactly once, and none reported "not sent" that ran),
  * a server killed with SIGKILL mid-pipeline and restarted, maxclients reached (the unasked error
- * reply), a peer that closes right after accepting, and the connection closed from its state
- * callback.
+ * reply), a peer that closes right after accepting, the connection closed from its state
+ * callback, and sluice_aconn_command_held: a call made while the server is down is sent once it
+ * is up again (held calls in their order, each exactly once), a held call whose deadline passes
+ * is answered ETIMEDOUT and never sent, one made after the link was lost reaches the restarted
+ * server, closing answers the held calls ECANCELED (the sanitizer build checks they are freed),
+ * and the bytes held are bounded.
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -491,6 +495,145 @@ static void test_close_after_accept(void) {
     snprintf(url, sizeof(url), "%s", saved);
 }
 
+/* ---- calls held while the connection is down (sluice_aconn_command_held) ---- */
+
+/* One held call's answers. */
+typedef struct answer {
+    int calls, status, sent;
+    long long integer;
+    char err[256];
+} answer;
+
+static void on_answer(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
+    answer *k = arg;
+    k->calls++;
+    k->status = status;
+    k->sent = sent;
+    k->integer = r != NULL && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    snprintf(k->err, sizeof(k->err), "%s", sluice_aconn_errstr(c));
+}
+
+static int held(sluice_aconn *c, const char *cmd, const char *key, const char *arg, int ms,
+                answer *k) {
+    const char *argv[] = {cmd, key, arg};
+    return sluice_aconn_command_held(c, arg != NULL ? 3 : 2, argv, NULL, ms, on_answer, k);
+}
+
+static char *get(redisContext *rc, const char *fmt, const char *key) {
+    redisReply *r = redisCommand(rc, fmt, key);
+    CHECK(r != NULL);
+    char *s = strdup(r->type == REDIS_REPLY_STRING ? r->str : "(nil)");
+    freeReplyObject(r);
+    return s;
+}
+
+/* Made while nothing listens: sent when the server is up, in order, once; the one whose
+ * deadline passed first never. */
+static void test_held_until_up(void) {
+    server_kill();
+    state s;
+    sluice_aconn *c = open_conn(&s, 0);
+    answer late = {0}, first = {0}, second = {0}, count = {0};
+    const char *ping[] = {"PING"};
+    CHECK_EQ(sluice_aconn_command(c, 1, ping, NULL, 0, on_answer, &late), SLUICE_ECONN);
+    CHECK_OK(held(c, "INCR", "held:late", NULL, 200, &late), sluice_aconn_errstr(c));
+    CHECK_OK(held(c, "RPUSH", "held:order", "first", 20000, &first), sluice_aconn_errstr(c));
+    CHECK_OK(held(c, "RPUSH", "held:order", "second", 20000, &second), sluice_aconn_errstr(c));
+    CHECK_OK(held(c, "INCR", "held:count", NULL, 20000, &count), sluice_aconn_errstr(c));
+    CHECK_EQ(sluice_aconn_pending(c), 4);
+    WAIT(late.calls == 1);
+    CHECK_EQ(late.status, SLUICE_ETIMEDOUT);
+    CHECK_EQ(late.sent, 0);
+    CHECK(strstr(late.err, "not ready in time") != NULL);
+    CHECK_EQ(first.calls + second.calls + count.calls, 0);
+    server_start();
+    WAIT(count.calls == 1);
+    run_for(300); /* nothing comes twice */
+    CHECK_EQ(late.calls, 1);
+    CHECK_EQ(first.calls, 1);
+    CHECK_EQ(second.calls, 1);
+    CHECK_EQ(count.calls, 1);
+    CHECK_EQ(first.status, 0);
+    CHECK_EQ(first.integer, 1);
+    CHECK_EQ(second.integer, 2);
+    CHECK_EQ(count.status, 0);
+    CHECK_EQ(count.integer, 1);
+    CHECK_EQ(sluice_aconn_pending(c), 0);
+    redisContext *rc = direct();
+    CHECK(rc != NULL);
+    char *v = get(rc, "GET %s", "held:late");
+    CHECK_STREQ(v, "(nil)"); /* past its deadline: never sent, not even once the link was up */
+    free(v);
+    v = get(rc, "GET %s", "held:count");
+    CHECK_STREQ(v, "1");
+    free(v);
+    v = get(rc, "LINDEX %s 0", "held:order");
+    CHECK_STREQ(v, "first");
+    free(v);
+    redisFree(rc);
+    close_conn(c);
+}
+
+/* Made after the link was lost: sent to the restarted server, once. */
+static void test_held_across_loss(void) {
+    server_kill(); /* the one the test before started is up: ours from here */
+    server_start();
+    state s;
+    sluice_aconn *c = open_conn(&s, 1);
+    server_kill();
+    WAIT(s.lost >= 1);
+    answer k = {0};
+    CHECK_OK(held(c, "INCR", "held:again", NULL, 20000, &k), sluice_aconn_errstr(c));
+    run_for(200);
+    CHECK_EQ(k.calls, 0); /* still held: no server */
+    server_start();
+    WAIT(k.calls == 1);
+    run_for(300);
+    CHECK_EQ(k.calls, 1);
+    CHECK_EQ(k.status, 0);
+    CHECK_EQ(k.integer, 1);
+    CHECK(s.ready >= 2);
+    close_conn(c);
+}
+
+/* Closed with calls held: each answered ECANCELED, not sent. */
+static void test_held_close(void) {
+    server_kill();
+    state s;
+    sluice_aconn *c = open_conn(&s, 0);
+    answer a = {0}, b = {0};
+    CHECK_OK(held(c, "INCR", "held:closed", NULL, 20000, &a), sluice_aconn_errstr(c));
+    CHECK_OK(held(c, "INCR", "held:closed", NULL, 0, &b), sluice_aconn_errstr(c));
+    int closed = 0;
+    sluice_aconn_close(c, on_closed, &closed);
+    WAIT(closed == 1);
+    CHECK_EQ(a.calls, 1);
+    CHECK_EQ(a.status, SLUICE_ECANCELED);
+    CHECK_EQ(a.sent, 0);
+    CHECK_EQ(b.calls, 1);
+    CHECK_EQ(b.status, SLUICE_ECANCELED);
+}
+
+/* The bytes held are bounded (64 MiB, as the bytes not yet written): past it ETOOBIG. */
+static void test_held_bound(void) {
+    state s;
+    sluice_aconn *c = open_conn(&s, 0);
+    size_t n = (size_t)40 << 20;
+    char *blob = malloc(n + 1);
+    CHECK(blob != NULL);
+    memset(blob, 'x', n);
+    blob[n] = '\0';
+    answer a = {0}, b = {0};
+    CHECK_OK(held(c, "SET", "held:blob", blob, 20000, &a), sluice_aconn_errstr(c));
+    CHECK_EQ(held(c, "SET", "held:big2", blob, 20000, &b), SLUICE_ETOOBIG);
+    CHECK(strstr(sluice_aconn_errstr(c), "sent once connected") != NULL);
+    free(blob);
+    close_conn(c);
+    CHECK_EQ(a.calls, 1);
+    CHECK_EQ(a.status, SLUICE_ECANCELED);
+    CHECK_EQ(b.calls, 0);
+}
+
 static void done(void) {
     uv_close((uv_handle_t *)&watchdog, NULL);
     uv_run(&loop, UV_RUN_DEFAULT);
@@ -529,6 +672,10 @@ int main(int argc, char **argv) {
     test_maxclients("pw");
     test_close_after_accept();
     test_sigkill_flight();
+    test_held_until_up();
+    test_held_across_loss();
+    test_held_close();
+    test_held_bound();
     server_kill();
     done();
     printf("test_aconn_edges: ok\n");

@@ -115,6 +115,9 @@ static void fair_queue(redisContext *c) {
     FIRST(c, SLUICE_FN_LANE_ACK, 2, k[0], k[2], "workers", "gold",
           first_of(c, "XRANGE", k[5], id, sizeof(id)));
     FIRST(c, SLUICE_FN_LANE_RECLAIM, 2, k[0], k[2], "workers", "c2", "0", "0", "10");
+    SETUP(c, SLUICE_FN_ADMIT2, 3, k[0], k[1], k[2], "1000", "0", "3", "gold", "", "g2");
+    FIRST(c, SLUICE_FN_FAIR_GRANT, 2, k[0], k[1], "workers", "c1", "10");
+    FIRST(c, SLUICE_FN_FAIR_REFUND, 2, k[0], k[1], "short", "0", "gold", "1", "1");
     th_cleanup_queue(c, q);
     for (int i = 3; i < 8; i++) {
         th_int(c, "DEL %s", k[i]);

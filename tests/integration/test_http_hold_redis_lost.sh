@@ -13,16 +13,7 @@ backend_start be
 hold="sluice:{$q}:hold:127.0.0.1:$bport"
 use_queue "$q" "$hold"
 seq 1 60 | xargs "$bin/sluice-enqueue" --redis "$url" --queue "$q" >/dev/null
-mode=$tmp/proxy.mode
-echo pass >"$mode"
-"$bin/sluice-faultproxy" --listen 127.0.0.1:0 --upstream "${url#redis://}" --mode-file "$mode" \
-    --port-file "$tmp/proxy.port" 2>"$tmp/proxy.log" &
-pids+=("$!")
-for _ in $(seq 1 100); do
-    [ -s "$tmp/proxy.port" ] && break
-    sleep 0.05
-done
-[ -s "$tmp/proxy.port" ] || fail "the proxy did not start: $(cat "$tmp/proxy.log")"
+proxy_start # Redis through sluice-faultproxy: $mode, $tmp/proxy.port
 # the first request is answered after 1.5 s with 429, Retry-After: 5; the others at once (A's
 # first request is the first: B starts after it)
 handler="http://127.0.0.1:$bport/ra/5/1/100/1500"

@@ -30,7 +30,7 @@
 #include "http_message.h"
 
 #define HOLD_FRESH_MS   100      /* an answer of the hold check is trusted this long */
-#define HOLD_AGAIN_MS   50       /* the hold key's SET again after no answer, while it lasts */
+#define HOLD_LATE_MS    100      /* a hold SET answered later than this set the rest again */
 #define HOLD_MAX_MS     86400000 /* Retry-After is capped at a day */
 #define BODY_KEEP       200      /* bytes of an answer's body kept for a dead letter's reason */
 #define VALUE_MAX       1024     /* bytes of a header value taken from a message */
@@ -88,7 +88,6 @@ struct sluice__http_client {
     CURLM *multi;
     uv_timer_t timer;      /* libcurl's timeout */
     uv_timer_t hold_timer; /* the end of a hold */
-    uv_timer_t set_timer;  /* the hold key's SET again (no answer: the connection was down) */
     uv_async_t shared;     /* another partition's worker in this process got a hold */
     int handles;           /* uv handles not yet closed (the timers, the async, the polls) */
     xfer waiting;          /* sentinel: jobs not started yet */
@@ -97,6 +96,9 @@ struct sluice__http_client {
     uint64_t hold_until; /* monotonic ms; 0 none */
     uint64_t checked_ms; /* when the last hold check answered */
     uint64_t set_until;  /* the end of the last hold set on the key (monotonic ms) */
+    uint64_t set_asked;  /* when the hold SET under way was asked (monotonic ms) */
+    int setting;         /* a hold SET is under way (held while the connection is down) */
+    int set_stale;       /* ... and set_until changed since: set again once it is answered */
     long long pause_ms;  /* the last pause for an unreachable target; 0 after a success */
     int checking;        /* a PTTL is outstanding */
     int closing;
@@ -346,41 +348,50 @@ static void on_hold_check(sluice_aconn *conn, int status, int sent, redisReply *
 
 static void hold_set(client *c, long long ms);
 
-/* The hold key's SET again, with what is left of the hold (set_timer). */
-static void on_set_timer(uv_timer_t *t) {
-    client *c = t->data;
-    uint64_t now = sluice_now_ms();
-    if (c->set_until > now) {
-        hold_set(c, (long long)(c->set_until - now));
-    }
-}
-
-/* The SET got no answer (not sent, lost, timed out): without it the others would never hold. */
-static void hold_set_again(client *c) {
-    if (!c->closing) {
-        uv_timer_start(&c->set_timer, on_set_timer, HOLD_AGAIN_MS, 0);
-    }
-}
-
-/* An error reply is not tried again (it would come again); canceled: the client is closing. */
+/*
+ * The hold SET answered. Set again, with what is left of the hold (held again while the
+ * connection is down), when a later hold came meanwhile, when it landed late (it waited for
+ * the connection: the key would outlast the hold by that wait), or when it was written and got
+ * no answer (the link was lost: it may not have run). Not after an error reply (it would come
+ * again), nor once the hold ended before the connection was back (its deadline); canceled: the
+ * client is closing.
+ */
 static void on_hold_set(sluice_aconn *conn, int status, int sent, redisReply *r, void *arg) {
-    (void)conn, (void)sent;
-    if (status != 0 && status != SLUICE_ECANCELED && r == NULL) {
-        hold_set_again(arg);
+    (void)conn;
+    client *c = arg;
+    if (status == SLUICE_ECANCELED) {
+        return; /* the connection closed with the worker: the client is closing too */
+    }
+    uint64_t now = sluice_now_ms();
+    int again = c->set_stale || (status == 0 && now - c->set_asked > HOLD_LATE_MS) ||
+                (r == NULL && (sent || status != SLUICE_ETIMEDOUT));
+    c->setting = c->set_stale = 0;
+    if (again && !c->closing && c->set_until > now) {
+        hold_set(c, (long long)(c->set_until - now));
     }
 }
 
 /* Sets the hold key (which expires with the hold). The workers of other processes learn of the
  * hold from it alone: while the connection is down (not ready, lost, a cluster redirect under
- * way) it is set again every HOLD_AGAIN_MS, with what is left, until it lands or the hold ends. */
+ * way) the SET waits for it (sluice_aconn_command_held) until the hold ends; one is under way
+ * at a time, the last hold's end set once it is answered. */
 static void hold_set(client *c, long long ms) {
+    uint64_t now = sluice_now_ms();
+    c->set_until = now + (uint64_t)ms;
+    if (c->setting) {
+        c->set_stale = 1;
+        return;
+    }
     char px[24];
     snprintf(px, sizeof(px), "%lld", ms);
     const char *argv[] = {"SET", c->hold_key, px, "PX", px};
-    c->set_until = sluice_now_ms() + (uint64_t)ms;
-    if (sluice_aconn_command(c->w->cmd, 5, argv, NULL, 0, on_hold_set, c) != 0) {
-        hold_set_again(c);
-    }
+    int held = !sluice_aconn_ready(c->w->cmd); /* then it may wait as long as the hold lasts */
+    int st =
+        sluice_aconn_command_held(c->w->cmd, 5, argv, NULL, held ? (int)ms : 0, on_hold_set, c);
+    SLUICE_LOG(SLUICE_LOG_DEBUG, "event=http_hold_set queue=%s target=%s ms=%lld held=%d status=%s",
+               c->w->queue, c->h->origin, ms, held, sluice_err_name(st));
+    c->setting = st == 0;
+    c->set_asked = now;
 }
 
 /* Tells s (on its loop) of a hold until `until` that the client of `queue` (a partition of s's
@@ -683,11 +694,10 @@ static int client_start(sluice_worker *w) {
     }
     uv_timer_init(w->loop, &c->timer);
     uv_timer_init(w->loop, &c->hold_timer);
-    uv_timer_init(w->loop, &c->set_timer);
     uv_async_init(w->loop, &c->shared, on_shared);
-    c->timer.data = c->hold_timer.data = c->set_timer.data = c;
+    c->timer.data = c->hold_timer.data = c;
     c->shared.data = c;
-    c->handles = 4;
+    c->handles = 3;
     c->base_len = strcspn(w->queue, "~");
     pthread_mutex_lock(&c->h->mu);
     c->sibling = c->h->clients;
@@ -763,7 +773,6 @@ static void client_close(sluice_worker *w, void (*done)(void *), void *arg) {
     c->multi = NULL;
     uv_close((uv_handle_t *)&c->timer, handle_closed);
     uv_close((uv_handle_t *)&c->hold_timer, handle_closed);
-    uv_close((uv_handle_t *)&c->set_timer, handle_closed);
     uv_close((uv_handle_t *)&c->shared, handle_closed);
 }
 

@@ -439,8 +439,8 @@ static void read_ok(sluice_worker *w) {
 }
 
 /* Dispatches entries [[id, [field, value, ...]], ...] read from the queue's stream (lane NULL)
- * or from a fair queue's lane. */
-static void entry_list(sluice_worker *w, redisReply *list, const redisReply *lane) {
+ * or from a fair queue's lane (lane_len bytes). */
+void sluice__worker_entries(sluice_worker *w, redisReply *list, const char *lane, size_t lane_len) {
     for (size_t i = 0; list->type == REDIS_REPLY_ARRAY && i < list->elements; i++) {
         redisReply *e = list->element[i];
         if (e->type != REDIS_REPLY_ARRAY || e->elements != 2) {
@@ -457,7 +457,7 @@ static void entry_list(sluice_worker *w, redisReply *list, const redisReply *lan
         }
         job *j =
             sluice__job_new(w, e->element[0]->str, e->element[0]->len, body ? body : "", blen, 1);
-        if (j != NULL && lane != NULL && sluice__job_set_lane(j, lane->str, lane->len) != 0) {
+        if (j != NULL && lane != NULL && sluice__job_set_lane(j, lane, lane_len) != 0) {
             sluice__job_release(j); /* stays pending: reclaimed after the visibility timeout */
             j = NULL;
         }
@@ -474,7 +474,7 @@ static void stream_entries(sluice_worker *w, redisReply *r) {
         r->element[0]->type != REDIS_REPLY_ARRAY || r->element[0]->elements != 2) {
         return;
     }
-    entry_list(w, r->element[0]->element[1], NULL);
+    sluice__worker_entries(w, r->element[0]->element[1], NULL, 0);
 }
 
 static void list_entries(sluice_worker *w, redisReply *r) {
@@ -709,19 +709,28 @@ static int lease_held(const redisReply *r) {
     return hold_is(r, "lease");
 }
 
-/* sluice_take: {entries, wait_ms, last_delivered_id} */
+static int paced_granted_read(sluice_worker *w, long long grant, const redisReply *token);
+
+/* sluice_take: {entries, wait_ms, last_delivered_id}; its reserve form adds a grant and its
+ * token ({{}, 0, '', grant, token}): the worker reads that many itself (paced_granted_read). */
 static void on_take(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
     sluice_worker *w = arg;
-    if (status != 0 || r->type != REDIS_REPLY_ARRAY || r->elements != 3) {
+    if (status != 0 || r->type != REDIS_REPLY_ARRAY || (r->elements != 3 && r->elements != 5)) {
         on_read(c, status == 0 ? SLUICE_EPROTO : status, sent, r, arg);
         return;
     }
     w->reading = 0;
     long long wait = sluice_reply_ll(r->element[1], 0);
+    long long grant = r->elements == 5 ? sluice_reply_ll(r->element[3], 0) : 0;
     if (hold_is(r, "paused")) {
         pause_set(w, 1);   /* the kick below waits */
     } else if (wait > 0) { /* a drain limit holds the reads back until its next allowance */
         sluice__worker_hold(w, wait, lease_held(r));
+    } else if (grant > 0) {
+        if (paced_granted_read(w, grant, r->element[4]) == 0) {
+            w->reading = 1;
+            return; /* its reply goes on */
+        }
     } else if (wait < 0 && r->element[2]->type == REDIS_REPLY_STRING) {
         w->pace_block = 1; /* nothing to read: wait for an entry without reading it */
         snprintf(w->pace_last_id, sizeof(w->pace_last_id), "%s", r->element[2]->str);
@@ -729,6 +738,90 @@ static void on_take(sluice_aconn *c, int status, int sent, redisReply *r, void *
         stream_entries(w, r->element[0]);
     }
     sluice__worker_kick(w); /* stopping: it checks whether the worker is done */
+}
+
+/* ---- the paced read's reserve form: the worker reads what was granted, gives back the rest ----
+ * sluice_take 'reserve' counted the grant in the drain rates; the worker reads with its own
+ * XREADGROUP COUNT grant (the entries never pass through Lua) and gives back, with sluice_take
+ * 'refund' and the reservation's token, what it did not get. The refund goes on the read
+ * connection before the next reserve, so that reserve sees it. A worker stopped or cut off in
+ * between gives nothing back: the rate under-delivers for as long as those units count. */
+
+static size_t reply_entries(const redisReply *r) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements == 0 ||
+        r->element[0]->type != REDIS_REPLY_ARRAY || r->element[0]->elements != 2 ||
+        r->element[0]->element[1]->type != REDIS_REPLY_ARRAY) {
+        return 0;
+    }
+    return r->element[0]->element[1]->elements;
+}
+
+/* sluice_take 'refund': the group's last delivered id when nothing of the grant was read (an
+ * idle worker waits on it, XREAD BLOCK), else ''. An error (a slot migrating: TRYAGAIN) gives
+ * nothing back and the read goes on. */
+static void on_paced_refund(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
+    (void)c, (void)sent;
+    sluice_worker *w = arg;
+    w->reading = 0;
+    if (status == 0 && r->type == REDIS_REPLY_STRING && r->len > 0) {
+        w->pace_block = 1;
+        snprintf(w->pace_last_id, sizeof(w->pace_last_id), "%s", r->str);
+    } else if (status != 0 && status != SLUICE_ECANCELED) {
+        SLUICE_LOG(SLUICE_LOG_DEBUG, "event=pace_refund_failed queue=%s detail=\"%s\"", w->queue,
+                   sluice_aconn_errstr(c));
+    }
+    sluice__worker_kick(w);
+}
+
+static void on_refund_done(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
+    (void)c, (void)status, (void)sent, (void)r, (void)arg;
+}
+
+/* Gives back k units of the reservation in w->pace_token; cb NULL: nobody waits for it. */
+static int paced_refund(sluice_worker *w, long long k, sluice_aconn_reply_cb cb) {
+    if (w->pace_token[0] == '\0') {
+        return -1; /* a token too long to keep: its units stay counted */
+    }
+    char count[24];
+    snprintf(count, sizeof(count), "%lld", k);
+    const char *keys[] = {w->keys.stream, w->keys.meta};
+    const char *args[] = {w->group, w->consumer, count, "refund", w->pace_token};
+    return sluice_aconn_fcall(w->rd, SLUICE_FN_TAKE, 2, keys, NULL, 5, args, NULL, 0,
+                              cb != NULL ? cb : on_refund_done, w);
+}
+
+static void on_paced_entries(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
+    sluice_worker *w = arg;
+    long long got = status == 0 ? (long long)reply_entries(r) : 0;
+    long long rest = w->pace_grant - got;
+    if (status != 0) {
+        if (status != SLUICE_ECANCELED && rest > 0) {
+            paced_refund(w, rest, NULL);
+        }
+        on_read(c, status, sent, r, arg);
+        return;
+    }
+    read_ok(w);
+    stream_entries(w, r);
+    if (rest > 0 && paced_refund(w, rest, on_paced_refund) == 0) {
+        return; /* still reading: the refund's reply ends it */
+    }
+    w->reading = 0;
+    sluice__worker_kick(w); /* stopping: it checks whether the worker is done */
+}
+
+/* Reads up to `grant` new entries of the stream for the group (no BLOCK: what is there now). */
+static int paced_granted_read(sluice_worker *w, long long grant, const redisReply *token) {
+    w->pace_grant = grant;
+    w->pace_token[0] = '\0';
+    if (token->type == REDIS_REPLY_STRING && token->len < sizeof(w->pace_token)) {
+        memcpy(w->pace_token, token->str, token->len + 1);
+    }
+    char count[24];
+    snprintf(count, sizeof(count), "%lld", grant);
+    const char *argv[] = {"XREADGROUP", "GROUP",   w->group,       w->consumer, "COUNT",
+                          count,        "STREAMS", w->keys.stream, ">"};
+    return sluice_aconn_command(w->rd, 9, argv, NULL, w->o.command_timeout_ms, on_paced_entries, w);
 }
 
 /* The wait of an idle paced or fair worker ended: XREAD BLOCK on the stream past the group's
@@ -752,12 +845,14 @@ static void on_wake(sluice_aconn *c, int status, int sent, redisReply *r, void *
     sluice__worker_kick(w); /* stopping: it checks whether the worker is done */
 }
 
-/* sluice_fair_take: {{lane, entries, ...}, wait_ms[, 'lease' | '']} */
-static void on_fair_take(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
-    sluice_worker *w = arg;
-    if (status != 0 || r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->elements > 3 ||
-        r->element[0]->type != REDIS_REPLY_ARRAY) {
-        on_read(c, status == 0 ? SLUICE_EPROTO : status, sent, r, arg);
+/* sluice_fair_take: {{lane, entries, ...}, wait_ms[, 'lease' | '']}; sluice_fair_grant: the same
+ * with counts in place of entries and, after a grant, {..., 0, '', its time} (grant: the lanes
+ * are then read here, fair_read.c) */
+static void fair_reply(sluice_aconn *c, int status, int sent, redisReply *r, sluice_worker *w,
+                       int grant) {
+    if (status != 0 || r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
+        r->elements > (grant ? 4 : 3) || r->element[0]->type != REDIS_REPLY_ARRAY) {
+        on_read(c, status == 0 ? SLUICE_EPROTO : status, sent, r, w);
         return;
     }
     w->reading = 0;
@@ -776,11 +871,43 @@ static void on_fair_take(sluice_aconn *c, int status, int sent, redisReply *r, v
     } else if (wait < 0) {
         w->fair_block = 1; /* nothing undelivered: wait for the wake-up token */
     }
-    for (size_t i = 0; i + 1 < lanes->elements; i += 2) {
+    if (grant && lanes->elements >= 2) {
+        int timed = r->elements == 4 && r->element[3]->type == REDIS_REPLY_STRING;
+        int rc = sluice__fair_read_grant(w, lanes, timed ? r->element[3]->str : "0");
+        if (rc == 0) {
+            w->reading = 1; /* until the lanes' reads are in: sluice__worker_grant_read */
+            return;
+        }
+        read_failed(w, rc, "the lanes granted could not be read");
+    }
+    for (size_t i = 0; !grant && i + 1 < lanes->elements; i += 2) {
         redisReply *lane = lanes->element[i], *list = lanes->element[i + 1];
         if (lane->type == REDIS_REPLY_STRING && list->type == REDIS_REPLY_ARRAY) {
-            entry_list(w, list, lane->len > 0 ? lane : NULL);
+            sluice__worker_entries(w, list, lane->len > 0 ? lane->str : NULL, lane->len);
         }
+    }
+    sluice__worker_kick(w); /* stopping: it checks whether the worker is done */
+}
+
+static void on_fair_take(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
+    fair_reply(c, status, sent, r, arg, 0);
+}
+
+static void on_fair_grant(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
+    fair_reply(c, status, sent, r, arg, 1);
+}
+
+void sluice__worker_grant_read(sluice_worker *w, int status, const char *detail) {
+    w->reading = 0;
+    if (status == SLUICE_ENOTFOUND) { /* a lane without the group: sluice_fair_take makes it */
+        SLUICE_LOG(SLUICE_LOG_INFO,
+                   "event=lane_group_missing queue=%s action=read_through_fair_take detail=\"%s\"",
+                   w->queue, detail);
+        w->fair_take_next = 1;
+    } else if (status != 0 && status != SLUICE_ECANCELED) {
+        read_failed(w, status, detail);
+    } else if (status == 0) {
+        read_ok(w);
     }
     sluice__worker_kick(w); /* stopping: it checks whether the worker is done */
 }
@@ -798,8 +925,13 @@ static int send_fair_read(sluice_worker *w, int n) {
     snprintf(count, sizeof(count), "%d", n);
     const char *keys[] = {w->keys.stream, w->keys.meta};
     const char *args[] = {w->group, w->consumer, count};
-    return sluice_aconn_fcall(w->rd, SLUICE_FN_FAIR_TAKE, 2, keys, NULL, 3, args, NULL, 0,
-                              on_fair_take, w);
+    if (w->fair_take_next) { /* one read that makes the lanes' groups, as before grants */
+        w->fair_take_next = 0;
+        return sluice_aconn_fcall(w->rd, SLUICE_FN_FAIR_TAKE, 2, keys, NULL, 3, args, NULL, 0,
+                                  on_fair_take, w);
+    }
+    return sluice_aconn_fcall(w->rd, SLUICE_FN_FAIR_GRANT, 2, keys, NULL, 3, args, NULL, 0,
+                              on_fair_grant, w);
 }
 
 static int send_paced_read(sluice_worker *w, int n) {
@@ -814,8 +946,8 @@ static int send_paced_read(sluice_worker *w, int n) {
     char count[24];
     snprintf(count, sizeof(count), "%d", n);
     const char *keys[] = {w->keys.stream, w->keys.meta};
-    const char *args[] = {w->group, w->consumer, count};
-    return sluice_aconn_fcall(w->rd, SLUICE_FN_TAKE, 2, keys, NULL, 3, args, NULL, 0, on_take, w);
+    const char *args[] = {w->group, w->consumer, count, "reserve"};
+    return sluice_aconn_fcall(w->rd, SLUICE_FN_TAKE, 2, keys, NULL, 4, args, NULL, 0, on_take, w);
 }
 
 /* A worker sharing a tally (options) with others reserves what a read may bring; it never holds

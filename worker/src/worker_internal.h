@@ -5,6 +5,7 @@
  *   jobs.c    jobs: decode, dispatch to the handler, verdicts, batched acks, dead letters,
  *             retries
  *   recover.c reclaiming idle entries of dead consumers and the owner's heartbeat
+ *   fair_read.c  a fair queue's lanes read with XREADGROUP after sluice_fair_grant, and refunds
  */
 #ifndef SLUICE_WORKER_INTERNAL_H
 #define SLUICE_WORKER_INTERNAL_H
@@ -111,7 +112,7 @@ struct sluice_worker {
     int tally_joined;                  /* counted in the tally's workers */
     char cursor[SLUICE_STREAM_ID_MAX]; /* XAUTOCLAIM cursor */
     /* pacing (stream backend): a queue with drain limits (meta `drain` > 0) is read through
-     * sluice_take, which reserves rate before it reads */
+     * sluice_take's reserve form, which grants rate before the worker reads (XREADGROUP) */
     int paced;         /* the last answer of meta `drain`: reads go through sluice_take */
     int paced_known;   /* that answer came (the first read waits for it) */
     int pace_checking; /* HMGET meta drain ... paused outstanding */
@@ -126,10 +127,15 @@ struct sluice_worker {
     int reclaim_first;      /* a pass held by the drain rates takes the next allowance */
     int pace_block;         /* sluice_take found nothing: XREAD BLOCK on pace_last_id next */
     char pace_last_id[SLUICE_STREAM_ID_MAX];
+    /* the reservation being read (sluice_take 'reserve'): its grant and token, for the refund
+     * of what the read did not get ('' when the token was longer: nothing is given back) */
+    long long pace_grant;
+    char pace_token[1024];
     /* fair queues (meta `fair`, or tenant lanes still holding entries): reads go through
      * sluice_fair_take; an idle worker waits with BLPOP on sluice:{Q}:wake */
     int fair;
     int fair_block;       /* sluice_fair_take found nothing: BLPOP next */
+    int fair_take_next;   /* a lane read after a grant had no group: one sluice_fair_take next */
     int fair_hold_ms;     /* ... or every lane is held: BLPOP this long (a new lane ends it) */
     int meta_hget_only;   /* the ACL refuses HMGET: pacing read with HGET, no fairness */
     int lane_pass;        /* the reclaim pass walks the lanes (sluice_lane_reclaim) */
@@ -184,6 +190,22 @@ int sluice__worker_count_verdict(sluice_worker *w);
  * the call may ask for (n without a tally). The next kick gives back what the reply did not
  * bring. */
 int sluice__worker_reserve(sluice_worker *w, int n);
+
+/* Dispatches entries [[id, [field, value, ...]], ...] of the queue's stream (lane NULL) or of a
+ * fair queue's lane (lane_len bytes). */
+void sluice__worker_entries(sluice_worker *w, struct redisReply *list, const char *lane,
+                            size_t lane_len);
+/* The lanes' reads after a grant are all answered: status 0, or the first failure (detail). */
+void sluice__worker_grant_read(sluice_worker *w, int status, const char *detail);
+
+/* fair_read.c */
+/* Reads the lanes a sluice_fair_grant granted ({lane, count, ...}) with XREADGROUP on rd (one
+ * command per distinct count, sent together), dispatches their entries and gives what a lane
+ * gave less than granted back with sluice_fair_refund (since: the grant's time, from its reply,
+ * "0" when it gave none: the rates then get nothing back). Returns 0 when reads are out (then
+ * sluice__worker_grant_read runs once they are answered, cancelled included), else an error:
+ * nothing is out and what was granted is refunded. */
+int sluice__fair_read_grant(sluice_worker *w, const struct redisReply *lanes, const char *since);
 
 /* recover.c */
 void sluice__reclaim_start(sluice_worker *w);

@@ -70,8 +70,10 @@ typedef enum sluice_fn {
     SLUICE_FN_LANE_ACK,
     SLUICE_FN_LANE_RECLAIM,
     SLUICE_FN_FAIR_CONFIG,
-    SLUICE_FN_CLEAR,      /* sluice-admin clear: a stream queue's waiting entries */
-    SLUICE_FN_LIST_CLEAR, /* ... a list queue's */
+    SLUICE_FN_CLEAR,       /* sluice-admin clear: a stream queue's waiting entries */
+    SLUICE_FN_LIST_CLEAR,  /* ... a list queue's */
+    SLUICE_FN_FAIR_GRANT,  /* a fair read's lanes and counts, read by the worker itself */
+    SLUICE_FN_FAIR_REFUND, /* ... what those reads did not find, given back */
     SLUICE_FN_COUNT_
 } sluice_fn;
 
@@ -185,6 +187,22 @@ SLUICE_API int sluice_aconn_ready(const sluice_aconn *c);
 SLUICE_API int sluice_aconn_command(sluice_aconn *c, int argc, const char **argv,
                                     const size_t *lens, int timeout_ms, sluice_aconn_reply_cb cb,
                                     void *arg);
+
+/*
+ * The same, except that a call made while the connection is not ready (connecting, reconnecting
+ * after a loss, following a cluster redirect or a Sentinel failover) is not refused: it is held,
+ * in order with the others held, and sent once, first, as soon as the connection is ready -
+ * within its deadline (timeout_ms, counted from this call). Past it the callback gets ETIMEDOUT
+ * with sent = 0, and the call is never sent. A call held when sluice_aconn_close() is called gets
+ * ECANCELED (sent = 0). Once written it is like any other call (a loss then reports ECONN with
+ * `sent`); it is not sent a second time. Held calls count in sluice_aconn_pending(); their bytes
+ * are bounded like the bytes not yet written (64 MiB: past it ETOOBIG). Returns 0 (the callback
+ * will run exactly once) or an error (ECONN after sluice_aconn_close(), ETOOBIG, ENOMEM, EINVAL),
+ * in which case the callback never runs. Loop thread only.
+ */
+SLUICE_API int sluice_aconn_command_held(sluice_aconn *c, int argc, const char **argv,
+                                         const size_t *lens, int timeout_ms,
+                                         sluice_aconn_reply_cb cb, void *arg);
 
 /* The same for a sluice function; reloads the library and re-sends once if the server lost it. */
 SLUICE_API int sluice_aconn_fcall(sluice_aconn *c, sluice_fn fn, int nkeys, const char **keys,
