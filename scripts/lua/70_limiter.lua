@@ -125,10 +125,11 @@ local int_format
 --[[ Numbers formatted last, and their texts (a format costs 0.25 us, '%.17g' 0.45 us): [1], [2]
 the last number limit_fmt was asked for; [3], [4] the last fractional TAT gcra wrote (a key's
 debt after an idle spell is w*T: the same fraction call after call); [5], [6] the last block a
-window read (a block lasts PRECISION); .ttl the texts of the TTLs (ms) gcra wrote, a memo of 1,024
-(a TTL is its debt in ms, below a second for limits of periods up to a second, which a thousand
-keys spread over: 0.1 us a gcra limit, scripts/bench-loop gcra1..3). One table: the library's
-main chunk is near Lua's limit of 200 locals. ]]
+window read (a block lasts PRECISION); [7], [8] the last TTL (ms) gcra wrote (a hot key's) and
+.ttl the texts of the TTLs gcra wrote, a memo of 1,024 (a TTL is its debt in ms, below a second
+for limits of periods up to a second, which a thousand keys spread over: 0.1 us a gcra limit,
+scripts/bench-loop gcra1..3). One table: the library's main chunk is near Lua's limit of 200
+locals. ]]
 local fmt_last
 
 -- An integer (< 2^53) as decimal text. The clock's last reading and the last number asked for
@@ -380,8 +381,11 @@ function gcra_record(c, st, key, w, now)
     local frac = debt - whole
     local last = fmt_last
     local ttl = m_ceil(debt / 1000) + 1
-    local texts = last.ttl
-    local tt = texts.map[ttl] or memo_put(texts, ttl, s_format(int_format, ttl))
+    if ttl ~= last[7] then -- the last one (a hot key's), else the memo
+        local texts = last.ttl
+        last[7], last[8] = ttl, texts.map[ttl] or memo_put(texts, ttl, s_format(int_format, ttl))
+    end
+    local tt = last[8]
     local tat = limit_fmt(now + whole) -- a whole TAT: "TAT COUNT PERIOD_MS"
     if frac ~= 0 then -- "TAT_INT TAT_FRAC COUNT PERIOD_MS"
         if frac ~= last[3] then
@@ -813,6 +817,6 @@ on_fresh_state(function()
     member_score, member0 = nil, ''
     spec_memo = {map = {}, n = 0, max = 256}
     gcra_seen, gcra_seen_n, gcra_writes = {}, 0, 0
-    fmt_last = {-1, '', 0, '0', -1, '', ttl = {map = {}, n = 0, max = 1024}}
+    fmt_last = {-1, '', 0, '0', -1, '', -1, '', ttl = {map = {}, n = 0, max = 1024}}
     log_foreign = false
 end)
