@@ -169,7 +169,7 @@ local function limit_ceil_ratio(w, p, n)
 end
 
 local LIMIT_ALGS = {gcra = 3, window = 4, log = 3, fixed = 3, gate = 3}
-local LIMIT_ENGINES -- alg -> {check, record, refill}, below the engines
+local LIMIT_ENGINES -- alg -> {check, record, refill, refund}, below the engines
 
 local function limit_spec_error(i, s, why)
     return redis.error_reply('SLUICECONFIG limit ' .. i .. ' ' ..
@@ -402,13 +402,12 @@ function gcra_record(c, st, key, w, now)
     local e = gcra_seen[key]
     if not e then
         if gcra_seen_n >= 32 then
-            return v
+            return
         end
         e = {}
         gcra_seen[key], gcra_seen_n = e, gcra_seen_n + 1
     end
     e[1], e[2], e[3], e[4], e[5] = v, now + whole, frac, c.n, c.p_ms
-    return v -- what a refund compares the key with (see the refunds)
 end
 
 -- A window's hash: its running total, its last block and the current block's count are read
@@ -710,47 +709,59 @@ LIMIT_ENGINES = {
 }
 
 --[[ Refunds: units a reservation counted and did not use (a paced read's reserve, sluice_take
-'reserve'), given back. refund(c, key, k, g, t0, v, now): k of the g units counted at t0 (us), v
-what the record returned then (gcra: the value it wrote; the others: nothing). A unit is given
-back only where that is exact, as if the reservation had counted g - k; where it no longer can be
-(the window it was counted in has ended, its units expired, the key changed since in a way that
-cannot be undone in part), nothing is: the limit then under-delivers until those units expire,
-it never admits more than it allows.
-  gcra    the key still holds the value the reservation wrote (no call counted or gave back
-          since): TAT moves back by k intervals (never behind now: an empty key). Any other
-          value: nothing (a later reservation's units were placed after these; moving TAT back
-          past them would let a later window over-admit).
+'reserve'; a fair read's grant, sluice_fair_grant), given back. refund(c, key, k, g, t0, now): k
+of the g units counted at t0 (us, the `now` the record was made with; g may be given lower than
+the units counted, never higher: a refund then gives back less); returns the units given back.
+A unit is given back only where that is safe: the limit then admits no more than had the
+reservation counted g - k. Where it no longer can be (the window it was counted in has ended, its
+units expired, the gate reopened), less or nothing is: the limit under-delivers until those units
+expire, it never admits more than it allows. The limit must be the one the units were counted
+under (the callers give nothing back once the limits changed since t0).
+  gcra    a time bound, sound whatever was counted or given back since: the debt (TAT - now)
+          with the units and the debt had they not been counted differ by k x T after t0, and
+          that difference only shrinks once the smaller debt has run out (no sooner than
+          (g - k) x T after t0), by at most one T per T of time; so the debt is cut by
+          min(k x T, g x T - (now - t0)) (all k at once after the reservation, then less, none
+          g x T after it), never below none (TAT never behind now: an empty key). Nothing for
+          a key that is gone (expired: its debt ran out), holds another algorithm's state, or
+          was written under another COUNT or PERIOD (its debt restated), nor for a t0 after now
+          (a time from another server). Returns the whole units the cut holds.
   fixed   the window the units were counted in is the current one: its count less k.
   window  the block the units were counted in still counts: that block and the total less k.
   log     the units not expired yet: k of the members scored t0 removed.
-  gate    the gate the reservation closed is still closed (1 ms to spare): it ends when g - k
-          units would have ended it (a gate grants one unit: opened). ]]
+  gate    the gate the reservation closed is still closed (1 ms to spare, by g units' time
+          from t0): its time left is cut by k units' time, floor(k x P / COUNT) ms (a gate
+          grants one unit: opened). ]]
 do
-    LIMIT_ENGINES.gcra[4] = function(c, key, k, g, t0, v, now)
-        if r_pcall('GET', key) ~= v then
-            return
+    LIMIT_ENGINES.gcra[4] = function(c, key, k, g, t0, now)
+        local t = c.p / c.n
+        local cut = math.min(k * t, g * t - (now - t0)) -- the time taken off the debt (us)
+        if cut <= 0 or now < t0 then
+            return 0
         end
-        local ti, tf, n0, p0 = gcra_parse(c, key, v)
-        if not ti or n0 ~= c.n or p0 ~= c.p_ms then
-            return
-        end
-        local debt = (ti - now) + tf - k * (c.p / c.n)
-        if debt <= 0 then
-            r_call('DEL', key)
-            return
-        end
+        local v = r_pcall('GET', key)
         local st = limit_state()
-        st.debt = debt
-        gcra_record(c, st, key, 0, now)
+        gcra_check(c, st, key, 0, now)
+        if st.debt <= 0 or r_pcall('GET', key) ~= v then -- gone, or restated: nothing
+            return 0
+        end
+        local back = gcra_units(math.min(cut, st.debt), t, 0)
+        st.debt = st.debt - cut
+        if st.debt <= 0 then
+            r_call('DEL', key)
+        else
+            gcra_record(c, st, key, 0, now)
+        end
+        return back
     end
-    LIMIT_ENGINES.fixed[4] = function(c, key, k, g, t0, v, now)
+    LIMIT_ENGINES.fixed[4] = function(c, key, k, g, t0, now)
         local base = fixed_base(c, t0)
         if now - t0 >= c.p or fixed_base(c, now) ~= base then
-            return
+            return 0
         end
         local n = to_number(r_pcall('GET', key))
         if not n or n < base or n >= base + 2147483648 then
-            return
+            return 0
         end
         if n - base < k then
             k = n - base
@@ -758,55 +769,66 @@ do
         if k > 0 then
             r_call('DECRBY', key, limit_fmt(k))
         end
+        return k
     end
-    LIMIT_ENGINES.window[4] = function(c, key, k, g, t0, v, now)
+    LIMIT_ENGINES.window[4] = function(c, key, k, g, t0, now)
         local nb, pre = c.blocks, c.pre
         local b0 = limit_floor_div(t0, c.prec)
         if b0 <= limit_floor_div(now, c.prec) - nb then
-            return -- its units count no more
+            return 0 -- its units count no more
         end
         local f = pre .. limit_fmt(b0)
         local h = r_pcall('HMGET', key, f, pre, c.pre_l)
         if h.err then
-            return
+            return 0
         end
         local cnt, total, last = to_number(h[1]), to_number(h[2]), to_number(h[3])
         if not (cnt and total and last) or b0 <= last - nb then
-            return -- taken out of the total already
+            return 0 -- taken out of the total already
         end
         k = math.min(k, cnt, total)
         if k > 0 then
             r_call('HSET', key, f, limit_fmt(cnt - k), pre, limit_fmt(total - k))
         end
+        return k
     end
-    LIMIT_ENGINES.log[4] = function(c, key, k, g, t0, v, now)
+    LIMIT_ENGINES.log[4] = function(c, key, k, g, t0, now)
         if now - t0 >= c.p then
-            return
+            return 0
         end
-        local s = limit_fmt(t0)
-        while k > 0 do
-            local m = r_pcall('ZRANGEBYSCORE', key, s, s, 'LIMIT', 0, math.min(k, 500))
+        local s, back = limit_fmt(t0), 0
+        while back < k do
+            local m = r_pcall('ZRANGEBYSCORE', key, s, s, 'LIMIT', 0, math.min(k - back, 500))
             if l_type(m) ~= 'table' or m.err or #m == 0 then
-                return
+                break
             end
             r_call('ZREM', key, unpack(m))
-            k = k - #m
+            back = back + #m
         end
+        return back
     end
-    LIMIT_ENGINES.gate[4] = function(c, key, k, g, t0, v, now)
+    -- (the gate's time shortened by floor(k x P / COUNT) ms, not set from g: a g given lower
+    -- than the reservation's then only makes the check of the first line stricter)
+    LIMIT_ENGINES.gate[4] = function(c, key, k, g, t0, now)
         if now + 1000 >= t0 + limit_ceil_ratio(g, c.p_ms, c.n) * 1000 or
             r_pcall('GET', key) ~= '1' then
-            return
+            return 0
         end
-        local ms = 0
-        if g > k then
-            ms = m_ceil((t0 + limit_ceil_ratio(g - k, c.p_ms, c.n) * 1000 - now) / 1000)
+        local ttl, x = r_call('PTTL', key), k * c.p_ms
+        if ttl < 0 then
+            return 0
         end
-        if ms < 1 then
+        if x < 9007199254740992 then
+            ttl = ttl - limit_floor_div(x, c.n)
+        else
+            ttl = ttl - m_floor(x / c.n) + 1
+        end
+        if ttl < 1 then
             r_call('DEL', key)
         else
-            r_call('PEXPIRE', key, limit_fmt(ms))
+            r_call('PEXPIRE', key, limit_fmt(ttl))
         end
+        return k
     end
 end
 

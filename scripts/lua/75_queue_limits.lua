@@ -42,7 +42,8 @@ local queue_limits_cache, queue_limits_cached -- (set by this module's initialis
 -- `inflight` or `inflight-tenant` limit's spec is its count: {n = N}, its key ''; a rate's key
 -- is the prefix of its state keys (K:qlim), the value follows). Shared between calls: read
 -- it, never write it. `now`: Redis's time in us (now_us()), or nil to read the hash whatever
--- the version says.
+-- the version says. Also returns the version (meta `limits_v`: when the limits last changed,
+-- us, as text; false for limits never set through sluice_limits_config).
 local function queue_limits(K, scopes, now)
     local limits_key = K.limits
     local by_scopes = queue_limits_cache[scopes]
@@ -53,7 +54,7 @@ local function queue_limits(K, scopes, now)
     local hit = by_scopes[limits_key]
     local v = r_call('HGET', K.meta, 'limits_v') or false
     if hit and v and hit.v == v and now and now >= hit.t and now - hit.t < 1000000 then
-        return hit.out
+        return hit.out, v
     end
     local raw = r_call('HGETALL', limits_key)
     if hit and #hit.raw == #raw then
@@ -66,7 +67,7 @@ local function queue_limits(K, scopes, now)
         end
         if same then
             hit.v, hit.t = v, now or -math.huge
-            return hit.out
+            return hit.out, v
         end
     end
     local out = {}
@@ -96,7 +97,7 @@ local function queue_limits(K, scopes, now)
         queue_limits_cached = queue_limits_cached + 1
     end
     by_scopes[limits_key] = {raw = raw, out = out, v = v, t = now or -math.huge}
-    return out
+    return out, v
 end
 
 -- Checks limit `lim` at `key` for w units into state st (a fresh one when nil) and notes lim
@@ -114,14 +115,13 @@ local function lim_check(lim, key, w, now, st)
 end
 
 -- Counts w units in state st (checked for them by lim_check); a window's hash lives as long as
--- its window needs. Returns what the record returned (gcra: the value written; see the refunds).
+-- its window needs.
 local function lim_record(st, now, w)
     local c, key = st.lim.spec, st.key
-    local v = c.record(c, st, key, w, now)
+    c.record(c, st, key, w, now)
     if c.alg == 'window' and st.ttl ~= TTL_KEPT then
         window_expire(key, window_ttl(c, st, now), st.ttl)
     end
-    return v
 end
 
 --[[ The limits of one admission batch, counted per state key: each key is read once (how many

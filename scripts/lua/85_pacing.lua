@@ -152,25 +152,25 @@ do
         return {r, 0, ''}
     end
 
-    -- Counts n units in each rate and returns the reservation's token: "T0,N" then
-    -- ",NAME:ALG,V" a rate (V what its record returned, for its refund).
+    -- Counts n units in each rate and returns the reservation's token: "T0,N" then ",NAME:ALG"
+    -- a rate (the rates to give back to, as they were at T0: a rate set since counted nothing).
     local function reserve(rates, now, n)
         local rec = {}
         for i, c in ipairs(rates) do
             rec[i] = lim_check(c[1], c[2], n, now)
         end
         local token = limit_fmt(now) .. ',' .. n
-        for i, st in ipairs(rec) do
+        for _, st in ipairs(rec) do
             local lim = st.lim
-            token = token .. ',' .. lim.name .. ':' .. lim.spec.alg .. ',' ..
-                (lim_record(st, now, n) or '')
+            lim_record(st, now, n)
+            token = token .. ',' .. lim.name .. ':' .. lim.spec.alg
         end
         return {{}, 0, '', n, token}
     end
 
     -- Gives back k units of the reservation `token` in each rate it counted them in (as far
-    -- as each can: see the refunds); its reply: the group's last delivered id when none of the
-    -- units was used, else ''.
+    -- as each can: see the refunds; none once the limits changed since); its reply: the group's
+    -- last delivered id when none of the units was used, else ''.
     local function refund(keys, args)
         local K = queue_keys_of(keys[2], 'meta')
         if slot_migrating(K) then
@@ -179,28 +179,31 @@ do
         local token = args[5] or ''
         local t0, g, each = s_match(token, '^(%d+),(%d+)(.*)$')
         local k = tonumber(args[3])
-        if not t0 or not k then
+        -- (a token of the form before, ",NAME:ALG,VALUE" a rate, is refused here)
+        if not t0 or not k or each:gsub(',[%w_%.%-]+:%a+', '') ~= '' then
             return redis.error_reply('SLUICECONFIG take refund: bad count ' ..
                 s_format('%q', string.sub(tostring(args[3]), 1, 20)) .. ' or token ' ..
-                s_format('%q', string.sub(token, 1, 40)))
+                s_format('%q', string.sub(token, 1, 40)) .. ' (a token of this version ' ..
+                'is "T0,N" then ",NAME:ALG" a rate)')
         end
         t0, g = t0 + 0, g + 0
         k = math.min(math.floor(k), g)
         if k > 0 then
-            local v = {}
-            for id, val in each:gmatch(',([^,]*),([^,]*)') do
-                v[id] = val
-            end
-            local lims = queue_limits(K, POOL_SCOPES)
+            local lims, version = queue_limits(K, POOL_SCOPES)
             if lims.err then
                 return lims
             end
             local now = now_us()
-            for _, lim in ipairs(lims) do
-                local c = lim.spec
-                local val = lim.scope == 'drain' and v[lim.name .. ':' .. c.alg]
-                if val then
-                    c.refund(c, lim.key, k, g, t0, val, now)
+            if (tonumber(version) or 0) < t0 then
+                local counted = {}
+                for id in each:gmatch(',([^,]+)') do
+                    counted[id] = true
+                end
+                for _, lim in ipairs(lims) do
+                    local c = lim.spec
+                    if lim.scope == 'drain' and counted[lim.name .. ':' .. c.alg] then
+                        c.refund(c, lim.key, k, g, t0, now)
+                    end
                 end
             end
         end
@@ -221,7 +224,8 @@ do
       limit the read is made here, as the read form does (reply as its): a count of pending
       entries must be read and added to in one step, or two workers would both take the room.
     - 'refund': ARGV[3] = k, the granted units not read, ARGV[5] = the reserve's token; gives
-      them back in each rate as far as it exactly can (see the refunds in the limiter); reply:
+      them back in each rate as far as it safely can (see the refunds in the limiter; nothing
+      once the limits changed after the reserve); reply:
       the group's last delivered id when k is the whole grant (for XREAD BLOCK), else ''.
       A worker that dies between the reserve and the refund leaves its units counted: the
       rate under-delivers for as long as they count, it never over-admits.

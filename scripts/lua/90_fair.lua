@@ -88,6 +88,9 @@ local function fair_start(keys, args)
         return nil, {{}, math.ceil(wait / 1000), R.leased and 'lease' or ''}
     end
     R.n = n
+    for _, lim in ipairs(lims) do -- a count of entries in flight: see fair_grant
+        R.counted = R.counted or lim.scope == 'inflight' or lim.scope == 'inflight-tenant'
+    end
     return R
 end
 
@@ -348,7 +351,7 @@ local function fair_take(keys, args, grant)
     if not R then
         return reply
     end
-    R.grant = grant
+    R.grant = grant and not R.counted
     fair_plan(R)
     local err = fair_round(R)
     if err then
@@ -356,29 +359,6 @@ local function fair_take(keys, args, grant)
     end
     fair_ring_write(R)
     return fair_finish(R, keys)
-end
-
--- Gives back to the gcra rate lim at key (fair_refund) `units` of the `granted` it counted `dt`
--- us ago: its debt less those units x its interval T, never below none. Never more than the
--- debt the grant can still be holding: after its grant the rate's debt was at least granted x T,
--- had the grant counted `units` fewer it would have been at least (granted - units) x T, and the
--- difference between the two can only shrink once that smaller debt has run out, one T per T of
--- time; so at most granted - dt / T units go back (none after granted x T us). Returns the units
--- it took off the debt.
-function FAIR.rate_refund(lim, key, granted, units, now, dt)
-    local t = lim.spec.p / lim.spec.n
-    units = math.min(units, math.floor(granted - dt / t + 1e-9))
-    if units <= 0 then
-        return 0
-    end
-    local st = lim_check(lim, key, 0, now)
-    if not st.debt or st.debt <= 0 then
-        return 0
-    end
-    local back = math.min(units, math.floor(st.debt / t + 1e-9))
-    st.debt = math.max(0, st.debt - units * t)
-    lim_record(st, now, 0)
-    return back
 end
 
 --[[ fair_grant (fair queues): fair_take's choice without its reads, for a worker that reads the
@@ -391,45 +371,60 @@ held nothing gets its group (at id 0) here.
 KEYS[1] stream, KEYS[2] meta
 ARGV[1] group, ARGV[2] consumer, ARGV[3] n (the worker's free slots)
 reply: {{lane_1, count_1, lane_2, count_2, ...}, wait_ms[, 'lease' | '' | 'paused']} as fair_take's,
-  and after a grant ({{...}, 0, '', TIME}) the grant's time (Redis's, in us); the worker reads
+  and after a grant ({{...}, 0, '', TIME}) the grant's time (Redis's, in us: the `now` every
+  rate counted the grant at, so a refund finds its window, block and log members); the worker reads
   each lane (the queue's stream for '') with XREADGROUP GROUP group consumer COUNT count_i
   STREAMS lane_i >, and gives what a lane gave less than its count back with fair_refund (with
   that time). A queue switched back from fair gets the stream ('') granted the rest of n.
+Under an `inflight` or `inflight-tenant` count it reads in the function and replies as fair_take
+(entries in place of counts): what is in flight is counted from the lanes' pending entries, and a
+grant not read yet is not among them, so the count and the read must be one step (as take's
+reserve). Besides, the reclaim pass over the lanes cannot tell a grant being read from one whose
+worker died, and would count its entries again: the next grant would lease them twice.
 Errors: as fair_take's. ]]
 local function fair_grant(keys, args)
     return fair_take(keys, args, true)
 end
 
 --[[ fair_refund (fair queues): what lanes read after a fair_grant gave less than granted is given
-back to the `drain` and `drain-tenant` rates that are gcra (exactly: their debt less those units,
-never below none); the others keep the units (a read that came short errs toward delivering
-less, never more than a rate). `served` is lowered for tenant lanes. The lanes' undelivered
-counts: `short` (the read came back with fewer entries: the lane cleared, trimmed or read by
-another reader in between) leaves them as they are: a count above what a lane holds is used up
-by the grants that follow, each read short and refunded, where lowering it could lose entries
-admitted in between (a lane out of the ring with entries waiting); `unread` (the read failed, so
-nothing of it was read) counts them again (lane_recount; the stream's only while the queue is
-fair, as the grant counted them only then).
-The rates get back no more than the debt the grant can still be holding (FAIR.rate_refund):
-a refund made long after its grant, or with a time from another server, gives back less or
-nothing.
+back to the `drain` and `drain-tenant` rates, each as far as its algorithm safely can (the
+limiter's refunds: gcra no more than the debt the grant can still hold, granted - elapsed / T
+units, so a refund made long after its grant, or with a time from another server, gives back
+less or nothing; fixed in the window of the grant; window while its block counts; log while its
+units live; gate while it is still closed); none once the limits changed after the grant (what
+a rate cannot give back errs toward delivering less, never more than a rate). A lane's
+`drain-tenant` rates get its own units back, the pool's `drain` rates the lanes' together (the
+granted counts of the lanes named: no more than the grant counted in them). `served` is lowered
+for tenant lanes. The lanes' undelivered counts: `short` (the read came back with fewer entries:
+the lane cleared, trimmed or read by another reader in between) leaves them as they are: a count
+above what a lane holds is used up by the grants that follow, each read short and refunded,
+where lowering it could lose entries admitted in between (a lane out of the ring with entries
+waiting); `unread` (the read failed, so nothing of it was read) counts them again
+(lane_recount; the stream's only while the queue is fair, as the grant counted them only then).
 KEYS[1] stream, KEYS[2] meta
-ARGV[1] short | unread, ARGV[2] the grant's time (us, from its reply), ARGV[3..] triples: lane
-  ('' the stream), count granted, count not read (1..granted)
-reply: the units given back to the rates. Errors: SLUICECONFIG (a bad limit), a bad argument. ]]
+ARGV[1] short | unread, ARGV[2] the grant's time (us, from its reply: the time its rates counted
+  the units at), ARGV[3..] triples: lane ('' the stream), count granted, count not read
+  (1..granted)
+reply: the units given back to the rates (summed over them). Errors: SLUICECONFIG (a bad limit),
+a bad argument. ]]
 local function fair_refund(keys, args)
     local unread = args[1] == 'unread'
     if #args < 5 or #args % 3 ~= 2 or not (unread or args[1] == 'short') then
         return redis.error_reply('ERR sluice_fair_refund takes short or unread, the grant\'s ' ..
             'time, then triples of lane, count granted, count not read')
     end
-    local _, K, lims, now = read_start(keys, {'', '', '0'}, DRAIN_SCOPES)
+    local K = queue_keys_of(keys[2], 'meta')
+    if slot_migrating(K) then -- limits, their state, lanes: derived
+        return slot_tryagain(K)
+    end
+    local now = now_us()
+    local lims, version = queue_limits(K, DRAIN_SCOPES, now)
     if lims.err then
         return lims
     end
-    local dt = now - (tonumber(args[2]) or 0)
-    if dt < 0 then -- a time from another server (a failover): no rate gets anything back
-        dt = math.huge
+    local t0 = tonumber(args[2]) or 0
+    if (tonumber(version) or 0) >= t0 then -- the limits changed since: nothing goes back
+        lims = {}
     end
     local granted, total, back = 0, 0, 0
     local fair = unread and redis.call('HGET', keys[2], 'fair') == '1'
@@ -442,8 +437,9 @@ local function fair_refund(keys, args)
         end
         granted, total = granted + k, total + c
         for _, lim in ipairs(lims) do
-            if lim.scope == 'drain-tenant' and lim.spec.alg == 'gcra' then
-                back = back + FAIR.rate_refund(lim, lim.key .. tn, k, c, now, dt)
+            local spec = lim.spec
+            if lim.scope == 'drain-tenant' then
+                back = back + spec.refund(spec, lim.key .. tn, c, k, t0, now)
             end
         end
         if tn ~= '' and redis.call('HGET', K.served, tn) then
@@ -454,8 +450,9 @@ local function fair_refund(keys, args)
         end
     end
     for _, lim in ipairs(lims) do
-        if lim.scope == 'drain' and lim.spec.alg == 'gcra' then
-            back = back + FAIR.rate_refund(lim, lim.key, granted, total, now, dt)
+        local spec = lim.spec
+        if lim.scope == 'drain' then
+            back = back + spec.refund(spec, lim.key, total, granted, t0, now)
         end
     end
     return back

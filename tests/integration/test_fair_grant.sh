@@ -4,10 +4,12 @@
 # XREADGROUP in between): a grant gives a lane no more than its count; a rate that has granted
 # all it allows refuses the next grant (a wait, nothing granted); a lane emptied between grant
 # and read (trimmed) reads short, and the refund gives exactly the units not read back to the
-# gcra rate (the next grant gets those, no more), or none when made long after the grant; a read that failed is refunded `unread` and
-# its lane counted again; two workers granted one lane in turn read
+# gcra rate (the next grant gets those, no more), or none when made long after the grant, and
+# to fixed, window and log rates (drain-tenant and drain) as well; a read that failed is
+# refunded `unread` and its lane counted again; two workers granted one lane in turn read
 # disjoint entries, all of them; a grant never read (its worker died) is counted again by the
-# reclaim pass over the lanes (sluice_lane_reclaim), so its entries are granted again.
+# reclaim pass over the lanes (sluice_lane_reclaim), so its entries are granted again; under
+# inflight-tenant the grant reads in the function, and a reclaim pass leases nothing twice.
 . "$(dirname "$0")/lib.sh"
 q="fair-grant-$$"
 A() { "$bin/sluice-admin" --redis "$url" "$@"; }
@@ -41,7 +43,10 @@ admit a 3
 # the lane emptied before the read: trimmed to 1, the read gives 1, the refund gives back 2
 rcli XTRIM "sluice:{$q}:lane:a" MAXLEN 1 >/dev/null
 [ "$(lread c1 a 3)" = 1 ] || fail "the read after the trim"
-# (a refund long after its grant gives nothing back: the grant's debt would have run out)
+# (a refund long after its grant gives nothing back: the grant's debt would have run out; the
+# limits' version dropped, as on a queue configured before it, so that the time bound says so,
+# not the version - a refund with a time before the limits' last change gives nothing either)
+rcli HDEL "$M" limits_v >/dev/null
 [ "$(refund short 1000000 x 3 2)" = 0 ] || fail "a refund with an old time gave back units"
 [ "$(refund short "$(since)" a 3 2)" = 2 ] || fail "refund of 2"
 [ -z "$(rcli HGET "sluice:{$q}:lwait" a)" ] || fail "a short read counted again"
@@ -87,6 +92,43 @@ out=$(refund later 0 e 2 2 2>&1 || true)
 [[ "$out" == *"takes short or unread"* ]] || fail "a bad mode: $out"
 out=$(refund short 0 e 2 3 2>&1 || true)
 [[ "$out" == *'counts "2", "3" of lane 1'* ]] || fail "a bad count: $out"
+
+# every algorithm of the `drain-tenant` and `drain` rates gets back what a short read did not
+# get (fixed: in its window, of 366 days; window: while its block counts; log: while its units
+# live): 3 granted, 1 read, 2 back in each rate (the reply: 4), so the next grant gets 2 more
+L="sluice:{$q}:limits"
+for spec in fixed:3:31622400000 window:3:100000:1000 log:3:100000; do
+    t="f${spec%%:*}"
+    rcli FCALL sluice_limits_config 2 "$L" "$M" set ten drain-tenant "$spec" >/dev/null
+    rcli FCALL sluice_limits_config 2 "$L" "$M" set pool drain "$spec" >/dev/null
+    admit "$t" 3
+    [ "$(grant c1 10)" = "$t 3 0" ] || fail "$spec: the grant of 3"
+    rcli XTRIM "sluice:{$q}:lane:$t" MAXLEN 1 >/dev/null
+    [ "$(lread c1 "$t" 3)" = 1 ] || fail "$spec: the read after the trim"
+    out=$(refund short "$(since)" "$t" 3 2)
+    [ "$out" = 4 ] || fail "$spec: the refund gave back $out (expected 2 + 2)"
+    admit "$t" 2
+    out=$(grant c1 10)
+    [ "$out" = "$t 2 0" ] || fail "$spec: the grant after the refund: '$out' (expected $t 2 0)"
+    [ "$(lread c1 "$t" 2)" = 2 ] || fail "$spec: the read of 2"
+    rcli FCALL sluice_limits_config 2 "$L" "$M" del ten >/dev/null
+    rcli FCALL sluice_limits_config 2 "$L" "$M" del pool >/dev/null
+done
+
+# under an `inflight-tenant` count a grant reads in the function (a pending count must be read and
+# added to in one step): a grant the worker has not read yet is no lease, and the reclaim pass,
+# which cannot tell it from a grant whose worker died, would count its entries again, so the next
+# grant would lease them twice (4 in flight under inflight-tenant 2)
+rcli FCALL sluice_limits_config 2 "$L" "$M" set lease inflight-tenant 2 >/dev/null
+admit g 5
+out=$(rcli FCALL sluice_fair_grant 2 "$S" "$M" workers c1 10 | grep -cE '^[0-9]+-[0-9]+$' || true)
+[ "$out" = 2 ] || fail "inflight-tenant 2: the grant read $out entries in the function (expected 2)"
+rcli FCALL sluice_lane_reclaim 2 "$S" "$ST" workers c3 60000 0 100 >/dev/null
+out=$(grant c2 10)
+pending=$(rcli XPENDING "sluice:{$q}:lane:g" workers | head -n 1)
+[ "$pending" = 2 ] && [[ "$out" != *"g "* ]] ||
+    fail "inflight-tenant 2: after the reclaim pass the next grant gave '$out' with $pending in flight"
+rcli FCALL sluice_limits_config 2 "$L" "$M" del lease >/dev/null
 
 # ---- two workers draining 20 lanes, one lane without its group although served says it has one
 # (its stream deleted and made again by hand): its native read fails (NOGROUP), the worker gives

@@ -3,8 +3,10 @@
 # The paced read's reserve and refund (sluice_take 'reserve' / 'refund'), called directly and
 # through workers: a grant of 100 with 10 entries waiting is charged 10 once the rest is given
 # back, in each algorithm a drain limit may use; a refund of the whole grant replies the group's
-# last delivered id; a refund that can no longer be given back exactly (another reservation
-# counted since under gcra, a fixed window that ended) gives nothing back; with an `inflight`
+# last delivered id; gcra gives back by a time bound, also after another reservation (exactly
+# 50 of 50 at once), nothing after the limit changed or to a gone key; a refund that can no
+# longer be given back (a fixed window that ended) gives nothing back; an old or bad token is
+# refused; with an `inflight`
 # limit the reserve reads in the script; three workers reading a trickle (short reads: refunds
 # on most of them) never go past the rate.
 . "$(dirname "$0")/lib.sh"
@@ -62,17 +64,54 @@ reserve 10
 [ "$grant" = 1 ] || fail "gate: not open again after the refund (granted '$grant')"
 rcli FCALL sluice_limits_config 2 "$l" "$m" del pace >/dev/null
 
-# ---- what can no longer be given back exactly is not ----
-# gcra: another reservation counted after this one: its units stay counted
-limit gcra:100:10000
+# ---- gcra: a time bound, whatever came in between; nothing once the limit changed ----
+# (a unit a second: the figures hold while each step takes less than a second)
+# another reservation counted after this one: all 50 go back at once (the debt less 50 s, less
+# the time since the reserve beyond 0 s), so the next reservation gets exactly 50
+limit gcra:100:100000
 reserve 50
 t1=$token
 reserve 50
 [ "$grant" = 50 ] || fail "gcra: the second reservation got '$grant' of 50"
 refund 50 "$t1" >/dev/null
 reserve 1000
-[ -z "$grant" ] || fail "gcra: a refund under a later reservation gave back $grant units"
+[ "$grant" = 50 ] || fail "gcra: a refund under a later reservation gave back '$grant' units (expected 50)"
+rcli DEL "sluice:{$q}:qlim:pace:gcra:" >/dev/null
+# ... and less as the reservation ages: 1 s after two of 50 at 100 ms a unit (a debt of 10 s,
+# 9 s left), a refund of the first's 50 takes 4 s off the debt, not 5 s (the bound cannot tell
+# what came in between: 50 units less the 10 whose time has gone by since), so the next
+# reservation gets 50 (a few more as time goes by), not the 60 a cut of 5 s would leave
+limit gcra:100:10000
+reserve 50
+t1=$token
+reserve 50
+sleep 1
+refund 50 "$t1" >/dev/null
+reserve 1000
+[ "$grant" -ge 50 ] && [ "$grant" -le 55 ] ||
+    fail "gcra: a refund 1 s after the reserve gave back '$grant' units (expected 50-55)"
+rcli DEL "sluice:{$q}:qlim:pace:gcra:" >/dev/null
+# the limit changed between the reserve and the refund (through sluice_limits_config, and
+# written into the hash by hand): nothing goes back; the debt of 50 s restated as 25 s of 50
+for how in config hand; do
+    limit gcra:100:100000
+    reserve 50
+    t1=$token
+    if [ "$how" = config ]; then limit gcra:100:50000; else rcli HSET "$l" pace "drain gcra:100:50000" >/dev/null; fi
+    refund 50 "$t1" >/dev/null
+    reserve 1000
+    [ "$grant" = 50 ] || fail "gcra: a refund after the limit changed ($how) gave back units (granted '$grant', expected 50)"
+    rcli DEL "sluice:{$q}:qlim:pace:gcra:" >/dev/null
+done
+# the key gone (its debt ran out, or deleted): nothing to give back, nothing written
+limit gcra:100:100000
+reserve 5
+t1=$token
+rcli DEL "sluice:{$q}:qlim:pace:gcra:" >/dev/null
+refund 5 "$t1" >/dev/null
+[ "$(rcli EXISTS "sluice:{$q}:qlim:pace:gcra:")" = 0 ] || fail "gcra: a refund to a gone key wrote it"
 rcli FCALL sluice_limits_config 2 "$l" "$m" del pace >/dev/null
+# ---- what can no longer be given back exactly is not ----
 # fixed: the window the units were counted in ended
 limit fixed:100:1000
 reserve 100
@@ -86,6 +125,9 @@ rcli FCALL sluice_limits_config 2 "$l" "$m" del pace >/dev/null
 # a token that is not one: refused, naming it
 rcli FCALL sluice_take 2 "$s" "$m" g c 1 refund junk 2>&1 | grep -q 'token "junk"' ||
     fail "a bad token was not refused"
+# a token of the form before (",NAME:ALG,VALUE" a rate): refused, not read as rates
+out=$(rcli FCALL sluice_take 2 "$s" "$m" g c 1 refund "1000,5,pace:gcra,1000 0.5 100 1000" 2>&1 || true)
+[[ "$out" == *'token "1000,5,pace:gcra,1000 0.5 100 1000"'* ]] || fail "an old token was not refused: $out"
 
 # ---- inflight: the reserve reads in the script (the count and the read in one step) ----
 rcli FCALL sluice_limits_config 2 "$l" "$m" set lease inflight 1000 >/dev/null

@@ -8,10 +8,10 @@
  * The lanes granted one count share one command (`XREADGROUP GROUP g c COUNT k STREAMS l1 l2 ...
  * > > ...`); the commands for the other counts are sent with it, pipelined on the reading
  * connection. A lane that gives less than its grant (cleared, trimmed or read by another reader
- * in between), or whose command failed, is given back with sluice_fair_refund (its gcra rates
- * get the units back; the lane counts stay, see the function). A grant whose reads never happen
- * (the worker dies, the link drops) leaves its entries undelivered and uncounted: the reclaim
- * pass over the lanes (sluice_lane_reclaim) counts them again.
+ * in between), or whose command failed, is given back with sluice_fair_refund (its rates get
+ * the units back as far as each safely can; the lane counts stay, see the function). A grant
+ * whose reads never happen (the worker dies, the link drops) leaves its entries undelivered and
+ * uncounted: the reclaim pass over the lanes (sluice_lane_reclaim) counts them again.
  *
  * It owns the read's state from the grant's reply to the last XREADGROUP reply; the worker
  * (worker.c) owns what comes before (the grant and its waits) and after

@@ -847,7 +847,8 @@ static void on_wake(sluice_aconn *c, int status, int sent, redisReply *r, void *
 
 /* sluice_fair_take: {{lane, entries, ...}, wait_ms[, 'lease' | '']}; sluice_fair_grant: the same
  * with counts in place of entries and, after a grant, {..., 0, '', its time} (grant: the lanes
- * are then read here, fair_read.c) */
+ * are then read here, fair_read.c), or fair_take's reply when the queue counts entries in flight
+ * (inflight, inflight-tenant: the function reads them itself) */
 static void fair_reply(sluice_aconn *c, int status, int sent, redisReply *r, sluice_worker *w,
                        int grant) {
     if (status != 0 || r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
@@ -871,7 +872,8 @@ static void fair_reply(sluice_aconn *c, int status, int sent, redisReply *r, slu
     } else if (wait < 0) {
         w->fair_block = 1; /* nothing undelivered: wait for the wake-up token */
     }
-    if (grant && lanes->elements >= 2) {
+    grant = grant && lanes->elements >= 2 && lanes->element[1]->type == REDIS_REPLY_INTEGER;
+    if (grant) {
         int timed = r->elements == 4 && r->element[3]->type == REDIS_REPLY_STRING;
         int rc = sluice__fair_read_grant(w, lanes, timed ? r->element[3]->str : "0");
         if (rc == 0) {
