@@ -2,8 +2,8 @@
 -- limiter: the limiter engine - spec parsing and the five algorithms' check, record and refill,
 -- used by the standalone limiter's sluice_limit (the standalone module) and by queue limits.
 -- keys:  the caller's (sluice:{NS}:lim:KEY for sluice-limit; sluice:{Q}:qlim:... for queue limits)
--- state: caches of pure functions of their input (parsed specs, gcra values last written, the
---        clock's last reading as text)
+-- state: caches of pure functions of their input (parsed specs, gcra values last written,
+--        numbers formatted last, the clock's last reading as text)
 ---------------------------------------------------------------------------------------------------
 
 --[[ limit: the limiter engine. One request is checked against several limits at once and
@@ -45,8 +45,10 @@ replaced when the call is counted: it never fails a call. The units a call count
 (weight x log limits) are at most LOG_MAX_UNITS (500), else a SLUICECONFIG error.
 
 What each algorithm promises (T = PERIOD/COUNT):
-  gcra    value "TAT_INT TAT_FRAC COUNT PERIOD_MS": the theoretical arrival time (integer and
-          fractional microseconds, so T need not be whole) and the limit it was written with.
+  gcra    value "TAT COUNT PERIOD_MS" (TAT whole) or "TAT_INT TAT_FRAC COUNT PERIOD_MS": the
+          theoretical arrival time (integer and fractional microseconds, so T need not be
+          whole; the first layout whenever the fraction is 0, as it stays where T is a whole
+          number of microseconds) and the limit it was written with; both are read.
           Passes when TAT + w*T - PERIOD <= now; never more than COUNT in a burst. A changed
           COUNT or PERIOD rescales the outstanding debt (TAT - now) by T_new / T_old, capped
           at the new PERIOD, and the first check writes it back with its TTL (so retry-after
@@ -69,17 +71,33 @@ What each algorithm promises (T = PERIOD/COUNT):
           a pass); retry-after = PTTL + 1 ms (Redis expires a key after, not at, its time). ]]
 
 -- Redis's clock in microseconds: every limit's time comes from here, never from a client.
--- The same instant is kept as decimal text (now_text), made of TIME's two strings without
--- formatting a number: a log's score and member are that text. (Digits + 0 is the cheapest
--- conversion: tonumber converts twice, through a C call.)
+-- The same instant is kept as decimal text (now_str), made of TIME's two strings without
+-- formatting a number: a log's score and member are that text. A call of log limits makes the
+-- text first and its number from it (digits + 0: tonumber converts twice, through a C call);
+-- any other gets its number by arithmetic on TIME's strings and the text only when asked: 0.14
+-- us less a gcra or fixed call (scripts/bench-loop gcra1, fixed1), which never need the text.
 local PAD6 = {'00000', '0000', '000', '00', '0', ''}
-local now_n, now_text -- (set by the limiter's initialiser, as every state below)
-local function now_us()
+local now_n, now_text, now_t -- (set by the limiter's initialiser, as every state below)
+local function now_us(text)
     local t = r_call('TIME')
-    local u = t[2]
-    now_text = t[1] .. PAD6[#u] .. u
-    now_n = now_text + 0
+    if text then -- a call of log limits: the text first, its number from it
+        local u = t[2]
+        now_text = t[1] .. PAD6[#u] .. u
+        now_n = now_text + 0
+    else
+        now_t, now_text = t, false
+        now_n = t[1] * 1000000 + t[2]
+    end
     return now_n
+end
+
+-- The last reading of the clock (now_us) as decimal text.
+local function now_str()
+    if not now_text then
+        local u = now_t[2]
+        now_text = now_t[1] .. PAD6[#u] .. u
+    end
+    return now_text
 end
 
 local LIMIT_MAX_COUNT = 1000000000
@@ -106,9 +124,12 @@ end
 local int_format
 --[[ Numbers formatted last, and their texts (a format costs 0.25 us, '%.17g' 0.45 us): [1], [2]
 the last number limit_fmt was asked for; [3], [4] the last fractional TAT gcra wrote (a key's
-debt after an idle spell is w*T: the same fraction call after call); [5], [6] the last TTL (ms)
-gcra wrote; [7], [8] the last block a window read (a block lasts PRECISION). One table: the
-library's main chunk is near Lua's limit of 200 locals. ]]
+debt after an idle spell is w*T: the same fraction call after call); [5], [6] the last block a
+window read (a block lasts PRECISION); [7], [8] the last TTL (ms) gcra wrote (a hot key's) and
+.ttl the texts of the TTLs gcra wrote, a memo of 1,024 (a TTL is its debt in ms, below a second
+for limits of periods up to a second, which a thousand keys spread over: 0.1 us a gcra limit,
+scripts/bench-loop gcra1..3). One table: the library's main chunk is near Lua's limit of 200
+locals. ]]
 local fmt_last
 
 -- An integer (< 2^53) as decimal text. The clock's last reading and the last number asked for
@@ -117,7 +138,7 @@ local fmt_last
 -- this costs 0.2 us (1, the usual weight, nothing).
 local function limit_fmt(n)
     if n == now_n then
-        return now_text
+        return now_str()
     elseif n == 1 then
         return '1'
     end
@@ -271,18 +292,19 @@ end
 --[[ The gcra values this library wrote last, by key: {text, TAT_INT, TAT_FRAC, COUNT,
 PERIOD_MS}. A value read back that is the very text written is not parsed again: a parse is a
 function of the text, and these are its numbers (TAT_FRAC printed with '%.17g' reads back as
-the same double). At most GCRA_SEEN_MAX keys, the first written since the cache started over:
-it starts over every GCRA_SEEN_RENEW writes, so that keys that became hot get in. A key not in a
-full cache is not added: a cache that took in every key, on calls spread over a thousand keys,
-cost each call 1 us of its 8 (more than the parse it saves), and saves a hot key 0.6 us. What
-is kept here is in the Lua heap, which Redis's collector steps through on every call of any
-function: a thousand keys kept cost every sluice_limit call 1.4 % more instructions. ]]
-local GCRA_SEEN_MAX, GCRA_SEEN_RENEW = 32, 10000
+the same double). At most 32 keys, the first written since the cache started over: it starts
+over every 10,000 writes, so that keys that became hot get in (numbers, not locals: the main
+chunk is at Lua's limit of 200 locals). A key not in a full cache is not added: a cache that
+took in every key, on calls spread over a thousand keys, cost each call 1 us of its 8 (more
+than the parse it saves), and saves a hot key 0.6 us. What is kept here is in the Lua heap,
+which Redis's collector steps through on every call of any function: a thousand keys kept cost
+every sluice_limit call 1.4 % more instructions. ]]
 local gcra_seen, gcra_seen_n, gcra_writes
 
 local gcra_record
 
--- A gcra value (or nil): TAT_INT, TAT_FRAC, COUNT, PERIOD_MS, or nil when it is not one.
+-- A gcra value (or nil): TAT_INT, TAT_FRAC, COUNT, PERIOD_MS, or nil when it is not one. Two
+-- layouts: "TAT COUNT PERIOD_MS" (a whole TAT) and "TAT_INT TAT_FRAC COUNT PERIOD_MS".
 local function gcra_parse(c, key, v)
     if l_type(v) ~= 'string' then -- none, or another type's WRONGTYPE (pcall's error table)
         return nil
@@ -291,28 +313,35 @@ local function gcra_parse(c, key, v)
     if e and e[1] == v then
         return e[2], e[3], e[4], e[5]
     end
-    -- the usual value, written with this very limit, ends in its tail: matched as text (one
-    -- pattern of two captures, then a plain find), and its TAT_INT is digits (+ 0 converts)
-    local ti, tf = s_match(v, '^(%-?%d+) ([%d%.eE%-%+]+) ')
+    -- the usual value, a whole TAT written with this very limit: its rest is the limit's tail
+    -- (one string compare), its TAT digits (+ 0 converts)
+    local ti, rest = s_match(v, '^(%-?%d+)( .+)$')
     if not ti then
         return nil
     end
-    local tail, at = c.tail, #ti + #tf + 2
+    if rest == c.tail then
+        return ti + 0, 0, c.n, c.p_ms
+    end
+    -- a fractional TAT (" TAT_FRAC" then the tail), or either layout under another limit
+    local tf, tl = s_match(rest, '^ ([%d%.eE%-%+]+)(.*)$')
     local n0, p0 = c.n, c.p_ms
-    if #v ~= at + #tail - 1 or v:find(tail, at, true) ~= at then
-        n0, p0 = s_match(v, '^ (%d+) (%d+)$', at)
+    if not tf then
+        return nil
+    elseif tl ~= c.tail then
+        n0, p0 = s_match(tl, '^ (%d+) (%d+)$')
+        if not n0 then -- "TAT COUNT PERIOD_MS": what matched as the fraction is COUNT
+            n0, p0, tf = s_match(tf, '^%d+$'), s_match(tl, '^ (%d+)$'), '0'
+        end
         n0, p0 = to_number(n0), to_number(p0)
+        if not (n0 and p0) or n0 < 1 or p0 < 1 then
+            return nil
+        end
     end
-    ti = ti + 0
-    if tf == '0' then
-        tf = 0
-    else
-        tf = to_number(tf)
-    end
-    if not (ti and tf and n0 and p0) or n0 < 1 or p0 < 1 then
+    tf = to_number(tf)
+    if not tf then
         return nil
     end
-    return ti, tf, n0, p0
+    return ti + 0, tf, n0, p0
 end
 
 local function gcra_check(c, st, key, w, now)
@@ -351,22 +380,28 @@ function gcra_record(c, st, key, w, now)
     local whole = m_floor(debt)
     local frac = debt - whole
     local last = fmt_last
-    if frac ~= last[3] then
-        last[3], last[4] = frac, frac == 0 and '0' or s_format('%.17g', frac)
-    end
     local ttl = m_ceil(debt / 1000) + 1
-    if ttl ~= last[5] then
-        last[5], last[6] = ttl, s_format(int_format, ttl)
+    if ttl ~= last[7] then -- the last one (a hot key's), else the memo
+        local texts = last.ttl
+        last[7], last[8] = ttl, texts.map[ttl] or memo_put(texts, ttl, s_format(int_format, ttl))
     end
-    local v = limit_fmt(now + whole) .. ' ' .. last[4] .. c.tail
-    r_call('SET', key, v, 'PX', last[6])
+    local tt = last[8]
+    local tat = limit_fmt(now + whole) -- a whole TAT: "TAT COUNT PERIOD_MS"
+    if frac ~= 0 then -- "TAT_INT TAT_FRAC COUNT PERIOD_MS"
+        if frac ~= last[3] then
+            last[3], last[4] = frac, s_format('%.17g', frac)
+        end
+        tat = tat .. ' ' .. last[4]
+    end
+    local v = tat .. c.tail
+    r_call('SET', key, v, 'PX', tt)
     gcra_writes = gcra_writes + 1
-    if gcra_writes >= GCRA_SEEN_RENEW then
+    if gcra_writes >= 10000 then
         gcra_seen, gcra_seen_n, gcra_writes = {}, 0, 0
     end
     local e = gcra_seen[key]
     if not e then
-        if gcra_seen_n >= GCRA_SEEN_MAX then
+        if gcra_seen_n >= 32 then
             return
         end
         e = {}
@@ -386,10 +421,10 @@ local function window_check(c, st, key, w, now)
     local pre, nb, prec = c.pre, c.blocks, c.prec
     local b = limit_floor_div(now, prec)
     local last = fmt_last
-    if b ~= last[7] then
-        last[7], last[8] = b, s_format(int_format, b)
+    if b ~= last[5] then
+        last[5], last[6] = b, s_format(int_format, b)
     end
-    local bt = last[8]
+    local bt = last[6]
     local field = pre .. bt
     local v = r_pcall('HMGET', key, pre, c.pre_l, field)
     local foreign = v.err ~= nil -- not a hash: read as empty, deleted by the record
@@ -558,7 +593,7 @@ end
 local member_score, member0 -- the last score's first member name, "<score>:0"
 
 local function log_record(c, st, key, w, now)
-    local score = now_text -- limit_fmt(now), inline
+    local score = now_str() -- limit_fmt(now), inline
     if now ~= now_n then
         score = limit_fmt(now)
     end
@@ -799,11 +834,11 @@ end
 
 -- The limiter's state on a fresh Lua state: empty caches and scratch tables, the clock not read.
 on_fresh_state(function()
-    now_n, now_text = nil, ''
+    now_n, now_text, now_t = nil, '', false
     int_format = s_format('%d', 9007199254740992) == '9007199254740992' and '%d' or '%.0f'
     member_score, member0 = nil, ''
     spec_memo = {map = {}, n = 0, max = 256}
     gcra_seen, gcra_seen_n, gcra_writes = {}, 0, 0
-    fmt_last = {-1, '', 0, '0', -1, '', -1, ''}
+    fmt_last = {-1, '', 0, '0', -1, '', -1, '', ttl = {map = {}, n = 0, max = 1024}}
     log_foreign = false
 end)

@@ -56,8 +56,9 @@ local function log_limits(cs, keys, nl, now)
         end
         return {0, by, left0, m_ceil(retry / 1000), m_ceil(full0 / 1000)}
     end
-    if now_text ~= member_score then
-        member_score, member0 = now_text, now_text .. ':0'
+    local score = now_str()
+    if score ~= member_score then
+        member_score, member0 = score, score .. ':0'
     end
     if log_foreign then -- a key of another type among them (rare): each is checked
         for i = 1, nl do
@@ -66,7 +67,7 @@ local function log_limits(cs, keys, nl, now)
     end
     for i = 1, nl do
         local c, key = cs[i], keys[i]
-        if r_call('ZADD', key, 'NX', now_text, member0) == 1 then
+        if r_call('ZADD', key, 'NX', score, member0) == 1 then
             r_call('PEXPIRE', key, c.ttl)
         else -- "<now>:0" taken in this microsecond: the general record takes the next name
             log_record(c, nil, key, 1, now)
@@ -141,16 +142,18 @@ end
 closed while its key holds '1' with a TTL; a key without a TTL, or holding anything else, reads
 as an open gate as in gate_check and is overwritten when the call passes. One gate is closed at
 once when open (SET NX GET PX, the one command of the common case, where a check and a record take
-PTTL and SET; a key found holding '1' is asked its PTTL). Several are read first (PTTL, and GET
-of a key that has one) and closed (SET PX) when all are open: a refused call writes nothing and
-undoes nothing (closing each at once took a SET and a DEL for every open gate of a refused call,
-and a call of several gates is refused more often than one of one). ]]
+PTTL and SET; a key found holding '1' is asked its PTTL). Several are read first (PTTL) and
+closed (SET PX) when all are open: a refused call writes nothing and undoes nothing (closing each
+at once took a SET and a DEL for every open gate of a refused call, and a call of several gates is
+refused more often than one of one). Of those with a TTL only the one that would answer (the
+longest PTTL) is asked whether it holds '1' (GET), and the next one when it does not: a refused
+call of several gates reads one value, not every closed gate's. ]]
 local function gate_limits(cs, keys, nl, w)
-    local redo = fixed_live -- the texts to write, when the call passes
+    local redo, ttls = fixed_live, fixed_counts -- the texts to write when the call passes; PTTLs
     if nl > LIMIT_SCRATCH_MAX then
-        redo = {}
+        redo, ttls = {}, {}
     end
-    local ok, by, retry, full = true, 0, 0, 0
+    local by, retry, full = 0, -1, 0
     for i = 1, nl do
         local c, key = cs[i], keys[i]
         local ms, text = c.gate_ms, c.gate_text
@@ -167,23 +170,29 @@ local function gate_limits(cs, keys, nl, w)
             redo[i] = v and text -- none: the SET made it
         else
             ttl = r_call('PTTL', key)
-            if ttl >= 0 and r_pcall('GET', key) ~= '1' then -- another value or type: open
-                ttl = -1
-            end
             redo[i] = text
         end
-        if ttl >= 0 then -- closed: retry-after PTTL + 1 ms (Redis expires a key after its time)
-            ok = false
-            if by == 0 or ttl + 1 > retry then
-                by, retry = i, ttl + 1
-            end
+        ttls[i] = ttl
+        if ttl > retry then -- the longest PTTL, the first on a tie
+            by, retry = i, ttl
         end
         if ms > full then
             full = ms
         end
     end
-    if not ok then -- remaining 0 (a gate is closed); full again when the last one opens
-        return {0, by, 0, retry, retry}
+    -- a key with a TTL holding another value or type reads as open: the next longest answers
+    while by > 0 and nl > 1 and r_pcall('GET', keys[by]) ~= '1' do
+        ttls[by] = -1
+        by, retry = 0, -1
+        for i = 1, nl do
+            if ttls[i] > retry then
+                by, retry = i, ttls[i]
+            end
+        end
+    end
+    if by > 0 then -- closed: retry-after PTTL + 1 ms (Redis expires a key after its time);
+        -- remaining 0 (a gate is closed); full again when the last one opens
+        return {0, by, 0, retry + 1, retry + 1}
     end
     for i = 1, nl do
         if redo[i] then
@@ -233,7 +242,7 @@ local function limit(keys, args)
         cs, sts = {}, {}
     end
     local seen = nl > 8 and {} or nil
-    local windows, never, logs, nlogs, fixeds, gates = false, nil, w == 1, 0, true, true
+    local windows, never, nlogs, alg = false, nil, 0, nil -- alg: every limit's, else false
     local parsed = spec_memo.map
     for i = 1, nl do
         local c = parsed[args[i + 1]]
@@ -259,22 +268,17 @@ local function limit(keys, args)
                 i .. '); only window limits of different PERIOD:PRECISION may share a key')
         end
         cs[i] = c
-        if c.window then
+        local a = c.alg
+        if a ~= alg then
+            alg = i == 1 and a
+        end
+        if a == 'window' then
             windows = true
+        elseif a == 'log' then
+            nlogs = nlogs + 1
         end
         if w > c.n and not never then
             never = i
-        end
-        if c.alg ~= 'log' then
-            logs = false
-        else
-            nlogs = nlogs + 1
-        end
-        if c.alg ~= 'fixed' then
-            fixeds = false
-        end
-        if c.alg ~= 'gate' then
-            gates = false
         end
     end
     if never then -- the first limit whose COUNT is below the weight
@@ -286,15 +290,15 @@ local function limit(keys, args)
             LOG_MAX_UNITS .. ' in log limits (a sorted-set member each): use gcra or window' ..
             ' for heavier requests')
     end
-    if logs then
-        return log_limits(cs, keys, nl, now_us())
-    elseif fixeds then
+    if alg == 'log' and w == 1 then
+        return log_limits(cs, keys, nl, now_us(true))
+    elseif alg == 'fixed' then
         return fixed_limits(cs, keys, nl, w, now_us())
-    elseif gates then
+    elseif alg == 'gate' then
         return gate_limits(cs, keys, nl, w)
     end
     -- every limit checked: the figures of both answers are gathered as they come
-    local now = now_us()
+    local now = now_us(nlogs > 0)
     local ok, by, retry = true, 0, 0
     local rem, full = 2 ^ 53, 0 -- allowed: smallest left, longest until full (after)
     local rem0, full0 = 2 ^ 53, 0 -- refused: the same as things are now

@@ -125,7 +125,7 @@ local function limits_config(keys, args)
         end
     end
     -- and every reader that the hash changed: a new version (see queue_limits)
-    now_us()
+    now_us(true) -- the clock's text too (a version is its text)
     redis.call('HSET', keys[2], 'limits', adm, 'drain', drn, 'limits_v', now_text)
     return #raw / 2
 end

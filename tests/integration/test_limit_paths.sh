@@ -100,4 +100,18 @@ out=$(twin gate g5 1 gate:5:1000 gate:1:3600000)
 for k in "$ns:g6:1" "$ns:g6:g:1"; do rcli SET "$k" 1 >/dev/null; done
 out=$(twin gate g6 1 gate:5:1000)$(twin gate g6 1 gate:5:1000)
 [ "$out" = 10 ] && [ "$(rcli PTTL "$ns:g6:1")" -gt 0 ] || fail "one gate over a key without TTL: $out"
+# several gates with a TTL: only the longest is asked its value, then the next; a string or a hash
+# with a TTL that is not a closed gate's reads as open (refused by the third, the one holding '1')
+for g in g7 g7:g; do
+    rcli SET "$ns:$g:1" x PX 3600000 >/dev/null
+    rcli HSET "$ns:$g:2" a 1 >/dev/null
+    rcli PEXPIRE "$ns:$g:2" 2000000 >/dev/null
+    rcli SET "$ns:$g:3" 1 PX 1000000 >/dev/null
+done
+out=$(twin gate g7 1 gate:5:1000 gate:5:1000 gate:5:1000)
+[ "$out" = 0 ] && [ "$(rcli GET "$ns:g7:1")" = x ] || fail "gates over other values with a TTL: $out"
+rcli DEL "$ns:g7:3" "$ns:g7:g:3" >/dev/null
+out=$(twin gate g7 1 gate:5:1000 gate:5:1000 gate:5:1000)
+[ "$out" = 1 ] && [ "$(rcli GET "$ns:g7:1")" = 1 ] && [ "$(rcli TYPE "$ns:g7:2")" = string ] ||
+    fail "gates over other values with a TTL, the closed one gone: $out"
 echo "test_limit_paths: ok"

@@ -250,11 +250,19 @@ static int limit_list(admin *a) {
     return 0;
 }
 
-/* A gcra value "TAT_US FRAC COUNT PERIOD_MS" at Redis time now_us, in words. */
+/* A gcra value "TAT_US COUNT PERIOD_MS" (a whole TAT) or "TAT_US FRAC COUNT PERIOD_MS" at Redis
+ * time now_us, in words. */
 static void show_gcra(const char *v, long long now_us) {
     long long tat, n, p;
-    double frac;
-    if (sscanf(v, "%lld %lf %lld %lld", &tat, &frac, &n, &p) != 4 || n < 1 || p < 1) {
+    double frac = 0;
+    int end = 0;
+    if (sscanf(v, "%lld %lld %lld%n", &tat, &n, &p, &end) != 3 || v[end] != '\0') {
+        end = 0;
+        if (sscanf(v, "%lld %lf %lld %lld%n", &tat, &frac, &n, &p, &end) != 4 || v[end] != '\0') {
+            end = -1;
+        }
+    }
+    if (end < 0 || n < 1 || p < 1) {
         printf("  not gcra state: %s\n", v);
         return;
     }
