@@ -716,7 +716,8 @@ A unit is given back only where that is safe: the limit then admits no more than
 reservation counted g - k. Where it no longer can be (the window it was counted in has ended, its
 units expired, the gate reopened), less or nothing is: the limit under-delivers until those units
 expire, it never admits more than it allows. The limit must be the one the units were counted
-under (the callers give nothing back once the limits changed since t0).
+under (the callers give nothing back once the limits changed since t0). Nothing goes back for a
+t0 after now (a time from another server, or made up: none of its units was counted yet).
   gcra    a time bound, sound whatever was counted or given back since: the debt (TAT - now)
           with the units and the debt had they not been counted differ by k x T after t0, and
           that difference only shrinks once the smaller debt has run out (no sooner than
@@ -724,8 +725,8 @@ under (the callers give nothing back once the limits changed since t0).
           min(k x T, g x T - (now - t0)) (all k at once after the reservation, then less, none
           g x T after it), never below none (TAT never behind now: an empty key). Nothing for
           a key that is gone (expired: its debt ran out), holds another algorithm's state, or
-          was written under another COUNT or PERIOD (its debt restated), nor for a t0 after now
-          (a time from another server). Returns the whole units the cut holds.
+          was written under another COUNT or PERIOD (its debt restated). Returns the whole
+          units the cut holds.
   fixed   the window the units were counted in is the current one: its count less k.
   window  the block the units were counted in still counts: that block and the total less k.
   log     the units not expired yet: k of the members scored t0 removed.
@@ -756,7 +757,7 @@ do
     end
     LIMIT_ENGINES.fixed[4] = function(c, key, k, g, t0, now)
         local base = fixed_base(c, t0)
-        if now - t0 >= c.p or fixed_base(c, now) ~= base then
+        if now < t0 or now - t0 >= c.p or fixed_base(c, now) ~= base then
             return 0
         end
         local n = to_number(r_pcall('GET', key))
@@ -774,7 +775,7 @@ do
     LIMIT_ENGINES.window[4] = function(c, key, k, g, t0, now)
         local nb, pre = c.blocks, c.pre
         local b0 = limit_floor_div(t0, c.prec)
-        if b0 <= limit_floor_div(now, c.prec) - nb then
+        if now < t0 or b0 <= limit_floor_div(now, c.prec) - nb then
             return 0 -- its units count no more
         end
         local f = pre .. limit_fmt(b0)
@@ -793,7 +794,7 @@ do
         return k
     end
     LIMIT_ENGINES.log[4] = function(c, key, k, g, t0, now)
-        if now - t0 >= c.p then
+        if now < t0 or now - t0 >= c.p then
             return 0
         end
         local s, back = limit_fmt(t0), 0
@@ -810,7 +811,7 @@ do
     -- (the gate's time shortened by floor(k x P / COUNT) ms, not set from g: a g given lower
     -- than the reservation's then only makes the check of the first line stricter)
     LIMIT_ENGINES.gate[4] = function(c, key, k, g, t0, now)
-        if now + 1000 >= t0 + limit_ceil_ratio(g, c.p_ms, c.n) * 1000 or
+        if now < t0 or now + 1000 >= t0 + limit_ceil_ratio(g, c.p_ms, c.n) * 1000 or
             r_pcall('GET', key) ~= '1' then
             return 0
         end

@@ -61,7 +61,7 @@ reply: {entries (as XREADGROUP gives them, or {}), wait_ms, last_delivered_id}
   worker asks again as soon as it settles an entry of its own); nothing to read: wait_ms -1 and
   the group's last delivered id, for XREAD BLOCK ... STREAMS stream ID to wait on without
   reading.
-Errors: SLUICECONFIG (a bad limit), NOGROUP, WRONGTYPE. ]]
+Errors: SLUICECONFIG (a bad limit), NOGROUP, WRONGTYPE, a bad count or mode (named). ]]
 -- What a worker's read starts from: the count asked for (ARGV[3]), the queue's key prefix (of
 -- KEYS[2], meta), its limits in `scopes` (or an error reply) and Redis's time.
 local function read_start(keys, args, scopes)
@@ -69,8 +69,13 @@ local function read_start(keys, args, scopes)
     if slot_migrating(K) then -- limits, their state, lanes: derived
         return 0, K, slot_tryagain(K), 0
     end
+    local n = args[3]
+    if type(n) ~= 'string' or not s_match(n, '^%d+$') or #n > 15 then
+        return 0, K, redis.error_reply('ERR the read\'s count ' ..
+            s_format('%q', string.sub(tostring(n), 1, 20)) .. ' is not a whole number >= 0'), 0
+    end
     local now = now_us()
-    return tonumber(args[3]) or 0, K, queue_limits(K, scopes, now), now
+    return n + 0, K, queue_limits(K, scopes, now), now
 end
 
 -- The pool's limits before a read: `drain` rates and the `inflight` count (in_flight() gives the
@@ -178,7 +183,7 @@ do
         end
         local token = args[5] or ''
         local t0, g, each = s_match(token, '^(%d+),(%d+)(.*)$')
-        local k = tonumber(args[3])
+        local k = s_match(tostring(args[3]), '^%d+$') and tonumber(args[3])
         -- (a token of the form before, ",NAME:ALG,VALUE" a rate, is refused here)
         if not t0 or not k or each:gsub(',[%w_%.%-]+:%a+', '') ~= '' then
             return redis.error_reply('SLUICECONFIG take refund: bad count ' ..
@@ -234,6 +239,9 @@ do
         local mode = args[4]
         if mode == 'refund' then
             return refund(keys, args)
+        elseif mode and mode ~= 'reserve' then
+            return redis.error_reply('ERR sluice_take: mode ' ..
+                s_format('%q', string.sub(mode, 1, 20)) .. ' is not reserve or refund')
         end
         local n, rates, now, counts = read_caps(keys, args)
         if not n then

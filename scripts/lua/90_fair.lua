@@ -414,6 +414,18 @@ local function fair_refund(keys, args)
         return redis.error_reply('ERR sluice_fair_refund takes short or unread, the grant\'s ' ..
             'time, then triples of lane, count granted, count not read')
     end
+    if not s_match(args[2], '^%d+$') or #args[2] > 17 then
+        return redis.error_reply('ERR sluice_fair_refund: the grant\'s time ' ..
+            s_format('%q', string.sub(args[2], 1, 20)) .. ' is not a time in us')
+    end
+    for i = 3, #args, 3 do -- every triple checked before anything is written
+        local k, c = tonumber(args[i + 1]), tonumber(args[i + 2])
+        if not (k and c) or c < 1 or c % 1 ~= 0 or k < c or k % 1 ~= 0 then
+            return redis.error_reply('ERR sluice_fair_refund: counts "' .. args[i + 1] .. '", "' ..
+                args[i + 2] .. '" of lane ' .. (i / 3) .. ' are not whole numbers ' ..
+                'granted >= not read >= 1')
+        end
+    end
     local K = queue_keys_of(keys[2], 'meta')
     if slot_migrating(K) then -- limits, their state, lanes: derived
         return slot_tryagain(K)
@@ -423,7 +435,7 @@ local function fair_refund(keys, args)
     if lims.err then
         return lims
     end
-    local t0 = tonumber(args[2]) or 0
+    local t0 = args[2] + 0
     if (tonumber(version) or 0) >= t0 then -- the limits changed since: nothing goes back
         lims = {}
     end
@@ -431,11 +443,6 @@ local function fair_refund(keys, args)
     local fair = unread and redis.call('HGET', keys[2], 'fair') == '1'
     for i = 3, #args, 3 do
         local tn, k, c = args[i], tonumber(args[i + 1]), tonumber(args[i + 2])
-        if not (k and c) or c < 1 or c % 1 ~= 0 or k < c or k % 1 ~= 0 then
-            return redis.error_reply('ERR sluice_fair_refund: counts "' .. args[i + 1] .. '", "' ..
-                args[i + 2] .. '" of lane ' .. (i / 3) .. ' are not whole numbers ' ..
-                'granted >= not read >= 1')
-        end
         granted, total = granted + k, total + c
         for _, lim in ipairs(lims) do
             local spec = lim.spec

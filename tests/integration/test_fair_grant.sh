@@ -93,6 +93,12 @@ out=$(refund later 0 e 2 2 2>&1 || true)
 [[ "$out" == *"takes short or unread"* ]] || fail "a bad mode: $out"
 out=$(refund short 0 e 2 3 2>&1 || true)
 [[ "$out" == *'counts "2", "3" of lane 1'* ]] || fail "a bad count: $out"
+out=$(refund unread soon e 2 2 2>&1 || true)
+[[ "$out" == *'time "soon"'* ]] || fail "a bad time: $out"
+# a bad triple after a good one: refused before anything is written (e was counted again)
+out=$(refund unread "$(since)" e 2 2 e 2 0 2>&1 || true)
+[[ "$out" == *'counts "2", "0" of lane 2'* ]] && [ -z "$(rcli HGET "sluice:{$q}:lwait" e)" ] ||
+    fail "a refused refund wrote: $out, lwait e '$(rcli HGET "sluice:{$q}:lwait" e)'"
 
 # every algorithm of the `drain-tenant` and `drain` rates gets back what a short read did not
 # get (fixed: in its window, of 366 days; window: while its block counts; log: while its units

@@ -6,7 +6,8 @@
 # last delivered id; gcra gives back by a time bound, also after another reservation (exactly
 # 50 of 50 at once), nothing after the limit changed or to a gone key; a refund that can no
 # longer be given back (a fixed window that ended) gives nothing back; an old or bad token is
-# refused; with an `inflight`
+# refused, as a token's time after Redis's (nothing goes back) or a bad mode or count; with an
+# `inflight`
 # limit the reserve reads in the script; three workers reading a trickle (short reads: refunds
 # on most of them) never go past the rate.
 . "$(dirname "$0")/lib.sh"
@@ -130,6 +131,27 @@ rcli FCALL sluice_take 2 "$s" "$m" g c 1 refund junk 2>&1 | grep -q 'token "junk
 # a token of the form before (",NAME:ALG,VALUE" a rate): refused, not read as rates
 out=$(rcli FCALL sluice_take 2 "$s" "$m" g c 1 refund "1000,5,pace:gcra,1000 0.5 100 1000" 2>&1 || true)
 [[ "$out" == *'token "1000,5,pace:gcra,1000 0.5 100 1000"'* ]] || fail "an old token was not refused: $out"
+# a time after Redis's (made up, or from another server): none of its units was counted, none
+# goes back (fixed and gate gave back a whole grant more than the rate allows)
+for spec in fixed:10:600000 window:10:600000:1000 log:10:600000 gate:1:600000; do
+    alg=${spec%%:*}
+    limit "$spec"
+    reserve 100
+    n=$grant
+    s0=$(rcli TIME | head -1)
+    refund "$n" "$((s0 + 60))000000,$n,pace:$alg" >/dev/null
+    reserve 100
+    [ -z "$grant" ] || fail "$alg: a refund with a time to come gave back units (granted '$grant')"
+    rcli FCALL sluice_limits_config 2 "$l" "$m" del pace >/dev/null
+    rcli DEL "sluice:{$q}:qlim:pace:$alg:" >/dev/null
+done
+# bad arguments: refused, naming the value (a mode not known read entries as the read form)
+for bad in "5 reserv|mode \"reserv\"" "abc reserve|count \"abc\"" "-3 reserve|count \"-3\"" \
+    "-5 refund 1,5,pace:gcra|count \"-5\""; do
+    read -ra a <<<"${bad%%|*}"
+    out=$(rcli FCALL sluice_take 2 "$s" "$m" g c "${a[@]}" 2>&1 || true)
+    [[ "$out" == *"${bad#*|}"* ]] || fail "sluice_take ${bad%%|*}: $out"
+done
 
 # ---- inflight: the reserve reads in the script (the count and the read in one step) ----
 rcli FCALL sluice_limits_config 2 "$l" "$m" set lease inflight 1000 >/dev/null
