@@ -127,6 +127,13 @@ end
 function KEY_FNS.idem(K, key)
     return K.prefix .. 'idem:' .. key
 end
+-- A read's refund is made once (sluice_take refund, sluice_fair_refund): the first call for the
+-- grant of time t0 (us) and `tag` claims sluice:{Q}:refunded:T0TAG for ttl_ms (past it nothing
+-- of the grant could be given back: see the callers); true the first time, false after.
+function KEY_FNS.claim_refund(K, t0, tag, ttl_ms)
+    return redis.call('SET', K.prefix .. 'refunded:' .. t0 .. tag, '1', 'NX', 'PX',
+        string.format('%d', ttl_ms)) ~= false
+end
 local KEYS_MT = {__index = function(K, name)
     local f = KEY_FNS[name]
     if f then

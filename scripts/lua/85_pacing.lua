@@ -200,15 +200,23 @@ do
             end
             local now = now_us()
             if (tonumber(version) or 0) < t0 then
-                local counted = {}
+                local counted, rates, ttl = {}, {}, 0
                 for id in each:gmatch(',([^,]+)') do
                     counted[id] = true
                 end
                 for _, lim in ipairs(lims) do
                     local c = lim.spec
                     if lim.scope == 'drain' and counted[lim.name .. ':' .. c.alg] then
-                        c.refund(c, lim.key, k, g, t0, now)
+                        rates[#rates + 1], ttl = lim, math.max(ttl, c.p_ms)
                     end
+                end
+                -- once a grant: a rate gives nothing back past its period after the grant
+                if #rates > 0 and not K:claim_refund(t0, '', ttl + 1000) then
+                    return redis.error_reply('SLUICECONFIG take refund: the grant of token ' ..
+                        s_format('%q', string.sub(token, 1, 40)) .. ' was given back already')
+                end
+                for _, lim in ipairs(rates) do
+                    lim.spec.refund(lim.spec, lim.key, k, g, t0, now)
                 end
             end
         end

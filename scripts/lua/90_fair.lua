@@ -32,7 +32,8 @@ Errors: SLUICECONFIG (a bad limit), NOGROUP (the queue's group is missing), WRON
 -- MAX_VISITS: lanes one round visits at most; SPARE_VISITS: lanes a read may look at beyond n, to
 -- pass over held ones; MAX_HELD_VISITS: lanes a read that finds only held ones looks at, at most;
 -- HELD_POLL_MS: past those, it asks again this much later.
-local FAIR = {MAX_VISITS = 64, SPARE_VISITS = 32, MAX_HELD_VISITS = 1024, HELD_POLL_MS = 10}
+local FAIR = {MAX_VISITS = 64, SPARE_VISITS = 32, MAX_HELD_VISITS = 1024, HELD_POLL_MS = 10,
+    RECOUNT_MS = 600000}
 
 -- CMD KEY followed by the values of `list`, unless it is empty.
 local function call_list(cmd, key, list)
@@ -438,6 +439,20 @@ local function fair_refund(keys, args)
     local t0 = args[2] + 0
     if (tonumber(version) or 0) >= t0 then -- the limits changed since: nothing goes back
         lims = {}
+    end
+    -- once a grant and kind: its rates give nothing back past their longest period after the
+    -- grant; an `unread` recount is made within FAIR.RECOUNT_MS of the grant (later, the reclaim
+    -- pass over the lanes has counted those entries again)
+    local ttl = unread and FAIR.RECOUNT_MS or 0
+    for _, lim in ipairs(lims) do
+        ttl = math.max(ttl, lim.spec.p_ms or 0)
+    end
+    if unread and now - t0 > FAIR.RECOUNT_MS * 1000 then
+        return 0
+    end
+    if not K:claim_refund(t0, ':' .. args[1], ttl + 1000) then
+        return redis.error_reply('ERR sluice_fair_refund: the ' .. args[1] .. ' refund of the ' ..
+            'grant of ' .. args[2] .. ' was made already')
     end
     local granted, total, back = 0, 0, 0
     local fair = unread and redis.call('HGET', keys[2], 'fair') == '1'

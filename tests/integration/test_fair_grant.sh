@@ -6,8 +6,8 @@
 # and read (trimmed) reads short, and the refund gives exactly the units not read back to the
 # gcra rate (the next grant gets those, no more), or none when made long after the grant, and
 # to fixed, window and log rates (drain-tenant and drain) as well; a read that failed is
-# refunded `unread` and its lane counted again; two workers granted one lane in turn read
-# disjoint entries, all of them; a grant never read (its worker died) is counted again by the
+# refunded `unread` and its lane counted again (once: the same refund again is refused); two
+# workers granted one lane in turn read disjoint entries, all of them; a grant never read (its worker died) is counted again by the
 # reclaim pass over the lanes (sluice_lane_reclaim), so its entries are granted again; under
 # inflight-tenant the grant reads in the function, and a reclaim pass leases nothing twice; a
 # grant and a read through sluice_fair_take on one lane count its entries out once.
@@ -88,7 +88,11 @@ admit e 2
 [ "$(refund unread "$(since)" e 2 2)" = 0 ] || fail "refund of e"
 [ "$(rcli HGET "sluice:{$q}:lwait" e)" = 2 ] && [ "$(rcli HGET "sluice:{$q}:meta" lane_wait)" = 2 ] ||
     fail "e counted again"
+e_at=$(since)
 [ "$(grant c1 10)" = "e 2 0" ] && [ "$(lread c1 e 2)" = 2 ] || fail "e granted and read again"
+out=$(refund unread "$e_at" e 2 2 2>&1 || true) # the same refund again: refused, nothing counted
+[[ "$out" == *"was made already"* ]] && [ -z "$(rcli HGET "sluice:{$q}:lwait" e)" ] ||
+    fail "an unread refund sent twice: '$out', lwait of e '$(rcli HGET "sluice:{$q}:lwait" e)'"
 out=$(refund later 0 e 2 2 2>&1 || true)
 [[ "$out" == *"takes short or unread"* ]] || fail "a bad mode: $out"
 out=$(refund short 0 e 2 3 2>&1 || true)

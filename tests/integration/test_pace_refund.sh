@@ -6,9 +6,8 @@
 # last delivered id; gcra gives back by a time bound, also after another reservation (exactly
 # 50 of 50 at once), nothing after the limit changed or to a gone key; a refund that can no
 # longer be given back (a fixed window that ended) gives nothing back; an old or bad token is
-# refused, as a token's time after Redis's (nothing goes back) or a bad mode or count; with an
-# `inflight`
-# limit the reserve reads in the script; three workers reading a trickle (short reads: refunds
+# refused, as a token's time after Redis's (nothing goes back) or a bad mode or count, and a
+# token given back already; with an `inflight` limit the reserve reads in the script; three workers reading a trickle (short reads: refunds
 # on most of them) never go past the rate.
 . "$(dirname "$0")/lib.sh"
 q="refund-$$"
@@ -125,6 +124,19 @@ refund 100 "$t1" >/dev/null
 reserve 1000
 [ "$grant" = 70 ] || fail "fixed: a refund for an ended window changed the next one (granted '$grant', expected 70)"
 rcli FCALL sluice_limits_config 2 "$l" "$m" del pace >/dev/null
+# a refund is made once a grant: the same token again is refused and gives nothing back (before:
+# fixed gave the units back twice, 10 granted where 5 are left)
+limit fixed:10:600000
+reserve 5
+t1=$token
+reserve 5
+refund 5 "$t1" >/dev/null
+out=$(rcli FCALL sluice_take 2 "$s" "$m" g c 5 refund "$t1" 2>&1 || true)
+[[ "$out" == *"was given back already"* ]] || fail "a token given back twice: '$out'"
+reserve 100
+[ "$grant" = 5 ] || fail "fixed: after a refund of 5 sent twice, granted '$grant' (expected 5)"
+rcli FCALL sluice_limits_config 2 "$l" "$m" del pace >/dev/null
+rcli DEL "sluice:{$q}:qlim:pace:fixed:" >/dev/null
 # a token that is not one: refused, naming it
 rcli FCALL sluice_take 2 "$s" "$m" g c 1 refund junk 2>&1 | grep -q 'token "junk"' ||
     fail "a bad token was not refused"
