@@ -128,7 +128,7 @@ function KEY_FNS.idem(K, key)
     return K.prefix .. 'idem:' .. key
 end
 -- A read's refund is made once (sluice_take refund, sluice_fair_refund): the first call for the
--- grant of time t0 (us) and `tag` claims sluice:{Q}:refunded:T0TAG for ttl_ms (past it nothing
+-- grant of time t0 (us, as text) and `tag` claims sluice:{Q}:refunded:T0TAG for ttl_ms (past it nothing
 -- of the grant could be given back: see the callers); true the first time, false after.
 function KEY_FNS.claim_refund(K, t0, tag, ttl_ms)
     return redis.call('SET', K.prefix .. 'refunded:' .. t0 .. tag, '1', 'NX', 'PX',

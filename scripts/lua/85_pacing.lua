@@ -191,6 +191,7 @@ do
                 s_format('%q', string.sub(token, 1, 40)) .. ' (a token of this version ' ..
                 'is "T0,N" then ",NAME:ALG" a rate)')
         end
+        local t0_text = t0 -- (the key's name: a number past 14 digits would print rounded)
         t0, g = t0 + 0, g + 0
         k = math.min(math.floor(k), g)
         if k > 0 then
@@ -211,7 +212,7 @@ do
                     end
                 end
                 -- once a grant: a rate gives nothing back past its period after the grant
-                if #rates > 0 and not K:claim_refund(t0, '', ttl + 1000) then
+                if #rates > 0 and not K:claim_refund(t0_text, '', ttl + 1000) then
                     return redis.error_reply('SLUICECONFIG take refund: the grant of token ' ..
                         s_format('%q', string.sub(token, 1, 40)) .. ' was given back already')
                 end

@@ -450,7 +450,7 @@ local function fair_refund(keys, args)
     if unread and now - t0 > FAIR.RECOUNT_MS * 1000 then
         return 0
     end
-    if not K:claim_refund(t0, ':' .. args[1], ttl + 1000) then
+    if not K:claim_refund(args[2], ':' .. args[1], ttl + 1000) then
         return redis.error_reply('ERR sluice_fair_refund: the ' .. args[1] .. ' refund of the ' ..
             'grant of ' .. args[2] .. ' was made already')
     end

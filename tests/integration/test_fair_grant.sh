@@ -90,6 +90,7 @@ admit e 2
     fail "e counted again"
 e_at=$(since)
 [ "$(grant c1 10)" = "e 2 0" ] && [ "$(lread c1 e 2)" = 2 ] || fail "e granted and read again"
+[ "$(rcli EXISTS "sluice:{$q}:refunded:$e_at:unread")" = 1 ] || fail "no refunded:$e_at:unread"
 out=$(refund unread "$e_at" e 2 2 2>&1 || true) # the same refund again: refused, nothing counted
 [[ "$out" == *"was made already"* ]] && [ -z "$(rcli HGET "sluice:{$q}:lwait" e)" ] ||
     fail "an unread refund sent twice: '$out', lwait of e '$(rcli HGET "sluice:{$q}:lwait" e)'"

@@ -131,6 +131,8 @@ reserve 5
 t1=$token
 reserve 5
 refund 5 "$t1" >/dev/null
+[ "$(rcli EXISTS "sluice:{$q}:refunded:${t1%%,*}")" = 1 ] || # named by the grant's exact time
+    fail "no refunded:${t1%%,*} after the refund: $(rcli --scan --pattern "sluice:{$q}:refunded:*")"
 out=$(rcli FCALL sluice_take 2 "$s" "$m" g c 5 refund "$t1" 2>&1 || true)
 [[ "$out" == *"was given back already"* ]] || fail "a token given back twice: '$out'"
 reserve 100
