@@ -81,6 +81,21 @@ local function field_m(fields)
     return field(fields, 'm')
 end
 
+-- The id after which the entries of stream `key` are undelivered to `group`, or nil when the
+-- group (or the stream) does not exist: then every entry waits. (sluice_clear, the paced read.)
+local function last_delivered(key, group)
+    local r = redis.pcall('XINFO', 'GROUPS', key)
+    if type(r) ~= 'table' or r.err then
+        return nil
+    end
+    for _, g in ipairs(r) do
+        if field(g, 'name') == group then
+            return field(g, 'last-delivered-id')
+        end
+    end
+    return nil
+end
+
 --[[ The keys of a queue: every key name the library builds is built here, from the queue's
 prefix "sluice:{Q}:" (the C side's twin is common/src/queue.c; docs/data-model.md lists them).
 queue_keys(prefix) gives the queue's key table K; queue_keys_of(key, name) the same from a key of

@@ -22,21 +22,6 @@ errors: TRYAGAIN (the slot migrates), ERR (a bad ARGV[2]), WRONGTYPE ]]
 local CLEAR_MAX_ENTRIES = 1000
 local CLEAR_MAX_LANES = 128
 
--- The id after which the entries of stream `key` are undelivered to `group`, or nil when the
--- group (or the stream) does not exist: then every entry waits.
-local function last_delivered(key, group)
-    local r = redis.pcall('XINFO', 'GROUPS', key)
-    if type(r) ~= 'table' or r.err then
-        return nil
-    end
-    for _, g in ipairs(r) do
-        if field(g, 'name') == group then
-            return field(g, 'last-delivered-id')
-        end
-    end
-    return nil
-end
-
 -- Deletes up to n undelivered entries of stream `key`, releasing their tenant counts when the
 -- queue counts tenants. Returns how many, and whether none is left.
 local function clear_stream(K, key, group, n, counted)

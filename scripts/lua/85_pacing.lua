@@ -135,23 +135,12 @@ do
         return n, rates, now, counts
     end
 
-    -- The group's last delivered id ('0-0' when it has none yet).
-    local function last_delivered(stream, group)
-        local last = '0-0'
-        for _, g in ipairs(redis.call('XINFO', 'GROUPS', stream)) do
-            if field(g, 'name') == group then
-                last = field(g, 'last-delivered-id')
-            end
-        end
-        return last
-    end
-
     local function read(keys, args, n, rates, now)
         local r = redis.call('XREADGROUP', 'GROUP', args[1], args[2], 'COUNT', n, 'STREAMS',
             keys[1], '>')
         local got = r and r[1] and #r[1][2] or 0
         if got == 0 then
-            return {{}, -1, last_delivered(keys[1], args[1])}
+            return {{}, -1, last_delivered(keys[1], args[1]) or '0-0'}
         end
         rates_count(rates, now, got)
         return {r, 0, ''}
@@ -222,7 +211,7 @@ do
             end
         end
         if k >= g then
-            return last_delivered(keys[1], args[1])
+            return last_delivered(keys[1], args[1]) or '0-0'
         end
         return ''
     end

@@ -29,7 +29,7 @@
 #include "worker_internal.h"
 
 typedef struct grant_lane {
-    const char *name; /* the tenant (borrowed from the grant's reply until sent, then copied) */
+    const char *name; /* the tenant (in grant_read.names, copied from the grant's reply) */
     size_t len;       /* 0: the queue's stream */
     char *key;        /* the lane's stream key (owned; NULL for the queue's stream) */
     size_t keylen;
