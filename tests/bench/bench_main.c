@@ -35,8 +35,9 @@ static void usage(FILE *f) {
                "  sluice-bench scale --workers 1,2,4,8 --work-ms 5 --duration 10\n"
                "  sluice-bench limit --algorithms gcra,log --count 100000\n"
                "  sluice-bench deliver --slots 8 --service-ms 25 --seconds 10\n"
-               "  scripts/bench                 every row of docs/benchmarks.md, side by side\n"
-               "                                with redis-benchmark on one private server\n");
+               "  scripts/bench                 most of these in one run, side by side with\n"
+               "                                redis-benchmark on one private server\n"
+               "                                (docs/benchmarks.md names each row's command)\n");
     fprintf(f, "\nEvery command takes --redis URL (default $SLUICE_REDIS_URL, else "
                "redis://127.0.0.1:6379).\n--log-level LEVEL, before the command: error, warn, "
                "info, debug or off (default off),\nthe connections' events on stderr.\n"
