@@ -130,15 +130,15 @@ once with their total at the end: the same as checking and counting message by m
 `now`, for the cost of one read and one write per key instead of per message. A fixed window
 is read by counting the unit its check asks for (as sluice_limit counts one): one INCRBY, topped
 up at the end when more messages used it, taken back when none did (DECRBY; DEL of a key the
-INCRBY made), where a GET and an INCRBY were. The state tables are kept for the next call in
-the batch's `pool`. ]]
+INCRBY made), where a GET and an INCRBY were. A limit of scope queue has one state for every
+message, kept by the limit's place in the list; only tenant and client states are found by their
+key (a map). The state tables are kept for the next call in the batch's `pool`. ]]
 local BATCH_POOL_MAX = 16 -- states kept for the next call (a call may need more)
 local the_batch
 
 -- Fixed limit `lim` at `key` read into st by counting one unit (see above), or false when the
--- key holds no integer (an old layout's hash, another type: lim_check reads it as usual).
-local function batch_fixed(lim, key, now, st)
-    local c = lim.spec
+-- key holds no integer (an old layout's hash, another type: its check reads it as usual).
+local function batch_fixed(c, key, now, st)
     local v = r_pcall('INCRBY', key, '1')
     if l_type(v) ~= 'number' then
         return false
@@ -148,8 +148,8 @@ local function batch_fixed(lim, key, now, st)
     if v > 1 and v >= base + 1 and v < base + 2147483648 then -- this window's counter
         n, live = v - base - 1, true
     end
-    st.lim, st.key, st.count, st.live, st.retry = lim, key, n, live, ends
-    st.ok, st.left, st.taken = n < c.n, c.n - n, v
+    st.count, st.live, st.retry, st.taken = n, live, ends, v
+    st.ok, st.avail = n < c.n, c.n - n
     return true
 end
 
@@ -157,44 +157,49 @@ end
 -- themselves are used again, up to BATCH_POOL_MAX; after a call of more, its tables are let go).
 local function batch_new(lims, now)
     local b = the_batch
-    local states, order, sts = b.states, b.order, b.sts
+    local order, sts = b.order, b.sts
     if b.n > BATCH_POOL_MAX then
         b.states, b.order = {}, {}
     else
+        if b.keyed then -- a tenant's or a client's state: found by its key
+            local states = b.states
+            for i = 1, b.n do
+                states[order[i].key] = nil
+            end
+        end
         for i = 1, b.n do
-            states[order[i].key], order[i] = nil, nil
+            order[i] = nil
         end
     end
     for i = 1, b.nl do
         sts[i] = false
     end
-    b.lims, b.now, b.n, b.nl = lims, now, 0, #lims
+    b.lims, b.now, b.n, b.nl, b.keyed = lims, now, 0, #lims, false
     return b
 end
 
-local function batch_state(b, lim, value)
-    local key = value == '' and lim.key or lim.key .. value
-    local st = b.states[key]
+-- A state of limit `lim` at `key`, checked for one unit, counted in the batch's order; or nil
+-- and the error reply.
+local function batch_state(b, lim, key)
+    local n = b.n + 1
+    local st = b.pool[n]
     if not st then
-        local n = b.n + 1
-        st = b.pool[n]
-        if not st then
-            st = limit_state()
-            if n <= BATCH_POOL_MAX then
-                b.pool[n] = st
-            end
+        st = limit_state()
+        if n <= BATCH_POOL_MAX then
+            b.pool[n] = st
         end
-        if not (lim.spec.alg == 'fixed' and batch_fixed(lim, key, b.now, st)) then
-            st.taken = false
-            local _, err = lim_check(lim, key, 1, b.now, st)
-            if err then
-                return nil, err
-            end
-        end
-        st.used, st.rt = 0, false
-        st.avail = st.ok and st.left or 0
-        b.states[key], b.order[n], b.n = st, st, n
     end
+    local c = lim.spec
+    st.lim, st.key, st.used, st.rt = lim, key, 0, false
+    if not (c.alg == 'fixed' and batch_fixed(c, key, b.now, st)) then
+        st.taken = false
+        local ok, left = c.check(c, st, key, 1, b.now)
+        if ok == nil then
+            return nil, left
+        end
+        st.ok, st.left, st.avail = ok, left, ok and left or 0
+    end
+    b.order[n], b.n = st, n
     return st
 end
 
@@ -203,17 +208,23 @@ end
 local function batch_check(b, tenant, client)
     local sts, refused = b.sts, nil -- reused: a message's states are used before the next
     local lims = b.lims
-    for i = 1, #lims do
+    for i = 1, b.nl do
         local lim = lims[i]
-        local scope, st = lim.scope, sts[i]
-        if scope ~= 'queue' or not st then -- a limit of scope queue: one state for all messages
-            local value, err = ''
-            if scope == 'tenant' then
-                value = tenant
-            elseif scope == 'client' then
-                value = client
+        local scope, st, err = lim.scope, sts[i], nil
+        if scope ~= 'queue' then
+            local value = scope == 'tenant' and tenant or client
+            local key = value == '' and lim.key or lim.key .. value
+            st = b.states[key]
+            if not st then
+                st, err = batch_state(b, lim, key)
+                if err then
+                    return nil, nil, err
+                end
+                b.states[key], b.keyed = st, true
             end
-            st, err = batch_state(b, lim, value)
+            sts[i] = st
+        elseif not st then -- a limit of scope queue: one state for all messages
+            st, err = batch_state(b, lim, lim.key)
             if err then
                 return nil, nil, err
             end
@@ -231,7 +242,7 @@ end
 -- one more unit fits after what this batch took.
 -- `abort`: the call ends in an error; nothing is recorded, the fixed windows' units taken back.
 local function batch_finish(b, abort)
-    local order = b.order
+    local order, now = b.order, b.now
     for i = 1, b.n do
         local st = order[i]
         local used, v = not abort and st.used or 0, st.taken
@@ -243,16 +254,20 @@ local function batch_finish(b, abort)
                     r_call('DECRBY', st.key, '1')
                 end
             elseif not st.live then -- the window's first units (the key: none, or an earlier's)
-                fixed_record(st.lim.spec, nil, st.key, used, b.now)
+                fixed_record(st.lim.spec, nil, st.key, used, now)
             elseif used > 1 then
                 r_call('INCRBY', st.key, limit_fmt(used - 1))
             end
         elseif used > 0 then
             -- checked for one unit at the same time: what one unit records; more, checked again
             if used > 1 then
-                lim_check(st.lim, st.key, used, b.now, st)
+                lim_check(st.lim, st.key, used, now, st)
             end
-            lim_record(st, b.now, used)
+            local c = st.lim.spec -- lim_record, inline
+            c.record(c, st, st.key, used, now)
+            if st.ttl ~= TTL_KEPT and c.alg == 'window' then
+                window_expire(st.key, window_ttl(c, st, now), st.ttl)
+            end
         end
     end
 end
@@ -269,5 +284,5 @@ end
 on_fresh_state(function()
     queue_limits_cache, queue_limits_cached = {}, 0
     the_batch = {lims = false, now = 0, states = {}, order = {}, n = 0, sts = {}, nl = 0,
-        pool = {}}
+        pool = {}, keyed = false}
 end)

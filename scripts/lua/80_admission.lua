@@ -26,7 +26,7 @@ outcome_i the id (admitted), 0 (full) or {limit name, retry_after_ms, COUNT, PER
 (limited). ]]
 local EMPTY = {} -- never written
 
-local function admit_each(keys, args, cap, depth, nlimits, append, share)
+local function admit_each(keys, args, cap, depth, nlimits, append, share, K)
     local stride, tentative = admit_stride(args[3])
     local n = stride and (#args - 3) / stride
     if (stride ~= 1 and stride ~= 3) or n < 1 or n ~= m_floor(n) then
@@ -41,8 +41,8 @@ local function admit_each(keys, args, cap, depth, nlimits, append, share)
                 ' of message ' .. i .. ' has a NUL byte')
         end
     end
-    local lims, now, K = EMPTY, 0, nil -- K: the queue's keys, for limits and shares only
-    if nlimits > 0 or share > 0 then
+    local lims, now = EMPTY, 0 -- K: the queue's keys, for limits and shares only
+    if K == nil and (nlimits > 0 or share > 0) then
         K = queue_keys_of(keys[2], 'meta')
     end
     if nlimits > 0 then
@@ -211,10 +211,14 @@ local function admit2(keys, args, v1)
     if v1 and nlimits > 0 then
         return refuse_v1(keys[2])
     end
-    if (nlimits > 0 or share > 0 or fair) and slot_migrating(queue_keys_of(keys[2], 'meta')) then
-        local err = admit_keys_here(keys, args, nlimits, share, fair)
-        if err then
-            return err
+    local K = nil -- the queue's keys, made once for what derives keys
+    if nlimits > 0 or share > 0 or fair then
+        K = queue_keys_of(keys[2], 'meta')
+        if slot_migrating(K) then
+            local err = admit_keys_here(keys, args, nlimits, share, fair)
+            if err then
+                return err
+            end
         end
     end
     local depth = r_call('XLEN', keys[1]) + lane_depth
@@ -226,11 +230,11 @@ local function admit2(keys, args, v1)
     end
     local append, finish = stream_append, nil
     if fair then
-        append, finish = fair_appender(queue_keys_of(keys[2], 'meta'))
+        append, finish = fair_appender(K)
     else
         append_stream = keys[1]
     end
-    local reply = admit_each(keys, args, cap, depth, nlimits, append, share)
+    local reply = admit_each(keys, args, cap, depth, nlimits, append, share, K)
     if finish then
         finish()
     end
