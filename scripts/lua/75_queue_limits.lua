@@ -70,7 +70,7 @@ local function queue_limits(K, scopes, now)
             return hit.out, v
         end
     end
-    local out = {}
+    local out = {queue_only = true} -- queue_only: every limit of scope queue (admission's usual)
     for i = 1, #raw, 2 do
         local scope, spec = s_match(raw[i + 1], '^(%S+) (%S+)$')
         if scope and scopes[scope] then
@@ -85,6 +85,9 @@ local function queue_limits(K, scopes, now)
                 key = K:qlim(raw[i], l.alg)
             end
             out[#out + 1] = {name = raw[i], scope = scope, spec = l, key = key}
+            if scope ~= 'queue' then
+                out.queue_only = false
+            end
         end
     end
     table.sort(out, function(a, b) return a.name < b.name end)
@@ -136,21 +139,33 @@ key (a map). The state tables are kept for the next call in the batch's `pool`. 
 local BATCH_POOL_MAX = 16 -- states kept for the next call (a call may need more)
 local the_batch
 
--- Fixed limit `lim` at `key` read into st by counting one unit (see above), or false when the
--- key holds no integer (an old layout's hash, another type: its check reads it as usual).
-local function batch_fixed(c, key, now, st)
-    local v = r_pcall('INCRBY', key, '1')
-    if l_type(v) ~= 'number' then
-        return false
+-- Checks limit `lim` at `key` for one unit into state st (st.ok; st.avail: the units it allows
+-- now, 0 when none) and notes lim and key in it, a fixed window by counting the unit (see above:
+-- st.taken, the value its INCRBY made; a key holding no integer, an old layout's hash or another
+-- type, is read by its check as usual); gives the error reply, if any.
+local function lim_check_one(lim, st, key, now)
+    local c = lim.spec
+    st.lim, st.key, st.used, st.rt = lim, key, 0, false
+    if c.alg == 'fixed' then
+        local v = r_pcall('INCRBY', key, '1')
+        if l_type(v) == 'number' then
+            local base, ends = fixed_base(c, now)
+            local n, live = 0, false
+            if v > 1 and v >= base + 1 and v < base + 2147483648 then -- this window's counter
+                n, live = v - base - 1, true
+            end
+            st.count, st.live, st.retry, st.taken = n, live, ends, v
+            st.ok, st.avail = n < c.n, c.n - n
+            return nil
+        end
     end
-    local base, ends = fixed_base(c, now)
-    local n, live = 0, false
-    if v > 1 and v >= base + 1 and v < base + 2147483648 then -- this window's counter
-        n, live = v - base - 1, true
+    st.taken = false
+    local ok, left = c.check(c, st, key, 1, now)
+    if ok == nil then
+        return left
     end
-    st.count, st.live, st.retry, st.taken = n, live, ends, v
-    st.ok, st.avail = n < c.n, c.n - n
-    return true
+    st.ok, st.left, st.avail = ok, left, ok and left or 0
+    return nil
 end
 
 -- The batch of this call: the one table, emptied of the last call's states (the state tables
@@ -189,15 +204,9 @@ local function batch_state(b, lim, key)
             b.pool[n] = st
         end
     end
-    local c = lim.spec
-    st.lim, st.key, st.used, st.rt = lim, key, 0, false
-    if not (c.alg == 'fixed' and batch_fixed(c, key, b.now, st)) then
-        st.taken = false
-        local ok, left = c.check(c, st, key, 1, b.now)
-        if ok == nil then
-            return nil, left
-        end
-        st.ok, st.left, st.avail = ok, left, ok and left or 0
+    local err = lim_check_one(lim, st, key, b.now)
+    if err then
+        return nil, err
     end
     b.order[n], b.n = st, n
     return st
@@ -238,12 +247,12 @@ local function batch_check(b, tenant, client)
     return sts, refused
 end
 
--- Records every state's units; then the retry-after of an exhausted state is the time until
--- one more unit fits after what this batch took.
--- `abort`: the call ends in an error; nothing is recorded, the fixed windows' units taken back.
-local function batch_finish(b, abort)
-    local order, now = b.order, b.now
-    for i = 1, b.n do
+-- Records the units of states order[1..n] (checked at `now`, st.used each); then the
+-- retry-after of an exhausted state is the time until one more unit fits after what this batch
+-- took. `abort`: the call ends in an error; nothing is recorded, the fixed windows' units taken
+-- back.
+local function batch_finish(order, n, now, abort)
+    for i = 1, n do
         local st = order[i]
         local used, v = not abort and st.used or 0, st.taken
         if v then -- a fixed window: its INCRBY counted one unit (v, the value it made)
@@ -272,17 +281,27 @@ local function batch_finish(b, abort)
     end
 end
 
-local function batch_retry(b, st)
-    if not st.rt then
-        lim_check(st.lim, st.key, 1, b.now, st) -- its count is recorded: the state is free
-        st.rt = st.ok and 0 or st.retry
+-- A message refused by the exhausted states `refused` (checked at `now`): counted in `stats` as
+-- limited by the one with the largest retry-after, and its outcome {limit name, retry_after_ms,
+-- COUNT, PERIOD_MS}. Its states' counts are recorded (batch_finish): each is free to check again.
+local function batch_refused(refused, now, stats)
+    local worst, retry = nil, -1
+    for _, st in ipairs(refused) do
+        if not st.rt then
+            lim_check(st.lim, st.key, 1, now, st)
+            st.rt = st.ok and 0 or st.retry
+        end
+        if st.rt > retry then
+            worst, retry = st.lim, st.rt
+        end
     end
-    return st.rt
+    r_call('HINCRBY', stats, 'limited:' .. worst.name, '1')
+    return {worst.name, m_ceil(retry / 1000), worst.spec.n, worst.spec.p_ms}
 end
 
 -- The queue limits' state on a fresh Lua state: no limits read yet, an empty batch.
 on_fresh_state(function()
     queue_limits_cache, queue_limits_cached = {}, 0
     the_batch = {lims = false, now = 0, states = {}, order = {}, n = 0, sts = {}, nl = 0,
-        pool = {}, keyed = false}
+        pool = {}, keyed = false, one = {}} -- one: the states of a one-message admission
 end)
