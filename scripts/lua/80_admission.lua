@@ -70,11 +70,8 @@ local function admit_each(keys, args, cap, depth, nlimits, append, share, K)
         local nl, refused = #lims, nil
         local sts = nl <= BATCH_POOL_MAX and the_batch.one or {}
         for j = 1, nl do
-            local lim, st = lims[j], sts[j]
-            if not st then
-                st = limit_state()
-                sts[j] = st
-            end
+            local lim, st = lims[j], sts[j] or limit_state()
+            sts[j] = st
             local err = lim_check_one(lim, st, lim.key, now)
             if err then
                 batch_finish(sts, j - 1, now, true)
