@@ -123,9 +123,11 @@ end
 -- by the initialiser (the string library is not there while the library loads).
 local int_format
 --[[ Numbers formatted last, and their texts (a format costs 0.25 us, '%.17g' 0.45 us): [1], [2]
-the last number limit_fmt was asked for; [3], [4] the last fractional TAT gcra wrote (a key's
-debt after an idle spell is w*T: the same fraction call after call); [5], [6] the last block a
-window read (a block lasts PRECISION); [7], [8] the last TTL (ms) gcra wrote (a hot key's) and
+the last number limit_fmt was asked for; [3], [4] the last fractional TAT gcra wrote and its
+text with the space before it (a key's debt after an idle spell is w*T: the same fraction call
+after call); [5], [6] the last block a window read (a block lasts PRECISION) and [9], [10] the
+window (parsed spec) that read it last and its field "P:PREC:<block>"; [7], [8] the last TTL
+(ms) gcra wrote (a hot key's) and
 .ttl the texts of the TTLs gcra wrote, a memo of 1,024 (a TTL is its debt in ms, below a second
 for limits of periods up to a second, which a thousand keys spread over: 0.1 us a gcra limit,
 scripts/bench-loop gcra1..3). One table: the library's main chunk is near Lua's limit of 200
@@ -385,15 +387,15 @@ function gcra_record(c, st, key, w, now)
         local texts = last.ttl
         last[7], last[8] = ttl, texts.map[ttl] or memo_put(texts, ttl, s_format(int_format, ttl))
     end
-    local tt = last[8]
-    local tat = limit_fmt(now + whole) -- a whole TAT: "TAT COUNT PERIOD_MS"
-    if frac ~= 0 then -- "TAT_INT TAT_FRAC COUNT PERIOD_MS"
+    local tt, v = last[8], nil
+    if frac == 0 then -- a whole TAT: "TAT COUNT PERIOD_MS"
+        v = limit_fmt(now + whole) .. c.tail
+    else -- "TAT_INT TAT_FRAC COUNT PERIOD_MS" (the fraction's text with its space before it)
         if frac ~= last[3] then
-            last[3], last[4] = frac, s_format('%.17g', frac)
+            last[3], last[4] = frac, ' ' .. s_format('%.17g', frac)
         end
-        tat = tat .. ' ' .. last[4]
+        v = limit_fmt(now + whole) .. last[4] .. c.tail
     end
-    local v = tat .. c.tail
     r_call('SET', key, v, 'PX', tt)
     gcra_writes = gcra_writes + 1
     if gcra_writes >= 10000 then
@@ -422,10 +424,13 @@ local function window_check(c, st, key, w, now)
     local b = limit_floor_div(now, prec)
     local last = fmt_last
     if b ~= last[5] then
-        last[5], last[6] = b, s_format(int_format, b)
+        last[5], last[6], last[9] = b, s_format(int_format, b), false
     end
-    local bt = last[6]
-    local field = pre .. bt
+    local bt, field = last[6], last[10]
+    if c ~= last[9] then -- the block's field of another window than the last one
+        field = pre .. bt
+        last[9], last[10] = c, field
+    end
     local v = r_pcall('HMGET', key, pre, c.pre_l, field)
     local foreign = v.err ~= nil -- not a hash: read as empty, deleted by the record
     if foreign then
@@ -840,6 +845,6 @@ on_fresh_state(function()
     member_score, member0 = nil, ''
     spec_memo = {map = {}, n = 0, max = 256}
     gcra_seen, gcra_seen_n, gcra_writes = {}, 0, 0
-    fmt_last = {-1, '', 0, '0', -1, '', -1, '', ttl = {map = {}, n = 0, max = 1024}}
+    fmt_last = {-1, '', 0, ' 0', -1, '', -1, '', false, '', ttl = {map = {}, n = 0, max = 1024}}
     log_foreign = false
 end)

@@ -70,7 +70,7 @@ local function queue_limits(K, scopes, now)
             return hit.out, v
         end
     end
-    local out = {}
+    local out = {queue_only = true} -- queue_only: every limit of scope queue (admission's usual)
     for i = 1, #raw, 2 do
         local scope, spec = s_match(raw[i + 1], '^(%S+) (%S+)$')
         if scope and scopes[scope] then
@@ -85,6 +85,9 @@ local function queue_limits(K, scopes, now)
                 key = K:qlim(raw[i], l.alg)
             end
             out[#out + 1] = {name = raw[i], scope = scope, spec = l, key = key}
+            if scope ~= 'queue' then
+                out.queue_only = false
+            end
         end
     end
     table.sort(out, function(a, b) return a.name < b.name end)
@@ -130,71 +133,82 @@ once with their total at the end: the same as checking and counting message by m
 `now`, for the cost of one read and one write per key instead of per message. A fixed window
 is read by counting the unit its check asks for (as sluice_limit counts one): one INCRBY, topped
 up at the end when more messages used it, taken back when none did (DECRBY; DEL of a key the
-INCRBY made), where a GET and an INCRBY were. The state tables are kept for the next call in
-the batch's `pool`. ]]
+INCRBY made), where a GET and an INCRBY were. A limit of scope queue has one state for every
+message, kept by the limit's place in the list; only tenant and client states are found by their
+key (a map). The state tables are kept for the next call in the batch's `pool`. ]]
 local BATCH_POOL_MAX = 16 -- states kept for the next call (a call may need more)
 local the_batch
 
--- Fixed limit `lim` at `key` read into st by counting one unit (see above), or false when the
--- key holds no integer (an old layout's hash, another type: lim_check reads it as usual).
-local function batch_fixed(lim, key, now, st)
+-- Checks limit `lim` at `key` for one unit into state st (st.ok; st.avail: the units it allows
+-- now, 0 when none) and notes lim and key in it, a fixed window by counting the unit (see above:
+-- st.taken, the value its INCRBY made; a key holding no integer, an old layout's hash or another
+-- type, is read by its check as usual); gives the error reply, if any.
+local function lim_check_one(lim, st, key, now)
     local c = lim.spec
-    local v = r_pcall('INCRBY', key, '1')
-    if l_type(v) ~= 'number' then
-        return false
+    st.lim, st.key, st.used, st.rt = lim, key, 0, false
+    if c.alg == 'fixed' then
+        local v = r_pcall('INCRBY', key, '1')
+        if l_type(v) == 'number' then
+            local base, ends = fixed_base(c, now)
+            local n, live = 0, false
+            if v > 1 and v >= base + 1 and v < base + 2147483648 then -- this window's counter
+                n, live = v - base - 1, true
+            end
+            st.count, st.live, st.retry, st.taken = n, live, ends, v
+            st.ok, st.avail = n < c.n, c.n - n
+            return nil
+        end
     end
-    local base, ends = fixed_base(c, now)
-    local n, live = 0, false
-    if v > 1 and v >= base + 1 and v < base + 2147483648 then -- this window's counter
-        n, live = v - base - 1, true
+    st.taken = false
+    local ok, left = c.check(c, st, key, 1, now)
+    if ok == nil then
+        return left
     end
-    st.lim, st.key, st.count, st.live, st.retry = lim, key, n, live, ends
-    st.ok, st.left, st.taken = n < c.n, c.n - n, v
-    return true
+    st.ok, st.left, st.avail = ok, left, ok and left or 0
+    return nil
 end
 
 -- The batch of this call: the one table, emptied of the last call's states (the state tables
 -- themselves are used again, up to BATCH_POOL_MAX; after a call of more, its tables are let go).
 local function batch_new(lims, now)
     local b = the_batch
-    local states, order, sts = b.states, b.order, b.sts
+    local order, sts = b.order, b.sts
     if b.n > BATCH_POOL_MAX then
         b.states, b.order = {}, {}
     else
+        if b.keyed then -- a tenant's or a client's state: found by its key
+            local states = b.states
+            for i = 1, b.n do
+                states[order[i].key] = nil
+            end
+        end
         for i = 1, b.n do
-            states[order[i].key], order[i] = nil, nil
+            order[i] = nil
         end
     end
     for i = 1, b.nl do
         sts[i] = false
     end
-    b.lims, b.now, b.n, b.nl = lims, now, 0, #lims
+    b.lims, b.now, b.n, b.nl, b.keyed = lims, now, 0, #lims, false
     return b
 end
 
-local function batch_state(b, lim, value)
-    local key = value == '' and lim.key or lim.key .. value
-    local st = b.states[key]
+-- A state of limit `lim` at `key`, checked for one unit, counted in the batch's order; or nil
+-- and the error reply.
+local function batch_state(b, lim, key)
+    local n = b.n + 1
+    local st = b.pool[n]
     if not st then
-        local n = b.n + 1
-        st = b.pool[n]
-        if not st then
-            st = limit_state()
-            if n <= BATCH_POOL_MAX then
-                b.pool[n] = st
-            end
+        st = limit_state()
+        if n <= BATCH_POOL_MAX then
+            b.pool[n] = st
         end
-        if not (lim.spec.alg == 'fixed' and batch_fixed(lim, key, b.now, st)) then
-            st.taken = false
-            local _, err = lim_check(lim, key, 1, b.now, st)
-            if err then
-                return nil, err
-            end
-        end
-        st.used, st.rt = 0, false
-        st.avail = st.ok and st.left or 0
-        b.states[key], b.order[n], b.n = st, st, n
     end
+    local err = lim_check_one(lim, st, key, b.now)
+    if err then
+        return nil, err
+    end
+    b.order[n], b.n = st, n
     return st
 end
 
@@ -203,17 +217,23 @@ end
 local function batch_check(b, tenant, client)
     local sts, refused = b.sts, nil -- reused: a message's states are used before the next
     local lims = b.lims
-    for i = 1, #lims do
+    for i = 1, b.nl do
         local lim = lims[i]
-        local scope, st = lim.scope, sts[i]
-        if scope ~= 'queue' or not st then -- a limit of scope queue: one state for all messages
-            local value, err = ''
-            if scope == 'tenant' then
-                value = tenant
-            elseif scope == 'client' then
-                value = client
+        local scope, st, err = lim.scope, sts[i], nil
+        if scope ~= 'queue' then
+            local value = scope == 'tenant' and tenant or client
+            local key = value == '' and lim.key or lim.key .. value
+            st = b.states[key]
+            if not st then
+                st, err = batch_state(b, lim, key)
+                if err then
+                    return nil, nil, err
+                end
+                b.states[key], b.keyed = st, true
             end
-            st, err = batch_state(b, lim, value)
+            sts[i] = st
+        elseif not st then -- a limit of scope queue: one state for all messages
+            st, err = batch_state(b, lim, lim.key)
             if err then
                 return nil, nil, err
             end
@@ -227,12 +247,12 @@ local function batch_check(b, tenant, client)
     return sts, refused
 end
 
--- Records every state's units; then the retry-after of an exhausted state is the time until
--- one more unit fits after what this batch took.
--- `abort`: the call ends in an error; nothing is recorded, the fixed windows' units taken back.
-local function batch_finish(b, abort)
-    local order = b.order
-    for i = 1, b.n do
+-- Records the units of states order[1..n] (checked at `now`, st.used each); then the
+-- retry-after of an exhausted state is the time until one more unit fits after what this batch
+-- took. `abort`: the call ends in an error; nothing is recorded, the fixed windows' units taken
+-- back.
+local function batch_finish(order, n, now, abort)
+    for i = 1, n do
         local st = order[i]
         local used, v = not abort and st.used or 0, st.taken
         if v then -- a fixed window: its INCRBY counted one unit (v, the value it made)
@@ -243,31 +263,45 @@ local function batch_finish(b, abort)
                     r_call('DECRBY', st.key, '1')
                 end
             elseif not st.live then -- the window's first units (the key: none, or an earlier's)
-                fixed_record(st.lim.spec, nil, st.key, used, b.now)
+                fixed_record(st.lim.spec, nil, st.key, used, now)
             elseif used > 1 then
                 r_call('INCRBY', st.key, limit_fmt(used - 1))
             end
         elseif used > 0 then
             -- checked for one unit at the same time: what one unit records; more, checked again
             if used > 1 then
-                lim_check(st.lim, st.key, used, b.now, st)
+                lim_check(st.lim, st.key, used, now, st)
             end
-            lim_record(st, b.now, used)
+            local c = st.lim.spec -- lim_record, inline
+            c.record(c, st, st.key, used, now)
+            if st.ttl ~= TTL_KEPT and c.alg == 'window' then
+                window_expire(st.key, window_ttl(c, st, now), st.ttl)
+            end
         end
     end
 end
 
-local function batch_retry(b, st)
-    if not st.rt then
-        lim_check(st.lim, st.key, 1, b.now, st) -- its count is recorded: the state is free
-        st.rt = st.ok and 0 or st.retry
+-- A message refused by the exhausted states `refused` (checked at `now`): counted in `stats` as
+-- limited by the one with the largest retry-after, and its outcome {limit name, retry_after_ms,
+-- COUNT, PERIOD_MS}. Its states' counts are recorded (batch_finish): each is free to check again.
+local function batch_refused(refused, now, stats)
+    local worst, retry = nil, -1
+    for _, st in ipairs(refused) do
+        if not st.rt then
+            lim_check(st.lim, st.key, 1, now, st)
+            st.rt = st.ok and 0 or st.retry
+        end
+        if st.rt > retry then
+            worst, retry = st.lim, st.rt
+        end
     end
-    return st.rt
+    r_call('HINCRBY', stats, 'limited:' .. worst.name, '1')
+    return {worst.name, m_ceil(retry / 1000), worst.spec.n, worst.spec.p_ms}
 end
 
 -- The queue limits' state on a fresh Lua state: no limits read yet, an empty batch.
 on_fresh_state(function()
     queue_limits_cache, queue_limits_cached = {}, 0
     the_batch = {lims = false, now = 0, states = {}, order = {}, n = 0, sts = {}, nl = 0,
-        pool = {}}
+        pool = {}, keyed = false, one = {}} -- one: the states of a one-message admission
 end)

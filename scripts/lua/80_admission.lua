@@ -26,7 +26,7 @@ outcome_i the id (admitted), 0 (full) or {limit name, retry_after_ms, COUNT, PER
 (limited). ]]
 local EMPTY = {} -- never written
 
-local function admit_each(keys, args, cap, depth, nlimits, append, share)
+local function admit_each(keys, args, cap, depth, nlimits, append, share, K)
     local stride, tentative = admit_stride(args[3])
     local n = stride and (#args - 3) / stride
     if (stride ~= 1 and stride ~= 3) or n < 1 or n ~= m_floor(n) then
@@ -41,8 +41,8 @@ local function admit_each(keys, args, cap, depth, nlimits, append, share)
                 ' of message ' .. i .. ' has a NUL byte')
         end
     end
-    local lims, now, K = EMPTY, 0, nil -- K: the queue's keys, for limits and shares only
-    if nlimits > 0 or share > 0 then
+    local lims, now = EMPTY, 0 -- K: the queue's keys, for limits and shares only
+    if K == nil and (nlimits > 0 or share > 0) then
         K = queue_keys_of(keys[2], 'meta')
     end
     if nlimits > 0 then
@@ -64,6 +64,39 @@ local function admit_each(keys, args, cap, depth, nlimits, append, share)
             reply[5 + i] = 0
         end
         admitted, full, depth = take, n - take, depth + take
+    elseif n == 1 and share == 0 and lims.queue_only then
+        -- one message under limits of scope queue only (a producer's usual call): the batch of
+        -- one message, each limit's state kept by its place in the list (no batch bookkeeping)
+        local nl, refused = #lims, nil
+        local sts = nl <= BATCH_POOL_MAX and the_batch.one or {}
+        for j = 1, nl do
+            local lim, st = lims[j], sts[j] or limit_state()
+            sts[j] = st
+            local err = lim_check_one(lim, st, lim.key, now)
+            if err then
+                batch_finish(sts, j - 1, now, true)
+                return err
+            end
+            if st.avail <= 0 then
+                refused = refused or {}
+                refused[#refused + 1] = st
+            end
+        end
+        if refused then
+            limited = 1
+        elseif depth < cap then
+            for j = 1, nl do
+                sts[j].used = 1
+            end
+            reply[6] = append(args[3 + stride], stride == 3 and args[4] or '', false)
+            admitted, depth = 1, depth + 1
+        else
+            full = 1 -- reply[6] is 0
+        end
+        batch_finish(sts, nl, now)
+        if refused then
+            reply[6] = batch_refused(refused, now, keys[3])
+        end
     else
         local tk, held = nil, nil -- the share: entries each tenant holds
         if share > 0 then
@@ -80,7 +113,7 @@ local function admit_each(keys, args, cap, depth, nlimits, append, share)
             end
             local sts, refused, err = batch_check(b, t, c)
             if err then
-                batch_finish(b, true)
+                batch_finish(b.order, b.n, now, true)
                 return err
             end
             if share > 0 and not held[t] then
@@ -113,18 +146,10 @@ local function admit_each(keys, args, cap, depth, nlimits, append, share)
                 reply[5 + i] = 0
             end
         end
-        batch_finish(b)
+        batch_finish(b.order, b.n, now)
         -- each limited message: the refusing limit with the largest retry-after
         for i, refused in pairs(refusals or EMPTY) do
-            local worst, retry = nil, -1
-            for _, st in ipairs(refused) do
-                local r = batch_retry(b, st)
-                if r > retry then
-                    worst, retry = st.lim, r
-                end
-            end
-            redis.call('HINCRBY', keys[3], 'limited:' .. worst.name, 1)
-            reply[5 + i] = {worst.name, math.ceil(retry / 1000), worst.spec.n, worst.spec.p_ms}
+            reply[5 + i] = batch_refused(refused, now, keys[3])
         end
     end
     reply[1], reply[2] = admitted, depth
@@ -211,10 +236,14 @@ local function admit2(keys, args, v1)
     if v1 and nlimits > 0 then
         return refuse_v1(keys[2])
     end
-    if (nlimits > 0 or share > 0 or fair) and slot_migrating(queue_keys_of(keys[2], 'meta')) then
-        local err = admit_keys_here(keys, args, nlimits, share, fair)
-        if err then
-            return err
+    local K = nil -- the queue's keys, made once for what derives keys
+    if nlimits > 0 or share > 0 or fair then
+        K = queue_keys_of(keys[2], 'meta')
+        if slot_migrating(K) then
+            local err = admit_keys_here(keys, args, nlimits, share, fair)
+            if err then
+                return err
+            end
         end
     end
     local depth = r_call('XLEN', keys[1]) + lane_depth
@@ -226,11 +255,11 @@ local function admit2(keys, args, v1)
     end
     local append, finish = stream_append, nil
     if fair then
-        append, finish = fair_appender(queue_keys_of(keys[2], 'meta'))
+        append, finish = fair_appender(K)
     else
         append_stream = keys[1]
     end
-    local reply = admit_each(keys, args, cap, depth, nlimits, append, share)
+    local reply = admit_each(keys, args, cap, depth, nlimits, append, share, K)
     if finish then
         finish()
     end

@@ -3,7 +3,8 @@
 # An admission's fixed windows, counted by the check's own INCRBY (taken back when no message
 # used it): the counts, TTLs and keys are those of a read then a write - units counted only for
 # the messages admitted, none for one limited by another limit or full, no key left by a refused
-# message on a fresh key, a key of another type replaced, the old layout's hash converted.
+# message on a fresh key, a key of another type replaced, the old layout's hash converted; the
+# same for one message under limits of scope queue only, which has its own path.
 . "$(dirname "$0")/lib.sh"
 q="afix-$$"
 p="sluice:{$q}"
@@ -43,6 +44,18 @@ out=$(admit "$depth" 1 m7)
 [ "$out" = 0 ] && [ "$(count "$k")" = 3 ] || fail "a full call: $out, counted $(count "$k")"
 out=$(admit 1000 1 m8 m9)
 [ "$out" = "id id" ] && [ "$(count "$k")" = 5 ] || fail "two more: $out, counted $(count "$k")"
+# one message under limits of scope queue only (its own path): the fixed unit taken back when
+# another limit refuses; the refusing limit with the longest retry-after named (l: 1 h, g: 60 s)
+cfg set g queue gate:1:60000
+cfg set l queue log:1:3600000
+out=$(admit 1000 1 m10)
+[ "$out" = id ] && [ "$(count "$k")" = 6 ] || fail "one under a, g, l: $out, counted $(count "$k")"
+out=$(admit 1000 1 m11)
+[ "$out" = l ] && [ "$(count "$k")" = 6 ] || fail "one refused by g, l: $out, counted $(count "$k")"
+[ "$(rcli HGET "$p:stats" limited:l)" = 1 ] && [ -z "$(rcli HGET "$p:stats" limited:g)" ] ||
+    fail "limited:l $(rcli HGET "$p:stats" limited:l), limited:g $(rcli HGET "$p:stats" limited:g)"
+cfg del g
+cfg del l
 # per tenant, beside a queue limit z that refuses: the tenant's fresh key is not left behind
 cfg del a
 cfg set t tenant fixed:5:86400000
