@@ -8,7 +8,8 @@
  * and the whole library, is read here as Lua: comments and strings skipped, block scopes
  * followed (function, do, then, repeat), and every name it reads must be a local in scope or one
  * of the few globals Redis gives a script. Each script must also be smaller than the library
- * (it carries some modules, not all) and keep the order of the library.
+ * (it carries some modules, not all), keep the order of the library, and carry the limiter's
+ * refunds (limiter_refund, which defines no local) when it calls one.
  */
 #include <ctype.h>
 
@@ -307,6 +308,13 @@ int main(void) {
                     sluice_fn_name((sluice_fn)fn), bad);
         }
         CHECK_EQ(n, 0);
+        /* the limiter's refunds define no local (they set the engines' fourth entry), so the
+         * scope check cannot see them missing: a script that gives units back carries them */
+        if (strstr(s, ".refund(") != NULL && strstr(s, "\n-- @module limiter_refund\n") == NULL) {
+            fprintf(stderr, "%s: its EVALSHA script calls a refund without limiter_refund\n",
+                    sluice_fn_name((sluice_fn)fn));
+            CHECK(0);
+        }
         /* the modules in library order: each "-- @module" line later in the library */
         const char *at = lib;
         for (const char *m = strstr(s, "-- @module "); m != NULL;
