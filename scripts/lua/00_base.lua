@@ -15,7 +15,9 @@ sluice server-side library, data model version 1.
 The single source of every atomic operation sluice performs. It is embedded into the binaries
 at build time and loaded with FUNCTION LOAD (Redis 7); on servers without functions each
 function is run as a script with EVALSHA: the modules it needs (its "-- @needs" line in the
-register module) and `return entry(fn)(KEYS, ARGV)`.
+register module) and `return entry(fn)(KEYS, ARGV)`. Each call of such a script makes all its
+closures and tables again, so base is cut in parts (the "-- @module base_*" lines below) that a
+script carries only when its function reaches them.
 
 Every key a function touches is passed in KEYS; all keys of one queue share the hash tag {Q}.
 Counters live in sluice:{Q}:stats (admitted, rejected, acked, retried, dead, reclaimed).
