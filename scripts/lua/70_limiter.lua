@@ -720,6 +720,8 @@ on_fresh_state(function()
 end)
 
 -- @module limiter_refund
+-- (a part of the limiter, to the file's end, that only the EVALSHA scripts of the reads carry:
+-- new state and definitions go above it; see the register module)
 --[[ Refunds: units a reservation counted and did not use (a paced read's reserve, sluice_take
 'reserve'; a fair read's grant, sluice_fair_grant), given back. refund(c, key, k, g, t0, now): k
 of the g units counted at t0 (us, the `now` the record was made with; g may be given lower than
