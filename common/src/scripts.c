@@ -5,12 +5,15 @@
  * FUNCTION LOAD takes the library as it is. For servers without functions (or when forced),
  * each function is also available as a stand-alone script for EVALSHA: the modules it needs (the
  * "-- @needs <local>:" line of the register module; each module starts at its "-- @module NAME"
- * line, written by the build), in that order, plus `return entry(<local>)(KEYS, ARGV)`. The
- * first module (base) stands at the chunk's level and the others inside one function,
- * `local <local> = (function() ... return <local> end)()`: an EVALSHA call makes every closure
- * of the script again, and a closure made in the chunk looks each chunk-level local it uses up
- * in a list of the chunk's captured locals (as long as the script has them), where one made
- * inside that function copies base's locals from the function's own upvalues.
+ * line, written by the build, and a module may be cut in parts by more such lines in its file:
+ * base_fields, base_keys, base_slots, limiter_refund), in that order, plus
+ * `return entry(<local>)(KEYS, ARGV)`. Base and its parts stand at the chunk's level and the
+ * others inside one function, `local <local> = (function() ... return <local> end)()`: an
+ * EVALSHA call makes every closure and table of the script again (Redis keeps nothing a script
+ * makes between calls), so a script carries only the parts its function reaches, and a closure
+ * made in the chunk looks each chunk-level local it uses up in a list of the chunk's captured
+ * locals (as long as the script has them), where one made inside that function copies base's
+ * locals from the function's own upvalues.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,19 +134,30 @@ static int lua_needs(sluice_fn fn, void (*each)(const char *, size_t, void *), v
 struct lua_out {
     char *buf; /* NULL: only count */
     size_t n;
-    const char *open; /* written after the first module */
-    int modules;      /* modules written */
+    const char *open; /* written before the first module not of base */
+    int opened;       /* whether open was written */
 };
 
-static void lua_append(const char *text, size_t len, void *ud) {
-    struct lua_out *o = ud;
+static void lua_write(struct lua_out *o, const char *text, size_t len) {
     if (o->buf != NULL) {
         memcpy(o->buf + o->n, text, len);
     }
     o->n += len;
-    if (o->modules++ == 0) {
-        lua_append(o->open, strlen(o->open), ud);
+}
+
+/* Whether a module's text ("-- @module NAME\n...") is base or one of its parts (base_NAME). */
+static int lua_is_base(const char *text) {
+    const char *name = text + strlen("-- @module ");
+    return strncmp(name, "base", 4) == 0 && (name[4] == '\n' || name[4] == '_');
+}
+
+static void lua_append(const char *text, size_t len, void *ud) {
+    struct lua_out *o = ud;
+    if (!o->opened && !lua_is_base(text)) {
+        lua_write(o, o->open, strlen(o->open));
+        o->opened = 1;
     }
+    lua_write(o, text, len);
 }
 
 char *sluice_lua_script(sluice_fn fn, size_t *len) {
@@ -156,14 +170,20 @@ char *sluice_lua_script(sluice_fn fn, size_t *len) {
     if (lua_needs(fn, lua_append, &o) != 0) {
         return NULL;
     }
+    if (!o.opened) {
+        o.n += strlen(open); /* a function of base alone: its wrapper is empty */
+    }
     size_t cap = o.n + 64 + 2 * strlen(fns[fn].local);
     o.buf = malloc(cap);
     if (o.buf == NULL) {
         return NULL;
     }
     o.n = 0;
-    o.modules = 0;
+    o.opened = 0;
     lua_needs(fn, lua_append, &o);
+    if (!o.opened) {
+        lua_write(&o, open, strlen(open));
+    }
     int tail = snprintf(o.buf + o.n, cap - o.n, "return %s\nend)()\nreturn entry(%s)(KEYS, ARGV)\n",
                         fns[fn].local, fns[fn].local);
     if (len != NULL) {

@@ -15,7 +15,9 @@ sluice server-side library, data model version 1.
 The single source of every atomic operation sluice performs. It is embedded into the binaries
 at build time and loaded with FUNCTION LOAD (Redis 7); on servers without functions each
 function is run as a script with EVALSHA: the modules it needs (its "-- @needs" line in the
-register module) and `return entry(fn)(KEYS, ARGV)`.
+register module) and `return entry(fn)(KEYS, ARGV)`. Each call of such a script makes all its
+closures and tables again, so base is cut in parts (the "-- @module base_*" lines below) that a
+script carries only when its function reaches them.
 
 Every key a function touches is passed in KEYS; all keys of one queue share the hash tag {Q}.
 Counters live in sluice:{Q}:stats (admitted, rejected, acked, retried, dead, reclaimed).
@@ -66,6 +68,18 @@ local function version(keys, args)
     return VERSION
 end
 
+--[[ Memos of pure functions (the key tables below, the limiter's parsed specs): {map = key ->
+value, n = values kept, max}, read as memo.map[key]. memo_put keeps a value and gives it back; a
+memo holding max starts over, so it never grows past max. ]]
+local function memo_put(memo, key, value)
+    if memo.n >= memo.max then
+        memo.map, memo.n = {}, 0
+    end
+    memo.map[key], memo.n = value, memo.n + 1
+    return value
+end
+
+-- @module base_fields
 -- A field of a stream entry's field list (flat name, value, ...), or nil.
 local function field(fields, name)
     for i = 1, #fields, 2 do
@@ -96,6 +110,7 @@ local function last_delivered(key, group)
     return nil
 end
 
+-- @module base_keys
 --[[ The keys of a queue: every key name the library builds is built here, from the queue's
 prefix "sluice:{Q}:" (the C side's twin is common/src/queue.c; docs/data-model.md lists them).
 queue_keys(prefix) gives the queue's key table K; queue_keys_of(key, name) the same from a key of
@@ -167,17 +182,6 @@ local function queue_keys(prefix)
     return set_mt({prefix = prefix}, KEYS_MT)
 end
 
---[[ Memos of pure functions (the key tables below, the limiter's parsed specs): {map = key ->
-value, n = values kept, max}, read as memo.map[key]. memo_put keeps a value and gives it back; a
-memo holding max starts over, so it never grows past max. ]]
-local function memo_put(memo, key, value)
-    if memo.n >= memo.max then
-        memo.map, memo.n = {}, 0
-    end
-    memo.map[key], memo.n = value, memo.n + 1
-    return value
-end
-
 --[[ The key tables made last, by prefix: a key table is a function of its prefix alone (names,
 never anything read from Redis), so a call takes the one an earlier call made rather than make
 it and its names again (an admission with limits made two and three names: 0.9 us of its 18).
@@ -195,6 +199,7 @@ do
     end)
 end
 
+-- @module base_slots
 --[[ Keys a function derives, and slot migrations. KEYS holds the keys a client names (stream,
 meta, stats, ...); the rest a function derives from the queue's prefix and what it reads there
 (the limits hash and limit state, the share counts, fair lanes and their hashes), all under the

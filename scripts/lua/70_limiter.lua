@@ -713,6 +713,20 @@ LIMIT_ENGINES = {
     gate = {gate_check, gate_record},
 }
 
+-- The limiter's state on a fresh Lua state: empty caches and scratch tables, the clock not read.
+on_fresh_state(function()
+    now_n, now_text, now_t = nil, '', false
+    int_format = s_format('%d', 9007199254740992) == '9007199254740992' and '%d' or '%.0f'
+    member_score, member0 = nil, ''
+    spec_memo = {map = {}, n = 0, max = 256}
+    gcra_seen, gcra_seen_n, gcra_writes = {}, 0, 0
+    fmt_last = {-1, '', 0, ' 0', -1, '', -1, '', false, '', ttl = {map = {}, n = 0, max = 1024}}
+    log_foreign = false
+end)
+
+-- @module limiter_refund
+-- (a part of the limiter, to the file's end, that only the EVALSHA scripts of the reads carry:
+-- new state and definitions go above it; see the register module)
 --[[ Refunds: units a reservation counted and did not use (a paced read's reserve, sluice_take
 'reserve'; a fair read's grant, sluice_fair_grant), given back. refund(c, key, k, g, t0, now): k
 of the g units counted at t0 (us, the `now` the record was made with; g may be given lower than
@@ -837,14 +851,3 @@ do
         return k
     end
 end
-
--- The limiter's state on a fresh Lua state: empty caches and scratch tables, the clock not read.
-on_fresh_state(function()
-    now_n, now_text, now_t = nil, '', false
-    int_format = s_format('%d', 9007199254740992) == '9007199254740992' and '%d' or '%.0f'
-    member_score, member0 = nil, ''
-    spec_memo = {map = {}, n = 0, max = 256}
-    gcra_seen, gcra_seen_n, gcra_writes = {}, 0, 0
-    fmt_last = {-1, '', 0, ' 0', -1, '', -1, '', false, '', ttl = {map = {}, n = 0, max = 1024}}
-    log_foreign = false
-end)

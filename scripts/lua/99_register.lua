@@ -8,38 +8,42 @@
 --[[ The EVALSHA form of each function (servers without FUNCTION, or when forced): a script of
 the modules the function needs, in library order, then `return entry(<local>)(KEYS, ARGV)`.
 scripts.c builds it from the line "-- @needs <local>: <modules>" below (and the "-- @module"
-lines the build puts before each module), so a call re-creates only what it uses. A module
-needs the modules whose locals it names; test_lua_scripts checks that no script names a local
-it does not define. ]]
--- @needs admit: base capacity lanes limiter queue_limits admission
--- @needs admit2: base capacity lanes limiter queue_limits admission
--- @needs list_admit: base capacity lanes limiter queue_limits admission
--- @needs list_admit2: base capacity lanes limiter queue_limits admission
--- @needs ack: base share lanes stream
--- @needs dead: base share lanes stream
--- @needs retry: base share lanes stream
--- @needs touch: base share lanes stream
--- @needs prune: base share lanes stream
--- @needs group: base share lanes stream
--- @needs drain_reclaim: base share lanes stream limiter queue_limits pacing reclaim
--- @needs lane_reclaim: base share lanes stream limiter queue_limits pacing reclaim
+lines the build puts before each module), so a call re-creates only what it uses. A module may
+be cut in parts by "-- @module NAME" lines of its own, each listed where it is needed: base's
+field reads (base_fields), key tables (base_keys) and slot-migration check (base_slots), which
+sluice_limit and the list functions leave out, and the limiter's refunds (limiter_refund), which
+only the reads that give units back (pacing, fair) carry. A module needs the modules whose
+locals it names; test_lua_scripts checks that no script names a local it does not define, and
+that a script calling a refund carries limiter_refund (it defines no local). ]]
+-- @needs admit: base base_keys base_slots capacity lanes limiter queue_limits admission
+-- @needs admit2: base base_keys base_slots capacity lanes limiter queue_limits admission
+-- @needs list_admit: base base_keys base_slots capacity lanes limiter queue_limits admission
+-- @needs list_admit2: base base_keys base_slots capacity lanes limiter queue_limits admission
+-- @needs ack: base base_fields base_keys base_slots share lanes stream
+-- @needs dead: base base_fields base_keys base_slots share lanes stream
+-- @needs retry: base base_fields base_keys base_slots share lanes stream
+-- @needs touch: base base_fields base_keys base_slots share lanes stream
+-- @needs prune: base base_fields base_keys base_slots share lanes stream
+-- @needs group: base base_fields base_keys base_slots share lanes stream
+-- @needs drain_reclaim: base base_fields base_keys base_slots share lanes stream limiter limiter_refund queue_limits pacing reclaim
+-- @needs lane_reclaim: base base_fields base_keys base_slots share lanes stream limiter limiter_refund queue_limits pacing reclaim
 -- @needs list_take: base list
 -- @needs list_ack: base list
 -- @needs list_dead: base list
 -- @needs list_recover: base list
--- @needs replay: base capacity lanes replay
--- @needs list_replay: base capacity lanes replay
--- @needs clear: base share lanes list clear
--- @needs list_clear: base share lanes list clear
+-- @needs replay: base base_fields base_keys base_slots capacity lanes replay
+-- @needs list_replay: base base_fields base_keys base_slots capacity lanes replay
+-- @needs clear: base base_fields base_keys base_slots share lanes list clear
+-- @needs list_clear: base base_fields base_keys base_slots share lanes list clear
 -- @needs version: base
 -- @needs limit: base limiter standalone
--- @needs limits_config: base limiter queue_limits config
--- @needs fair_config: base limiter queue_limits config
--- @needs take: base limiter queue_limits pacing
--- @needs fair_take: base share lanes stream limiter queue_limits pacing fair
--- @needs lane_ack: base share lanes stream limiter queue_limits pacing fair
--- @needs fair_grant: base share lanes stream limiter queue_limits pacing fair
--- @needs fair_refund: base share lanes stream limiter queue_limits pacing fair
+-- @needs limits_config: base base_keys base_slots limiter queue_limits config
+-- @needs fair_config: base base_keys base_slots limiter queue_limits config
+-- @needs take: base base_fields base_keys base_slots limiter limiter_refund queue_limits pacing
+-- @needs fair_take: base base_fields base_keys base_slots share lanes stream limiter limiter_refund queue_limits pacing fair
+-- @needs lane_ack: base base_fields base_keys base_slots share lanes stream limiter limiter_refund queue_limits pacing fair
+-- @needs fair_grant: base base_fields base_keys base_slots share lanes stream limiter limiter_refund queue_limits pacing fair
+-- @needs fair_refund: base base_fields base_keys base_slots share lanes stream limiter limiter_refund queue_limits pacing fair
 
 -- Flags. The functions that add work to a bucket (sluice_admit, sluice_list_admit,
 -- sluice_replay, sluice_list_replay) are registered WITHOUT allow-oom on purpose: when Redis

@@ -10,7 +10,8 @@
 # reclaim, touch), the list worker's take, ack, dead letter and recovery (list_*), replay of
 # both backends, a drain limit (take) and a fair queue with weights, reclaimed (fair_config,
 # fair_take, lane_ack, lane_reclaim), consumers --prune (prune), and the standalone limiter.
-# No line of any log may name a script error, and the counters must add up.
+# No line of any log may name a script error, and the counters must add up. Every function's
+# script, as scripts/lua-script prints it, loads (compiles) on the server.
 . "$(dirname "$0")/lib.sh"
 src=${SLUICE_SOURCE_DIR:?run through ctest}
 srv="$tmp/redis"
@@ -131,6 +132,16 @@ script=$("$src/scripts/lua-script" "$SLUICE_BIN_DIR/../common/sluice_lua.c.lua" 
 lk="ev-lim"
 r=$(for _ in 1 2 3; do rcli EVAL "$script" 1 "$lk" 1 gcra:2:10000 | head -1; done | paste -sd' ')
 [ "$r" = "1 1 0" ] || fail "sluice_limit: allowed '$r', expected '1 1 0'"
+
+# ---- every function's script compiles on the server (as scripts/lua-script prints it) ----
+lib="$SLUICE_BIN_DIR/../common/sluice_lua.c.lua"
+for f in $(sed -n 's/^-- @needs \([a-z_0-9]*\):.*/\1/p' "$lib"); do
+    sha=$("$src/scripts/lua-script" "$lib" "$f" | rcli -x SCRIPT LOAD 2>&1)
+    [[ "$sha" =~ ^[0-9a-f]{40}$ ]] || fail "the EVALSHA script of $f does not load: $sha"
+done
+v=$(sed -n "s/^local VERSION = '\([^']*\)'.*/\1/p" "$lib")
+[ "$(rcli EVAL "$("$src/scripts/lua-script" "$lib" version)" 0)" = "$v" ] ||
+    fail "the version script does not answer $v"
 
 # ---- every log: the EVALSHA mode, and no script error ----
 for f in "${logs[@]}"; do

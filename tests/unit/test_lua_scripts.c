@@ -8,7 +8,9 @@
  * and the whole library, is read here as Lua: comments and strings skipped, block scopes
  * followed (function, do, then, repeat), and every name it reads must be a local in scope or one
  * of the few globals Redis gives a script. Each script must also be smaller than the library
- * (it carries some modules, not all) and keep the order of the library.
+ * (it carries some modules, not all), keep the order of the library, and carry the limiter's
+ * refunds (limiter_refund, which defines no local) when it calls one; that part registers no
+ * initialiser (scripts without it would miss it).
  */
 #include <ctype.h>
 
@@ -291,6 +293,17 @@ int main(void) {
         fprintf(stderr, "the library reads names it does not define: %s\n", bad);
     }
     CHECK_EQ(n, 0);
+    /* the refunds part holds refunds only: state or an initialiser put after them in the
+     * limiter's file would be left out of every script without them (sluice_limit's) */
+    const char *refund = strstr(lib, "\n-- @module limiter_refund\n");
+    CHECK(refund != NULL);
+    const char *refund_end = strstr(refund + 1, "\n-- @module ");
+    CHECK(refund_end != NULL);
+    const char *init = strstr(refund, "on_fresh_state(");
+    if (init != NULL && init < refund_end) {
+        fprintf(stderr, "limiter_refund registers an initialiser: put it above the refunds\n");
+    }
+    CHECK(init == NULL || init > refund_end);
     for (int fn = 0; fn < SLUICE_FN_COUNT_; fn++) {
         size_t len = 0;
         char *s = sluice_lua_script((sluice_fn)fn, &len);
@@ -307,6 +320,13 @@ int main(void) {
                     sluice_fn_name((sluice_fn)fn), bad);
         }
         CHECK_EQ(n, 0);
+        /* the limiter's refunds define no local (they set the engines' fourth entry), so the
+         * scope check cannot see them missing: a script that gives units back carries them */
+        if (strstr(s, ".refund(") != NULL && strstr(s, "\n-- @module limiter_refund\n") == NULL) {
+            fprintf(stderr, "%s: its EVALSHA script calls a refund without limiter_refund\n",
+                    sluice_fn_name((sluice_fn)fn));
+            CHECK(0);
+        }
         /* the modules in library order: each "-- @module" line later in the library */
         const char *at = lib;
         for (const char *m = strstr(s, "-- @module "); m != NULL;
