@@ -441,6 +441,11 @@ local function window_check(c, st, key, w, now)
     local last = b -- the usual case: the same block as the last unit counted
     if v[2] ~= bt then
         last = to_number(v[2])
+        -- a block no clock gives (not whole, negative, past 2^52, NaN, inf) reads as none: its
+        -- neighbours would round to it and the loops below over them never end
+        if last and not (last == m_floor(last) and last >= 0 and last < 4503599627370496) then
+            last = nil
+        end
     end
     local cur = to_number(v[3]) or 0
     local expired = false
