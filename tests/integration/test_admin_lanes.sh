@@ -45,6 +45,13 @@ A consumers "$q" --json >"$tmp/j"
 json "$tmp/j" '[(c["pending"],c["stream_pending"],c["lane_pending"]) for c in j["consumers"]
     if c["name"]=="held"]==[(3,0,3)] and j["lanes_walked"]==3 and not j["lanes_cut"]'
 kill -KILL "$hpid"
+for i in $(seq 1 100); do # held idle 1 s at least
+    [ "$(held_field idle_ms)" -ge 1000 ] && break
+    sleep 0.1
+done
+# no live consumer to take them: held is kept, its lane entries stay its own
+run 1 'kept held: holds 3 entries in [1-3] lanes?; not pruned' A consumers "$q" --prune 500
+[ "$(held_field lane_pending)" = 3 ] || fail "held after a refused prune: $(cat "$tmp/j")"
 
 # live: its visibility timeout (12 s) keeps it from reclaiming held's entries before the prune
 "${worker[@]}" --queue "$q" --consumer live --handler noop --concurrency 2 \
@@ -79,4 +86,12 @@ for i in $(seq 1 50); do
 done
 [ "$(rcli HGET "sluice:{$q}:stats" acked)" = 7 ] || fail "acked $(rcli HGET "sluice:{$q}:stats" acked)"
 run 0 'depth +0 ' A stats "$q" --sample 0
-echo "ok: consumers counts lane entries; --prune moved them to a live worker, all processed once"
+
+# the walk over the lanes stops at 10,000 and says so
+qc="$q-cut"
+keys+=("sluice:{$qc}:lanes")
+seq 1 10001 | sed 's/.*/t& 1/' | tr '\n' ' ' | xargs redis-cli -u "$url" HSET "sluice:{$qc}:lanes" >/dev/null
+run 0 'note: only the first 10000 tenant lanes were looked in' A consumers "$qc"
+A consumers "$qc" --json >"$tmp/j"
+json "$tmp/j" 'j["lanes_walked"]==10000 and j["lanes_cut"]'
+echo "ok: consumers counts lane entries (10,000 lanes at most, said); --prune moves them to a live worker: all processed once"

@@ -142,8 +142,12 @@ static int walk_lanes(admin *a, group_view *v,
     sluice__key(&a->keys, SLUICE_KEY_LANES, NULL, 0, lanes, sizeof(lanes));
     v->lanes_seen = 0;
     v->lanes_cut = 0;
-    do {
+    for (long pages = 0;; pages++) {
         redisReply *r;
+        if (pages == LANES_MAX) { /* HSCAN pages may come empty: bounded all the same */
+            v->lanes_cut = 1;
+            return 0;
+        }
         int rc =
             admin_call(a, &r, "reading the lanes", "HSCAN", lanes, cursor, "COUNT", "100", NULL);
         if (rc != 0) {
@@ -172,11 +176,10 @@ static int walk_lanes(admin *a, group_view *v,
             rc = fn(a, v, key);
         }
         freeReplyObject(r);
-        if (rc != 0) {
+        if (rc != 0 || v->lanes_cut || strcmp(cursor, "0") == 0) {
             return rc;
         }
-    } while (!v->lanes_cut && strcmp(cursor, "0") != 0);
-    return 0;
+    }
 }
 
 /* Adds a lane's consumers to the view: their entries there, and their idle time there when less
