@@ -8,7 +8,7 @@ q="admin-lanes-$$"
 A() { "$bin/sluice-admin" --redis "$url" "$@"; }
 E() { "$bin/sluice-enqueue" --redis "$url" --capacity 1000 "$@"; }
 worker=("$bin/sluice-worker" --redis "$url" --log-level error) # started directly: $! is its PID
-trap 'A purge "$q" --yes >/dev/null 2>&1 || true; lib_cleanup' EXIT
+trap 'for x in "" -ghost; do A purge "$q$x" --yes >/dev/null 2>&1 || true; done; lib_cleanup' EXIT
 lanes_in_flight() { # the entries delivered and not settled, over the three lanes
     local n=0 t p
     for t in t1 t2 t3; do
@@ -86,6 +86,15 @@ for i in $(seq 1 50); do
 done
 [ "$(rcli HGET "sluice:{$q}:stats" acked)" = 7 ] || fail "acked $(rcli HGET "sluice:{$q}:stats" acked)"
 run 0 'depth +0 ' A stats "$q" --sample 0
+
+# a consumer that holds lane entries but is not in the stream's group is listed too
+qg="$q-ghost"
+run 0 'fair .*: on' A fair "$qg" on
+E --queue "$qg" --tenant t9 g1 >/dev/null
+rcli XGROUP CREATE "sluice:{$qg}:lane:t9" workers 0 >/dev/null 2>&1 || true
+rcli XREADGROUP GROUP workers ghost COUNT 1 STREAMS "sluice:{$qg}:lane:t9" '>' >/dev/null
+run 0 'ghost +1 +1 ' A consumers "$qg"
+A purge "$qg" --yes >/dev/null
 
 # the walk over the lanes stops at 10,000 and says so
 qc="$q-cut"
