@@ -84,6 +84,12 @@ static consumer *view_find(const group_view *v, const char *name) {
     return NULL;
 }
 
+/* An error reply saying the key or its group does not exist (a lane deleted as it emptied). */
+static int group_gone(const redisReply *r) {
+    return r != NULL && r->type == REDIS_REPLY_ERROR &&
+           (strstr(r->str, "NOGROUP") != NULL || strstr(r->str, "no such key") != NULL);
+}
+
 /* XINFO CONSUMERS of `key` (the stream or a lane) into *out; *out NULL when the key or the group
  * does not exist (no consumers: not an error). Each element's name is checked. */
 static int xinfo_consumers(admin *a, const char *key, redisReply **out) {
@@ -92,8 +98,7 @@ static int xinfo_consumers(admin *a, const char *key, redisReply **out) {
     int st = sluice_conn_command(a->conn, 4, argv, NULL, &r, NULL);
     *out = NULL;
     if (st != 0) {
-        int none = r != NULL && r->type == REDIS_REPLY_ERROR &&
-                   (strstr(r->str, "NOGROUP") != NULL || strstr(r->str, "no such key") != NULL);
+        int none = group_gone(r);
         if (!none) {
             admin_err(a, "XINFO CONSUMERS: %s",
                       r != NULL && r->type == REDIS_REPLY_ERROR ? r->str
@@ -282,9 +287,20 @@ static int claim_page(admin *a, const char *key, const char *from, const char *t
                       int *more) {
     char count[16], idle[24];
     snprintf(count, sizeof(count), "%d", CLAIM_PAGE);
-    redisReply *p;
-    int rc = admin_call(a, &p, "XPENDING", "XPENDING", key, a->group, "-", "+", count, from, NULL);
+    const char *argv[] = {"XPENDING", key, a->group, "-", "+", count, from};
+    redisReply *p = NULL;
+    int rc = sluice_conn_command(a->conn, 7, argv, NULL, &p, NULL) == 0 ? 0 : SLUICE_EXIT_REDIS;
     *more = 0;
+    if (rc != 0) {
+        int gone = group_gone(p); /* nothing left to move */
+        if (!gone) {
+            admin_err(a, "XPENDING %s: %s", key,
+                      p != NULL && p->type == REDIS_REPLY_ERROR ? p->str
+                                                                : sluice_conn_errstr(a->conn));
+        }
+        freeReplyObject(p);
+        return gone ? 0 : rc;
+    }
     for (size_t i = 0; rc == 0 && p->type == REDIS_REPLY_ARRAY && i < p->elements; i++) {
         const redisReply *e = p->element[i]; /* [id, consumer, idle ms, deliveries] */
         if (e->type != REDIS_REPLY_ARRAY || e->elements < 3) {
@@ -311,6 +327,11 @@ static int delete_if_empty(admin *a, const char *key, const char *name, int *kep
     const char *args[] = {a->group, name};
     redisReply *r = NULL;
     int s = sluice_conn_fcall(a->conn, SLUICE_FN_PRUNE, 1, keys, NULL, 2, args, NULL, &r, NULL);
+    if (group_gone(r)) { /* so is the consumer */
+        freeReplyObject(r);
+        *kept = 0;
+        return 0;
+    }
     if (s != 0 || r->type != REDIS_REPLY_INTEGER) {
         admin_err(a, "deleting a consumer: %s: %s", sluice_strerror(s ? s : SLUICE_EPROTO),
                   r && r->type == REDIS_REPLY_ERROR ? r->str : sluice_conn_errstr(a->conn));
