@@ -43,13 +43,26 @@ through the globals table's metatable on every use, which costs a short hot path
 of its calls; an upvalue is one step. redis.call, tonumber and math are not there while the
 library loads: the first initialiser sets them. The string functions come from the strings'
 metatable, there at load. ]]
-local r_call, r_pcall, to_number, l_type, m_floor, m_ceil, m_fmod, set_mt
+local r_call, r_pcall, to_number, l_type, m_floor, m_ceil, m_fmod, count_of
 local s_format, s_match = ('').format, ('').match
 on_fresh_state(function()
     r_call, r_pcall, to_number, l_type = redis.call, redis.pcall, tonumber, type
     m_floor, m_ceil, m_fmod = math.floor, math.ceil, math.fmod
-    set_mt = setmetatable
 end)
+
+--[[ A count read back from Redis: a hash field or string that sluice keeps as a whole number (a
+depth, a share, a tenant's or a lane's entries, a lane's credit or weight, a sequence, the count
+of limits): its number when it is one, 0..2^53, else nil. Anything else found there (written by
+hand or by another program: a sign, a fraction, an exponent, past 2^53, inf, nan, garbage, or the
+error table of another type) reads as none, so no stored value makes a call read without bound,
+loop, fail, or pass a capacity or a share by it. ]]
+function count_of(v)
+    local n = to_number(v)
+    if n and n >= 0 and n <= 9007199254740992 and n == m_floor(n) then
+        return n
+    end
+    return nil
+end
 
 -- fn as called by Redis: on a fresh Lua state, every module's state is set first.
 local function entry(fn)
@@ -179,7 +192,7 @@ local KEYS_MT = {__index = function(K, name)
 end}
 
 local function queue_keys(prefix)
-    return set_mt({prefix = prefix}, KEYS_MT)
+    return setmetatable({prefix = prefix}, KEYS_MT)
 end
 
 --[[ The key tables made last, by prefix: a key table is a function of its prefix alone (names,

@@ -58,8 +58,8 @@ local function queue_settings(meta, default, backend)
             ' queue; this client uses the ' .. backend .. ' backend')
     end
     -- the optional fields are mostly absent: converted only when there
-    return cap, depth and to_number(depth) or 0, limits and to_number(limits) or 0,
-        share and to_number(share) or 0, fair == '1', lanes and to_number(lanes) or 0
+    return cap, depth and count_of(depth) or 0, limits and count_of(limits) or 0,
+        share and count_of(share) or 0, fair == '1', lanes and count_of(lanes) or 0
 end
 
 -- Callers of the first admission functions (sluice_admit, sluice_list_admit) know nothing of
@@ -88,6 +88,6 @@ local function count_rejected(stats, rejected, reply, tentative)
         if not tentative then
             redis.call('HINCRBY', stats, 'rejected', rejected)
         end
-        reply[5] = tonumber(redis.call('HGET', stats, 'acked')) or 0
+        reply[5] = count_of(redis.call('HGET', stats, 'acked')) or 0
     end
 end

@@ -53,7 +53,7 @@ local function clear_lane(K, t, group, n, counted)
         lane_removed(K, t, d)
     end
     if done then
-        local left = tonumber(redis.call('HGET', K.lwait, t)) or 0
+        local left = count_of(redis.call('HGET', K.lwait, t)) or 0
         redis.call('HDEL', K.lwait, t)
         if t ~= '' and left ~= 0 then -- its count was off: lane_wait sums the lanes' counts
             redis.call('HINCRBY', K.meta, 'lane_wait', -left)

@@ -76,7 +76,7 @@ local function queue_limits(K, scopes, now)
         if scope and scopes[scope] then
             local l, key = nil, ''
             if COUNT_SCOPES[scope] then
-                l = {n = to_number(spec) or 0}
+                l = {n = count_of(spec) or 0}
             else
                 l = limit_spec_parsed(raw[i], spec) -- shared: never written
                 if l.err then

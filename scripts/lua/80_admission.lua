@@ -117,7 +117,7 @@ local function admit_each(keys, args, cap, depth, nlimits, append, share, K)
                 return err
             end
             if share > 0 and not held[t] then
-                held[t] = tonumber(redis.call('HGET', tk, t)) or 0
+                held[t] = count_of(redis.call('HGET', tk, t)) or 0
             end
             if refused then
                 limited = limited + 1
@@ -289,7 +289,7 @@ local function list_admit2(keys, args, v1)
         end
     end
     local elems = {}
-    local seq = tonumber(redis.call('HGET', keys[2], 'list_seq')) or 0
+    local seq = count_of(redis.call('HGET', keys[2], 'list_seq')) or 0
     local reply = admit_each(keys, args, cap, depth, nlimits, function(env)
         seq = seq + 1
         local id = limit_fmt(seq)

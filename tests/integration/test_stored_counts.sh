@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# A count sluice keeps in Redis (a lane's credit and weight, meta lane_depth and per_tenant, a
+# lane's entries in sluice:{Q}:lanes) holding anything else than a whole number 0..2^53 - written
+# by hand: negative, a fraction, 1e300, inf, nan, garbage - reads as none: a fair read still
+# reads at most what it asks for (a credit of -5 once made it read COUNT -4: the whole lane), a
+# capacity still holds (a lane_depth of -1e300 once let every message in), and no call fails on
+# it. On a private server of its own, its memory bounded, each call with a deadline.
+. "$(dirname "$0")/lib.sh"
+src=${SLUICE_SOURCE_DIR:?run through ctest}
+srv="$tmp/redis"
+(
+    ulimit -v 1000000
+    "$src/scripts/test-redis" start "$srv" --no-aof >/dev/null
+)
+pids+=("$(cat "$srv/pid")")
+url=$(cat "$srv/url")
+rcli -x FUNCTION LOAD REPLACE <"$bin/../common/sluice_lua.c.lua" >/dev/null
+tcli() { timeout 5 redis-cli -u "$url" "$@" || fail "no reply in 5 s: $*"; }
+
+# a fair queue: lane a holds 6 entries; a read of 1 reads 1 whatever its credit or weight says
+q=fcount
+p="sluice:{$q}"
+rcli XGROUP CREATE "$p:stream" g '$' MKSTREAM >/dev/null
+rcli FCALL sluice_fair_config 2 "$p:stream" "$p:meta" on >/dev/null
+for i in 1 2 3 4 5 6 7 8 9 10 11 12; do
+    rcli FCALL sluice_admit2 3 "$p:stream" "$p:meta" "$p:stats" 100 0 3 a c "m$i" >/dev/null
+done
+for bad in -5 0.5 -1e300 nan; do
+    for h in deficit weights; do
+        rcli DEL "$p:deficit" "$p:weights" >/dev/null
+        rcli HSET "$p:$h" a "$bad" >/dev/null
+        n=$(tcli FCALL sluice_fair_take 2 "$p:stream" "$p:meta" g c1 1 | grep -c '^m$') || true
+        [ "$n" = 1 ] || fail "fair read of 1 with $h $bad: $n entries read"
+    done
+done
+# a lane's entries that are no count: the lane reclaim passes over it, no error
+rcli HSET "$p:lanes" a abc >/dev/null
+r=$(tcli FCALL sluice_lane_reclaim 2 "$p:stream" "$p:stats" g c1 0 0 10 2>&1)
+case $r in *ERR*) fail "lane_reclaim with lanes a=abc: $r" ;; esac
+
+# a plain queue of capacity 2: a lane_depth no count reads as 0 (the capacity holds); a share
+# that is no count reads as none
+q=pcount
+p="sluice:{$q}"
+for bad in -1e300 -inf nan 2.5 abc; do
+    rcli DEL "$p:stream" "$p:meta" "$p:stats" >/dev/null
+    rcli HSET "$p:meta" capacity 2 lane_depth "$bad" >/dev/null
+    r=$(tcli FCALL sluice_admit2 3 "$p:stream" "$p:meta" "$p:stats" 100 0 1 m1 m2 m3 | head -2 |
+        tr '\n' ' ')
+    [ "$r" = "2 2 " ] || fail "capacity 2, lane_depth $bad: admitted, depth $r"
+done
+for bad in -5 nan 1e300; do
+    rcli DEL "$p:stream" "$p:meta" "$p:stats" >/dev/null
+    rcli HSET "$p:meta" per_tenant "$bad" >/dev/null
+    r=$(tcli FCALL sluice_admit2 3 "$p:stream" "$p:meta" "$p:stats" 100 0 3 a c m1 2>&1 | head -1)
+    [ "$r" = 1 ] || fail "per_tenant $bad: $r"
+done
+echo "ok: stored counts that are none read as none"
