@@ -335,7 +335,8 @@ local function gcra_parse(c, key, v)
             n0, p0, tf = s_match(tf, '^%d+$'), s_match(tl, '^ (%d+)$'), '0'
         end
         n0, p0 = to_number(n0), to_number(p0)
-        if not (n0 and p0) or n0 < 1 or p0 < 1 then
+        if not (n0 and p0) or n0 < 1 or p0 < 1 or n0 > LIMIT_MAX_COUNT or
+            p0 > LIMIT_MAX_PERIOD_MS then
             return nil
         end
     end
@@ -355,7 +356,7 @@ local function gcra_check(c, st, key, w, now)
     local ti, tf, n0, p0 = gcra_parse(c, key, r_pcall('GET', key))
     if ti then
         debt = (ti - now) + tf
-        if debt < 0 then
+        if not (debt >= 0) then -- (nan too: a TAT of inf and -inf parts no clock gives)
             debt = 0
         elseif n0 ~= c.n or p0 ~= c.p_ms then
             -- the debt in this limit's intervals, never more than its period (a full burst):
@@ -437,7 +438,7 @@ local function window_check(c, st, key, w, now)
         v = EMPTY_STATE
     end
     st.foreign = foreign
-    local total = to_number(v[1]) or 0
+    local total = count_of(v[1]) or 0
     local last = b -- the usual case: the same block as the last unit counted
     if v[2] ~= bt then
         last = to_number(v[2])
@@ -447,7 +448,7 @@ local function window_check(c, st, key, w, now)
             last = nil
         end
     end
-    local cur = to_number(v[3]) or 0
+    local cur = count_of(v[3]) or 0
     local expired = false
     if last == nil then
         total = 0
@@ -469,7 +470,7 @@ local function window_check(c, st, key, w, now)
             end
             if total > 0 then
                 for _, n in ipairs(r_call('HMGET', key, unpack(expired))) do
-                    total = total - (to_number(n) or 0)
+                    total = total - (count_of(n) or 0)
                 end
             end
         end
@@ -503,7 +504,7 @@ local function window_check(c, st, key, w, now)
     local counts = r_call('HMGET', key, unpack(fields))
     local freed = 0
     for i = 1, #fields do
-        freed = freed + (to_number(counts[i]) or 0)
+        freed = freed + (count_of(counts[i]) or 0)
         if freed >= need then
             st.retry = (b - nb + i + nb) * prec - now
             break
@@ -656,7 +657,7 @@ local function fixed_upgrade(c, key, now, base, ends)
     if v.err or to_number(v[1]) ~= now - (c.p - ends) then
         return 0, false
     end
-    local n = to_number(v[2]) or 0
+    local n = count_of(v[2]) or 0
     r_call('SET', key, limit_fmt(base + n), 'PX', limit_fmt(m_ceil(ends / 1000)))
     return n, true
 end
@@ -687,8 +688,11 @@ end
 -- known not to hold this window).
 local function fixed_record(c, st, key, w, now)
     if st and st.live then
-        r_call('INCRBY', key, limit_fmt(w))
-        return
+        -- (a count in no integer's text, "5.0" or " 5", which INCRBY refuses: SET, as read)
+        if l_type(r_pcall('INCRBY', key, limit_fmt(w))) == 'number' then
+            return
+        end
+        w = w + m_ceil(st.count)
     end
     local base, ends = fixed_base(c, now)
     r_call('SET', key, limit_fmt(base + w), 'PX', limit_fmt(m_ceil(ends / 1000)))
@@ -791,8 +795,8 @@ do
         if n - base < k then
             k = n - base
         end
-        if k > 0 then
-            r_call('DECRBY', key, limit_fmt(k))
+        if k > 0 and l_type(r_pcall('DECRBY', key, limit_fmt(k))) ~= 'number' then
+            return 0 -- a count in no integer's text (see fixed_record): nothing given back
         end
         return k
     end
@@ -807,7 +811,7 @@ do
         if h.err then
             return 0
         end
-        local cnt, total, last = to_number(h[1]), to_number(h[2]), to_number(h[3])
+        local cnt, total, last = count_of(h[1]), count_of(h[2]), to_number(h[3])
         if not (cnt and total and last) or b0 <= last - nb then
             return 0 -- taken out of the total already
         end

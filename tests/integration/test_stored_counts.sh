@@ -5,7 +5,11 @@
 # by hand: negative, a fraction, 1e300, inf, nan, garbage - reads as none: a fair read still
 # reads at most what it asks for (a credit of -5 once made it read COUNT -4: the whole lane), a
 # capacity still holds (a lane_depth of -1e300 once let every message in), and no call fails on
-# it. On a private server of its own, its memory bounded, each call with a deadline.
+# it. Limit state likewise: a gcra value of inf and -inf parts (its debt nan once refused every
+# call forever, retry-after LLONG_MIN) and a fixed window's count in no integer's text ("N.0",
+# which INCRBY refuses: sluice_limit once failed after counting its other limits) read as what
+# they say or as none. On a private server of its own, its memory bounded, each call with a
+# deadline.
 . "$(dirname "$0")/lib.sh"
 src=${SLUICE_SOURCE_DIR:?run through ctest}
 srv="$tmp/redis"
@@ -56,4 +60,18 @@ for bad in -5 nan 1e300; do
     r=$(tcli FCALL sluice_admit2 3 "$p:stream" "$p:meta" "$p:stats" 100 0 3 a c m1 2>&1 | head -1)
     [ "$r" = 1 ] || fail "per_tenant $bad: $r"
 done
-echo "ok: stored counts that are none read as none"
+
+# limit state: a gcra TAT of inf + -inf reads as none (passes, a TAT near now written back)
+nines=$(printf '9%.0s' $(seq 1 400))
+k="sluice:{lim}:g"
+rcli SET "$k" "$nines -1e400 5 1000" >/dev/null
+r=$(tcli FCALL sluice_limit 1 "$k" 1 gcra:5:1000 | tr '\n' ' ')
+[ "$r" = "1 0 4 0 200 " ] || fail "gcra TAT inf + -inf: $r"
+# a fixed window's count "N.0": the call counts in every limit once and succeeds, with no error
+k="sluice:{lim}:f"
+rcli FCALL sluice_limit 1 "$k" 1 fixed:5:100000 >/dev/null
+rcli SET "$k" "$(rcli GET "$k").0" KEEPTTL >/dev/null
+r=$(tcli FCALL sluice_limit 2 "sluice:{lim}:o" "$k" 1 gcra:5:100000 fixed:5:100000 2>&1 | head -1)
+[ "$r" = 1 ] || fail "fixed count N.0 after a gcra limit: $r"
+case $(rcli GET "$k") in *.*) fail "fixed count N.0 not replaced: $(rcli GET "$k")" ;; esac
+echo "ok: stored counts and limit state that are none read as none"
