@@ -43,25 +43,48 @@ through the globals table's metatable on every use, which costs a short hot path
 of its calls; an upvalue is one step. redis.call, tonumber and math are not there while the
 library loads: the first initialiser sets them. The string functions come from the strings'
 metatable, there at load. ]]
-local r_call, r_pcall, to_number, l_type, m_floor, m_ceil, m_fmod, count_of
+local r_call, r_pcall, to_number, l_type, m_floor, m_ceil, m_fmod, COUNT
 local s_format, s_match = ('').format, ('').match
 on_fresh_state(function()
     r_call, r_pcall, to_number, l_type = redis.call, redis.pcall, tonumber, type
     m_floor, m_ceil, m_fmod = math.floor, math.ceil, math.fmod
 end)
 
---[[ A count read back from Redis: a hash field or string that sluice keeps as a whole number (a
-depth, a share, a tenant's or a lane's entries, a lane's credit or weight, a sequence, the count
-of limits): its number when it is one, 0..2^53, else nil. Anything else found there (written by
-hand or by another program: a sign, a fraction, an exponent, past 2^53, inf, nan, garbage, or the
-error table of another type) reads as none, so no stored value makes a call read without bound,
-loop, fail, or pass a capacity or a share by it. ]]
-function count_of(v)
+--[[ The counts sluice keeps in Redis: hash fields or strings holding a whole number (a depth, a
+share, a tenant's or a lane's entries, a lane's credit or weight, a sequence, the count of limits,
+the stats counters). Anything else found there (written by hand or by another program: a sign, a
+fraction, an exponent, past 2^53, inf, nan, garbage, a key of another type) reads as none and is
+replaced when the count is next written, so no stored value makes a call read without bound,
+loop, pass a capacity or a share by it, or fail (after it wrote). ]]
+COUNT = {}
+
+-- A count read back (a string, nil, or another type's error table): its number when it is a
+-- whole number 0..2^53, else nil.
+function COUNT.of(v)
     local n = to_number(v)
     if n and n >= 0 and n <= 9007199254740992 and n == m_floor(n) then
         return n
     end
     return nil
+end
+
+-- HINCRBY key field n (n a number or its text) and its result; a count that is no integer (or
+-- would overflow) read as none: it becomes n, or 0 for n < 0 (a key of another type than a
+-- hash is replaced by the hash).
+function COUNT.add(key, field, n)
+    local r = r_pcall('HINCRBY', key, field, n)
+    if l_type(r) == 'number' then
+        return r
+    end
+    if r_call('TYPE', key).ok ~= 'hash' then
+        r_call('DEL', key)
+    end
+    n = to_number(n)
+    if n < 0 then
+        n = 0
+    end
+    r_call('HSET', key, field, n)
+    return n
 end
 
 -- fn as called by Redis: on a fresh Lua state, every module's state is set first.

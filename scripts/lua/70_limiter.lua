@@ -438,7 +438,7 @@ local function window_check(c, st, key, w, now)
         v = EMPTY_STATE
     end
     st.foreign = foreign
-    local total = count_of(v[1]) or 0
+    local total = COUNT.of(v[1]) or 0
     local last = b -- the usual case: the same block as the last unit counted
     if v[2] ~= bt then
         last = to_number(v[2])
@@ -448,7 +448,7 @@ local function window_check(c, st, key, w, now)
             last = nil
         end
     end
-    local cur = count_of(v[3]) or 0
+    local cur = COUNT.of(v[3]) or 0
     local expired = false
     if last == nil then
         total = 0
@@ -470,7 +470,7 @@ local function window_check(c, st, key, w, now)
             end
             if total > 0 then
                 for _, n in ipairs(r_call('HMGET', key, unpack(expired))) do
-                    total = total - (count_of(n) or 0)
+                    total = total - (COUNT.of(n) or 0)
                 end
             end
         end
@@ -504,7 +504,7 @@ local function window_check(c, st, key, w, now)
     local counts = r_call('HMGET', key, unpack(fields))
     local freed = 0
     for i = 1, #fields do
-        freed = freed + (count_of(counts[i]) or 0)
+        freed = freed + (COUNT.of(counts[i]) or 0)
         if freed >= need then
             st.retry = (b - nb + i + nb) * prec - now
             break
@@ -524,7 +524,7 @@ local function window_record(c, st, key, w, now)
         r_call('HSET', key, st.field, limit_fmt(st.cur + w), c.pre, limit_fmt(st.count + w),
             c.pre_l, st.bt)
     else
-        r_call('HINCRBY', key, st.field, limit_fmt(w))
+        COUNT.add(key, st.field, limit_fmt(w))
         r_call('HSET', key, c.pre, limit_fmt(st.count + w), c.pre_l, st.bt)
     end
 end
@@ -657,7 +657,7 @@ local function fixed_upgrade(c, key, now, base, ends)
     if v.err or to_number(v[1]) ~= now - (c.p - ends) then
         return 0, false
     end
-    local n = count_of(v[2]) or 0
+    local n = COUNT.of(v[2]) or 0
     r_call('SET', key, limit_fmt(base + n), 'PX', limit_fmt(m_ceil(ends / 1000)))
     return n, true
 end
@@ -811,7 +811,7 @@ do
         if h.err then
             return 0
         end
-        local cnt, total, last = count_of(h[1]), count_of(h[2]), to_number(h[3])
+        local cnt, total, last = COUNT.of(h[1]), COUNT.of(h[2]), to_number(h[3])
         if not (cnt and total and last) or b0 <= last - nb then
             return 0 -- taken out of the total already
         end

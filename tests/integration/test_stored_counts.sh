@@ -61,6 +61,29 @@ for bad in -5 nan 1e300; do
     [ "$r" = 1 ] || fail "per_tenant $bad: $r"
 done
 
+# a counter that is no integer is set anew when written: an admission that appended does not
+# fail on it (a stats counter, a list's depth, a tenant's count: HINCRBY failed after the append)
+for bad in 2.5 abc 1e300; do
+    rcli DEL "$p:stream" "$p:meta" "$p:stats" "$p:list" "$p:tdepth" >/dev/null
+    rcli HSET "$p:stats" admitted "$bad" rejected "$bad" >/dev/null
+    rcli HSET "$p:meta" capacity 1 >/dev/null
+    r=$(tcli FCALL sluice_admit2 3 "$p:stream" "$p:meta" "$p:stats" 100 0 1 m1 m2 2>&1 | head -1)
+    [ "$r" = 1 ] || fail "stats counters $bad: $r"
+    [ "$(rcli HMGET "$p:stats" admitted rejected | tr '\n' ' ')" = "1 1 " ] ||
+        fail "stats counters $bad: $(rcli HMGET "$p:stats" admitted rejected)"
+    l="sluice:{lcount}"
+    rcli DEL "$l:list" "$l:meta" "$l:stats" >/dev/null
+    rcli HSET "$l:meta" list_depth "$bad" >/dev/null
+    r=$(tcli FCALL sluice_list_admit2 3 "$l:list" "$l:meta" "$l:stats" 100 0 1 m1 2>&1 | head -1)
+    [ "$r" = 1 ] || fail "list_depth $bad: $r"
+    rcli DEL "$p:stream" "$p:meta" >/dev/null
+    rcli HSET "$p:meta" per_tenant 5 >/dev/null
+    rcli HSET "$p:tdepth" a "$bad" >/dev/null
+    r=$(tcli FCALL sluice_admit2 3 "$p:stream" "$p:meta" "$p:stats" 100 0 3 b c m0 a c m1 2>&1 |
+        head -1)
+    [ "$r" = 2 ] || fail "tenant count $bad: $r"
+done
+
 # limit state: a gcra TAT of inf + -inf reads as none (passes, a TAT near now written back)
 nines=$(printf '9%.0s' $(seq 1 400))
 k="sluice:{lim}:g"
