@@ -200,6 +200,18 @@ function KEY_FNS.claim_refund(K, t0, tag, ttl_ms)
     return redis.call('SET', K.prefix .. 'refunded:' .. t0 .. tag, '1', 'NX', 'PX',
         string.format('%d', ttl_ms)) ~= false
 end
+-- Leaves the wake-up token of a fair queue (sluice:{Q}:wake holds at most one); a key of another
+-- type there (never sluice's) is replaced, so it never fails a call that wrote before.
+function KEY_FNS.wake_up(K)
+    local n = r_pcall('LLEN', K.wake)
+    if n ~= 0 then
+        if l_type(n) == 'number' then
+            return
+        end
+        r_call('DEL', K.wake)
+    end
+    r_call('RPUSH', K.wake, '1')
+end
 local KEYS_MT = {__index = function(K, name)
     local f = KEY_FNS[name]
     if f then

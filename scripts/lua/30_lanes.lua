@@ -44,8 +44,8 @@ local function lanes_added(K, added, order)
         COUNT.add(K.meta, 'lane_depth', depth)
         COUNT.add(K.meta, 'lane_wait', wait)
     end
-    if woke and redis.call('LLEN', K.wake) == 0 then
-        redis.call('RPUSH', K.wake, 1)
+    if woke then
+        K:wake_up()
     end
 end
 
@@ -64,9 +64,7 @@ local function lane_recount(K, tn, gap)
     end
     if COUNT.add(K.lwait, tn, gap) == gap then
         redis.call('RPUSH', K.ring, tn)
-        if redis.call('LLEN', K.wake) == 0 then
-            redis.call('RPUSH', K.wake, 1)
-        end
+        K:wake_up()
     end
 end
 

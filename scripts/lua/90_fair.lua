@@ -339,8 +339,8 @@ local function fair_finish(R, keys)
         return {{}, -1}
     end
     rates_count(R.pool, R.now, R.total)
-    if len > 0 and redis.call('LLEN', R.K.wake) == 0 then -- backlog left: wake a peer
-        redis.call('RPUSH', R.K.wake, 1)
+    if len > 0 then -- backlog left: wake a peer
+        R.K:wake_up()
     end
     if R.grant then
         return {R.out, 0, '', string.format('%.0f', R.now)}

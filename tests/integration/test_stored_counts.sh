@@ -42,6 +42,17 @@ done
 rcli HSET "$p:lanes" a abc >/dev/null
 r=$(tcli FCALL sluice_lane_reclaim 2 "$p:stream" "$p:stats" g c1 0 0 10 2>&1)
 case $r in *ERR*) fail "lane_reclaim with lanes a=abc: $r" ;; esac
+# a wake-up token's key of another type is replaced: an admission (after its append) and a read
+# (after its XREADGROUP) do not fail on it
+rcli DEL "$p:wake" >/dev/null
+rcli SET "$p:wake" x >/dev/null
+r=$(tcli FCALL sluice_admit2 3 "$p:stream" "$p:meta" "$p:stats" 100 0 3 b c m 2>&1 | head -1)
+[ "$r" = 1 ] || fail "admission with a wake key of another type: $r"
+[ "$(rcli LLEN "$p:wake")" = 1 ] || fail "no wake-up token: $(rcli TYPE "$p:wake")"
+rcli DEL "$p:wake" >/dev/null
+rcli SET "$p:wake" x >/dev/null
+r=$(tcli FCALL sluice_fair_take 2 "$p:stream" "$p:meta" g c1 1 2>&1 | head -1)
+case $r in *ERR* | *WRONGTYPE*) fail "fair read with a wake key of another type: $r" ;; esac
 
 # a plain queue of capacity 2: a lane_depth no count reads as 0 (the capacity holds); a share
 # that is no count reads as none
