@@ -551,10 +551,12 @@ end
 
 -- Trims the log at key to the units that count at `now` (a unit made at s counts while
 -- now < s + P, and is removed at the first call after) and returns how many there are. A key
--- that is not a sorted set counts 0 and sets log_foreign (its record deletes it).
+-- that is not a sorted set counts 0 and sets log_foreign (its record deletes it). When w more
+-- units do not fit, units scored where no clock is (past 2^52 us, inf: written by hand) are
+-- removed too, or they would count forever (the usual call, which fits, pays nothing for it).
 local log_foreign
 
-local function log_count(c, key, now)
+local function log_count(c, key, now, w)
     local bound = now - c.p
     local text = fmt_last[2] -- limit_fmt(bound), inline: limits of one period share it
     if bound ~= fmt_last[1] then
@@ -564,7 +566,11 @@ local function log_count(c, key, now)
         log_foreign = true
         return 0
     end
-    return r_call('ZCARD', key)
+    local count = r_call('ZCARD', key)
+    if count + w > c.n and r_call('ZREMRANGEBYSCORE', key, '(4503599627370496', '+inf') > 0 then
+        count = r_call('ZCARD', key)
+    end
+    return count
 end
 
 -- A refused call's retry-after (us): when the (count + w - COUNT)-th oldest unit expires.
@@ -586,7 +592,7 @@ end
 
 local function log_check(c, st, key, w, now)
     log_foreign = false
-    local count = log_count(c, key, now)
+    local count = log_count(c, key, now, w)
     st.foreign = log_foreign
     local n, p = c.n, c.p
     st.count = count

@@ -108,4 +108,15 @@ rcli SET "$k" "$(rcli GET "$k").0" KEEPTTL >/dev/null
 r=$(tcli FCALL sluice_limit 2 "sluice:{lim}:o" "$k" 1 gcra:5:100000 fixed:5:100000 2>&1 | head -1)
 [ "$r" = 1 ] || fail "fixed count N.0 after a gcra limit: $r"
 case $(rcli GET "$k") in *.*) fail "fixed count N.0 not replaced: $(rcli GET "$k")" ;; esac
+# a log's unit scored where no clock is (inf, 1e300) no longer counts forever: removed when full
+for score in inf 1e300; do
+    k="sluice:{lim}:log:$score"
+    rcli ZADD "$k" "$score" m >/dev/null
+    r=$(tcli FCALL sluice_limit 1 "$k" 1 log:1:1000 | head -1)
+    [ "$r" = 1 ] || fail "log holding a unit scored $score: $r"
+    k="sluice:{lim}:log2:$score"
+    rcli ZADD "$k" "$score" m >/dev/null
+    r=$(tcli FCALL sluice_limit 2 "$k" "sluice:{lim}:g2:$score" 1 log:1:1000 gcra:1:1000 | head -1)
+    [ "$r" = 1 ] || fail "log (with a gcra) holding a unit scored $score: $r"
+done
 echo "ok: stored counts and limit state that are none read as none"
