@@ -356,7 +356,9 @@ local function gcra_check(c, st, key, w, now)
     local ti, tf, n0, p0 = gcra_parse(c, key, r_pcall('GET', key))
     if ti then
         debt = (ti - now) + tf
-        if not (debt >= 0) then -- (nan too: a TAT of inf and -inf parts no clock gives)
+        -- a TAT no clock gives (past 2^52 us, inf; nan: inf and -inf parts) reads as none: as
+        -- the clock gone back it would refuse every call for as long as the key holds it
+        if not (debt >= 0) or ti >= 4503599627370496 then
             debt = 0
         elseif n0 ~= c.n or p0 ~= c.p_ms then
             -- the debt in this limit's intervals, never more than its period (a full burst):

@@ -101,6 +101,11 @@ k="sluice:{lim}:g"
 rcli SET "$k" "$nines -1e400 5 1000" >/dev/null
 r=$(tcli FCALL sluice_limit 1 "$k" 1 gcra:5:1000 | tr '\n' ' ')
 [ "$r" = "1 0 4 0 200 " ] || fail "gcra TAT inf + -inf: $r"
+for tat in "$nines" 9007199254740993; do
+    rcli SET "$k" "$tat 5 1000" >/dev/null
+    r=$(tcli FCALL sluice_limit 1 "$k" 1 gcra:5:1000 | head -1)
+    [ "$r" = 1 ] || fail "gcra TAT $(echo "$tat" | cut -c1-20): $r"
+done
 # a fixed window's count "N.0": the call counts in every limit once and succeeds, with no error
 k="sluice:{lim}:f"
 rcli FCALL sluice_limit 1 "$k" 1 fixed:5:100000 >/dev/null
