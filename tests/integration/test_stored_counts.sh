@@ -11,15 +11,7 @@
 # they say or as none. On a private server of its own, its memory bounded, each call with a
 # deadline.
 . "$(dirname "$0")/lib.sh"
-src=${SLUICE_SOURCE_DIR:?run through ctest}
-srv="$tmp/redis"
-(
-    ulimit -v 1000000
-    "$src/scripts/test-redis" start "$srv" --no-aof >/dev/null
-)
-pids+=("$(cat "$srv/pid")")
-url=$(cat "$srv/url")
-rcli -x FUNCTION LOAD REPLACE <"$bin/../common/sluice_lua.c.lua" >/dev/null
+private_redis
 tcli() { timeout 5 redis-cli -u "$url" "$@" || fail "no reply in 5 s: $*"; }
 
 # a fair queue: lane a holds 6 entries; a read of 1 reads 1 whatever its credit or weight says
