@@ -68,6 +68,11 @@ function COUNT.of(v)
     return nil
 end
 
+-- The count at field of hash key (COUNT.of; a key of another type reads as none).
+function COUNT.get(key, field)
+    return COUNT.of(r_pcall('HGET', key, field))
+end
+
 -- HINCRBY key field n (n a number or its text) and its result; a count that is no integer (or
 -- would overflow) read as none: it becomes n, or 0 for n < 0 (a key of another type than a
 -- hash is replaced by the hash).

@@ -88,6 +88,6 @@ local function count_rejected(stats, rejected, reply, tentative)
         if not tentative then
             COUNT.add(stats, 'rejected', rejected)
         end
-        reply[5] = COUNT.of(redis.call('HGET', stats, 'acked')) or 0
+        reply[5] = COUNT.get(stats, 'acked') or 0
     end
 end

@@ -26,7 +26,7 @@ end
 -- else (not through list_admit) was never counted, and must not make the bucket admit one
 -- more than its capacity forever after (docs/faults.md B17).
 local function list_depth_sub(meta, n)
-    local depth = COUNT.of(redis.call('HGET', meta, 'list_depth')) or 0
+    local depth = COUNT.get(meta, 'list_depth') or 0
     if n > depth then
         n = depth
     end

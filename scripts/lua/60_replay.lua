@@ -81,7 +81,7 @@ local function replay(keys, args)
             end
         end, function(tenant)
             return share == 0 or not tenant or
-                (COUNT.of(redis.call('HGET', tk, tenant)) or 0) < share
+                (COUNT.get(tk, tenant) or 0) < share
         end)
     if finish then
         finish()

@@ -53,13 +53,13 @@ local function clear_lane(K, t, group, n, counted)
         lane_removed(K, t, d)
     end
     if done then
-        local left = COUNT.of(redis.call('HGET', K.lwait, t)) or 0
+        local left = COUNT.get(K.lwait, t) or 0
         redis.call('HDEL', K.lwait, t)
         if t ~= '' and left ~= 0 then -- its count was off: lane_wait sums the lanes' counts
             COUNT.add(K.meta, 'lane_wait', -left)
         end
         redis.call('LREM', K.ring, 0, t)
-        redis.call('HDEL', K.deficit, t)
+        redis.pcall('HDEL', K.deficit, t) -- (a key of another type: no credit to clear)
     end
     return d, done
 end

@@ -117,7 +117,7 @@ local function admit_each(keys, args, cap, depth, nlimits, append, share, K)
                 return err
             end
             if share > 0 and not held[t] then
-                held[t] = COUNT.of(redis.call('HGET', tk, t)) or 0
+                held[t] = COUNT.get(tk, t) or 0
             end
             if refused then
                 limited = limited + 1
@@ -292,7 +292,7 @@ local function list_admit2(keys, args, v1)
         end
     end
     local elems = {}
-    local seq = COUNT.of(redis.call('HGET', keys[2], 'list_seq')) or 0
+    local seq = COUNT.get(keys[2], 'list_seq') or 0
     local reply = admit_each(keys, args, cap, depth, nlimits, function(env)
         seq = seq + 1
         local id = limit_fmt(seq)

@@ -86,6 +86,12 @@ for bad in 2.5 abc 1e300; do
         head -1)
     [ "$r" = 2 ] || fail "tenant count $bad: $r"
 done
+# the tenants' counts in a key of another type: read as none, replaced by the counts
+rcli DEL "$p:stream" "$p:tdepth" >/dev/null
+rcli SET "$p:tdepth" x >/dev/null
+r=$(tcli FCALL sluice_admit2 3 "$p:stream" "$p:meta" "$p:stats" 100 0 3 b c m0 a c m1 2>&1 | head -1)
+[ "$r" = 2 ] || fail "tenant counts of another type: $r"
+[ "$(rcli HGET "$p:tdepth" a)" = 1 ] || fail "tenant counts of another type: $(rcli TYPE "$p:tdepth")"
 
 # limit state: a gcra TAT of inf + -inf reads as none (passes, a TAT near now written back)
 nines=$(printf '9%.0s' $(seq 1 400))
