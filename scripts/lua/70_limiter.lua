@@ -678,8 +678,8 @@ local function fixed_check(c, st, key, w, now)
     if l_type(v) == 'table' then
         n, live = fixed_upgrade(c, key, now, base, ends)
     else
-        v = to_number(v)
-        if v and v >= base and v < base + 2147483648 then
+        v = to_number(v) -- (a fraction, written by hand, reads as empty: counts are whole)
+        if v and v >= base and v < base + 2147483648 and v == m_floor(v) then
             n, live = v - base, true
         end
     end

@@ -111,6 +111,19 @@ rcli SET "$k" "$(rcli GET "$k").0" KEEPTTL >/dev/null
 r=$(tcli FCALL sluice_limit 2 "sluice:{lim}:o" "$k" 1 gcra:5:100000 fixed:5:100000 2>&1 | head -1)
 [ "$r" = 1 ] || fail "fixed count N.0 after a gcra limit: $r"
 case $(rcli GET "$k") in *.*) fail "fixed count N.0 not replaced: $(rcli GET "$k")" ;; esac
+# a fixed window's count with a fraction (base + 0.5) reads as empty: a paced read is not asked to
+# read COUNT 3.5 (an error)
+q=fraction
+p="sluice:{$q}"
+rcli XGROUP CREATE "$p:stream" g '$' MKSTREAM >/dev/null
+rcli FCALL sluice_limits_config 2 "$p:limits" "$p:meta" set L drain fixed:5:100000 >/dev/null
+rcli FCALL sluice_admit2 3 "$p:stream" "$p:meta" "$p:stats" 100 0 1 a b c >/dev/null
+rcli FCALL sluice_take 2 "$p:stream" "$p:meta" g c1 1 >/dev/null
+k="$p:qlim:L:fixed:"
+rcli SET "$k" "$(rcli GET "$k").5" KEEPTTL >/dev/null
+r=$(tcli FCALL sluice_take 2 "$p:stream" "$p:meta" g c1 10 2>&1 | head -1)
+[ "$r" = "$p:stream" ] || fail "paced read under a fixed count with a fraction: $r"
+
 # a log's unit scored where no clock is (inf, 1e300) no longer counts forever: removed when full
 for score in inf 1e300; do
     k="sluice:{lim}:log:$score"
