@@ -43,13 +43,54 @@ through the globals table's metatable on every use, which costs a short hot path
 of its calls; an upvalue is one step. redis.call, tonumber and math are not there while the
 library loads: the first initialiser sets them. The string functions come from the strings'
 metatable, there at load. ]]
-local r_call, r_pcall, to_number, l_type, m_floor, m_ceil, m_fmod, set_mt
+local r_call, r_pcall, to_number, l_type, m_floor, m_ceil, m_fmod, COUNT
 local s_format, s_match = ('').format, ('').match
 on_fresh_state(function()
     r_call, r_pcall, to_number, l_type = redis.call, redis.pcall, tonumber, type
     m_floor, m_ceil, m_fmod = math.floor, math.ceil, math.fmod
-    set_mt = setmetatable
 end)
+
+--[[ The counts sluice keeps in Redis: hash fields or strings holding a whole number (a depth, a
+share, a tenant's or a lane's entries, a lane's credit or weight, a sequence, the count of limits,
+the stats counters). Anything else found there (written by hand or by another program: a sign, a
+fraction, an exponent, past 2^53, inf, nan, garbage, a key of another type) reads as none and is
+replaced when the count is next written, so no stored value makes a call read without bound,
+loop, pass a capacity or a share by it, or fail (after it wrote). ]]
+COUNT = {}
+
+-- A count read back (a string, nil, or another type's error table): its number when it is a
+-- whole number 0..2^53, else nil.
+function COUNT.of(v)
+    local n = to_number(v)
+    if n and n >= 0 and n <= 9007199254740992 and n == m_floor(n) then
+        return n
+    end
+    return nil
+end
+
+-- The count at field of hash key (COUNT.of; a key of another type reads as none).
+function COUNT.get(key, field)
+    return COUNT.of(r_pcall('HGET', key, field))
+end
+
+-- HINCRBY key field n (n a number or its text) and its result; a count that is no integer (or
+-- would overflow) read as none: it becomes n, or 0 for n < 0 (a key of another type than a
+-- hash is replaced by the hash).
+function COUNT.add(key, field, n)
+    local r = r_pcall('HINCRBY', key, field, n)
+    if l_type(r) == 'number' then
+        return r
+    end
+    if r_call('TYPE', key).ok ~= 'hash' then
+        r_call('DEL', key)
+    end
+    n = to_number(n)
+    if n < 0 then
+        n = 0
+    end
+    r_call('HSET', key, field, n)
+    return n
+end
 
 -- fn as called by Redis: on a fresh Lua state, every module's state is set first.
 local function entry(fn)
@@ -164,6 +205,18 @@ function KEY_FNS.claim_refund(K, t0, tag, ttl_ms)
     return redis.call('SET', K.prefix .. 'refunded:' .. t0 .. tag, '1', 'NX', 'PX',
         string.format('%d', ttl_ms)) ~= false
 end
+-- Leaves the wake-up token of a fair queue (sluice:{Q}:wake holds at most one); a key of another
+-- type there (never sluice's) is replaced, so it never fails a call that wrote before.
+function KEY_FNS.wake_up(K)
+    local n = r_pcall('LLEN', K.wake)
+    if n ~= 0 then
+        if l_type(n) == 'number' then
+            return
+        end
+        r_call('DEL', K.wake)
+    end
+    r_call('RPUSH', K.wake, '1')
+end
 local KEYS_MT = {__index = function(K, name)
     local f = KEY_FNS[name]
     if f then
@@ -179,7 +232,7 @@ local KEYS_MT = {__index = function(K, name)
 end}
 
 local function queue_keys(prefix)
-    return set_mt({prefix = prefix}, KEYS_MT)
+    return setmetatable({prefix = prefix}, KEYS_MT)
 end
 
 --[[ The key tables made last, by prefix: a key table is a function of its prefix alone (names,

@@ -58,8 +58,8 @@ local function queue_settings(meta, default, backend)
             ' queue; this client uses the ' .. backend .. ' backend')
     end
     -- the optional fields are mostly absent: converted only when there
-    return cap, depth and to_number(depth) or 0, limits and to_number(limits) or 0,
-        share and to_number(share) or 0, fair == '1', lanes and to_number(lanes) or 0
+    return cap, depth and COUNT.of(depth) or 0, limits and COUNT.of(limits) or 0,
+        share and COUNT.of(share) or 0, fair == '1', lanes and COUNT.of(lanes) or 0
 end
 
 -- Callers of the first admission functions (sluice_admit, sluice_list_admit) know nothing of
@@ -86,8 +86,8 @@ end
 local function count_rejected(stats, rejected, reply, tentative)
     if rejected > 0 then
         if not tentative then
-            redis.call('HINCRBY', stats, 'rejected', rejected)
+            COUNT.add(stats, 'rejected', rejected)
         end
-        reply[5] = tonumber(redis.call('HGET', stats, 'acked')) or 0
+        reply[5] = COUNT.get(stats, 'acked') or 0
     end
 end

@@ -13,7 +13,7 @@ share switched on or off later never makes a count drift. ]]
 -- is removed when the caller may (HDEL is not in the worker's ACL of earlier versions).
 local function tdepth_release_entry(tk, e)
     local t = field(e[2], 'k')
-    if t and redis.call('HINCRBY', tk, t, -1) <= 0 and
+    if t and COUNT.add(tk, t, -1) <= 0 and
         (not redis.acl_check_cmd or redis.acl_check_cmd('HDEL', tk, t)) then
         redis.call('HDEL', tk, t)
     end

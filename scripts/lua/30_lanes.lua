@@ -32,20 +32,20 @@ local function lanes_added(K, added, order)
     for _, t in ipairs(order) do
         local c = added[t]
         if t ~= '' then
-            redis.call('HINCRBY', K.lanes, t, c)
+            COUNT.add(K.lanes, t, c)
             depth, wait = depth + c, wait + c
         end
-        if redis.call('HINCRBY', K.lwait, t, c) == c then
+        if COUNT.add(K.lwait, t, c) == c then
             redis.call('RPUSH', K.ring, t)
             woke = true
         end
     end
     if depth > 0 then
-        redis.call('HINCRBY', K.meta, 'lane_depth', depth)
-        redis.call('HINCRBY', K.meta, 'lane_wait', wait)
+        COUNT.add(K.meta, 'lane_depth', depth)
+        COUNT.add(K.meta, 'lane_wait', wait)
     end
-    if woke and redis.call('LLEN', K.wake) == 0 then
-        redis.call('RPUSH', K.wake, 1)
+    if woke then
+        K:wake_up()
     end
 end
 
@@ -60,13 +60,11 @@ local function lane_recount(K, tn, gap)
         return
     end
     if tn ~= '' then
-        redis.call('HINCRBY', K.meta, 'lane_wait', gap)
+        COUNT.add(K.meta, 'lane_wait', gap)
     end
-    if redis.call('HINCRBY', K.lwait, tn, gap) == gap then
+    if COUNT.add(K.lwait, tn, gap) == gap then
         redis.call('RPUSH', K.ring, tn)
-        if redis.call('LLEN', K.wake) == 0 then
-            redis.call('RPUSH', K.wake, 1)
-        end
+        K:wake_up()
     end
 end
 
@@ -78,13 +76,13 @@ local function lane_removed(K, t, n, later)
     if t == '' or n <= 0 then
         return 0
     end
-    if redis.call('HINCRBY', K.lanes, t, -n) <= 0 then
+    if COUNT.add(K.lanes, t, -n) <= 0 then
         redis.call('HDEL', K.lanes, t)
         redis.call('HDEL', K.served, t)
         redis.call('DEL', K:lane(t))
     end
     if not later then
-        redis.call('HINCRBY', K.meta, 'lane_depth', -n)
+        COUNT.add(K.meta, 'lane_depth', -n)
     end
     return n
 end

@@ -60,7 +60,7 @@ local function ack(keys, args, checked, batch)
     end
     lane_removed(K, lane, d)
     if n > 0 then
-        redis.call('HINCRBY', keys[2], 'acked', n)
+        COUNT.add(keys[2], 'acked', n)
     end
     return n
 end
@@ -95,7 +95,7 @@ local function dead(keys, args)
     redis.call(unpack(letter))
     redis.call('XACK', keys[1], args[1], args[2])
     lane_removed(K, K:lane_tenant(keys[1]) or '', redis.call('XDEL', keys[1], args[2]))
-    redis.call('HINCRBY', keys[3], 'dead', 1)
+    COUNT.add(keys[3], 'dead', 1)
     if e[1] then
         return 1
     end
@@ -113,7 +113,7 @@ local function retry(keys, args)
     local r = redis.call('XCLAIM', keys[1], args[1], args[2], 0, args[3], 'IDLE', args[4],
         'JUSTID')
     if #r > 0 then -- an entry no longer pending (acked after a reclaim) was not retried
-        redis.call('HINCRBY', keys[2], 'retried', 1)
+        COUNT.add(keys[2], 'retried', 1)
     end
     return #r
 end
@@ -154,7 +154,7 @@ local function reclaim(keys, args)
         out[i] = {e[1], body, count}
     end
     if #out > 0 then
-        redis.call('HINCRBY', keys[2], 'reclaimed', #out)
+        COUNT.add(keys[2], 'reclaimed', #out)
     end
     return {r[1], out, r[3] or {}}
 end

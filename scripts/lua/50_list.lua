@@ -26,12 +26,12 @@ end
 -- else (not through list_admit) was never counted, and must not make the bucket admit one
 -- more than its capacity forever after (docs/faults.md B17).
 local function list_depth_sub(meta, n)
-    local depth = tonumber(redis.call('HGET', meta, 'list_depth')) or 0
+    local depth = COUNT.get(meta, 'list_depth') or 0
     if n > depth then
         n = depth
     end
     if n > 0 then
-        redis.call('HINCRBY', meta, 'list_depth', -n)
+        COUNT.add(meta, 'list_depth', -n)
     end
 end
 
@@ -97,7 +97,7 @@ local function list_ack(keys, args)
     end
     if n > 0 then
         list_depth_sub(keys[2], n)
-        redis.call('HINCRBY', keys[3], 'acked', n)
+        COUNT.add(keys[3], 'acked', n)
     end
     return n
 end
@@ -123,7 +123,7 @@ local function list_dead(keys, args)
     redis.call('XADD', keys[2], '*', 'id', id, 'm', body, 'deliveries', args[3],
         'consumer', args[2], 'reason', args[4])
     list_depth_sub(keys[3], 1)
-    redis.call('HINCRBY', keys[4], 'dead', 1)
+    COUNT.add(keys[4], 'dead', 1)
     return 1
 end
 

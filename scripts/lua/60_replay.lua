@@ -36,7 +36,7 @@ local function replay_letters(keys, args, cap, depth, append, fits)
         outcomes[i - 1] = o
     end
     if counts[1] > 0 then
-        redis.call('HINCRBY', keys[3], 'admitted', counts[1])
+        COUNT.add(keys[3], 'admitted', counts[1])
     end
     return {counts[1], counts[2], counts[3], counts[4], depth, cap, outcomes}
 end
@@ -70,7 +70,7 @@ local function replay(keys, args)
     local r = replay_letters(keys, args, cap, redis.call('XLEN', keys[1]) + lane_depth,
         function(body, tenant, lane)
             if tenant then -- admitted under a share: counted again in its tenant's
-                redis.call('HINCRBY', tk, tenant, 1)
+                COUNT.add(tk, tenant, 1)
             end
             if fair_append then -- back into its lane (a letter of a tenant lane names it)
                 fair_append(body, tenant or lane, tenant ~= nil)
@@ -81,7 +81,7 @@ local function replay(keys, args)
             end
         end, function(tenant)
             return share == 0 or not tenant or
-                (tonumber(redis.call('HGET', tk, tenant)) or 0) < share
+                (COUNT.get(tk, tenant) or 0) < share
         end)
     if finish then
         finish()
@@ -101,8 +101,8 @@ local function list_replay(keys, args)
         return cap
     end
     return replay_letters(keys, args, cap, depth, function(body)
-        local seq = redis.call('HINCRBY', keys[2], 'list_seq', 1)
+        local seq = COUNT.add(keys[2], 'list_seq', 1)
         redis.call('LPUSH', keys[1], tostring(seq) .. ':' .. body)
-        redis.call('HINCRBY', keys[2], 'list_depth', 1)
+        COUNT.add(keys[2], 'list_depth', 1)
     end)
 end

@@ -48,18 +48,18 @@ local function clear_lane(K, t, group, n, counted)
         d, done = clear_stream(K, K:lane(t), group, n, counted)
     end
     if d > 0 then
-        redis.call('HINCRBY', K.lwait, t, -d)
-        redis.call('HINCRBY', K.meta, 'lane_wait', -d)
+        COUNT.add(K.lwait, t, -d)
+        COUNT.add(K.meta, 'lane_wait', -d)
         lane_removed(K, t, d)
     end
     if done then
-        local left = tonumber(redis.call('HGET', K.lwait, t)) or 0
+        local left = COUNT.get(K.lwait, t) or 0
         redis.call('HDEL', K.lwait, t)
         if t ~= '' and left ~= 0 then -- its count was off: lane_wait sums the lanes' counts
-            redis.call('HINCRBY', K.meta, 'lane_wait', -left)
+            COUNT.add(K.meta, 'lane_wait', -left)
         end
         redis.call('LREM', K.ring, 0, t)
-        redis.call('HDEL', K.deficit, t)
+        redis.pcall('HDEL', K.deficit, t) -- (a key of another type: no credit to clear)
     end
     return d, done
 end

@@ -335,7 +335,8 @@ local function gcra_parse(c, key, v)
             n0, p0, tf = s_match(tf, '^%d+$'), s_match(tl, '^ (%d+)$'), '0'
         end
         n0, p0 = to_number(n0), to_number(p0)
-        if not (n0 and p0) or n0 < 1 or p0 < 1 then
+        if not (n0 and p0) or n0 < 1 or p0 < 1 or n0 > LIMIT_MAX_COUNT or
+            p0 > LIMIT_MAX_PERIOD_MS then
             return nil
         end
     end
@@ -355,7 +356,9 @@ local function gcra_check(c, st, key, w, now)
     local ti, tf, n0, p0 = gcra_parse(c, key, r_pcall('GET', key))
     if ti then
         debt = (ti - now) + tf
-        if debt < 0 then
+        -- a TAT no clock gives (past 2^52 us, inf; nan: inf and -inf parts) reads as none: as
+        -- the clock gone back it would refuse every call for as long as the key holds it
+        if not (debt >= 0) or ti >= 4503599627370496 then
             debt = 0
         elseif n0 ~= c.n or p0 ~= c.p_ms then
             -- the debt in this limit's intervals, never more than its period (a full burst):
@@ -437,7 +440,7 @@ local function window_check(c, st, key, w, now)
         v = EMPTY_STATE
     end
     st.foreign = foreign
-    local total = to_number(v[1]) or 0
+    local total = COUNT.of(v[1]) or 0
     local last = b -- the usual case: the same block as the last unit counted
     if v[2] ~= bt then
         last = to_number(v[2])
@@ -447,7 +450,7 @@ local function window_check(c, st, key, w, now)
             last = nil
         end
     end
-    local cur = to_number(v[3]) or 0
+    local cur = COUNT.of(v[3]) or 0
     local expired = false
     if last == nil then
         total = 0
@@ -469,7 +472,7 @@ local function window_check(c, st, key, w, now)
             end
             if total > 0 then
                 for _, n in ipairs(r_call('HMGET', key, unpack(expired))) do
-                    total = total - (to_number(n) or 0)
+                    total = total - (COUNT.of(n) or 0)
                 end
             end
         end
@@ -503,7 +506,7 @@ local function window_check(c, st, key, w, now)
     local counts = r_call('HMGET', key, unpack(fields))
     local freed = 0
     for i = 1, #fields do
-        freed = freed + (to_number(counts[i]) or 0)
+        freed = freed + (COUNT.of(counts[i]) or 0)
         if freed >= need then
             st.retry = (b - nb + i + nb) * prec - now
             break
@@ -523,7 +526,7 @@ local function window_record(c, st, key, w, now)
         r_call('HSET', key, st.field, limit_fmt(st.cur + w), c.pre, limit_fmt(st.count + w),
             c.pre_l, st.bt)
     else
-        r_call('HINCRBY', key, st.field, limit_fmt(w))
+        COUNT.add(key, st.field, limit_fmt(w))
         r_call('HSET', key, c.pre, limit_fmt(st.count + w), c.pre_l, st.bt)
     end
 end
@@ -550,10 +553,12 @@ end
 
 -- Trims the log at key to the units that count at `now` (a unit made at s counts while
 -- now < s + P, and is removed at the first call after) and returns how many there are. A key
--- that is not a sorted set counts 0 and sets log_foreign (its record deletes it).
+-- that is not a sorted set counts 0 and sets log_foreign (its record deletes it). When w more
+-- units do not fit, units scored where no clock is (past 2^52 us, inf: written by hand) are
+-- removed too, or they would count forever (the usual call, which fits, pays nothing for it).
 local log_foreign
 
-local function log_count(c, key, now)
+local function log_count(c, key, now, w)
     local bound = now - c.p
     local text = fmt_last[2] -- limit_fmt(bound), inline: limits of one period share it
     if bound ~= fmt_last[1] then
@@ -563,7 +568,11 @@ local function log_count(c, key, now)
         log_foreign = true
         return 0
     end
-    return r_call('ZCARD', key)
+    local count = r_call('ZCARD', key)
+    if count + w > c.n and r_call('ZREMRANGEBYSCORE', key, '(4503599627370496', '+inf') > 0 then
+        count = r_call('ZCARD', key)
+    end
+    return count
 end
 
 -- A refused call's retry-after (us): when the (count + w - COUNT)-th oldest unit expires.
@@ -585,7 +594,7 @@ end
 
 local function log_check(c, st, key, w, now)
     log_foreign = false
-    local count = log_count(c, key, now)
+    local count = log_count(c, key, now, w)
     st.foreign = log_foreign
     local n, p = c.n, c.p
     st.count = count
@@ -656,7 +665,7 @@ local function fixed_upgrade(c, key, now, base, ends)
     if v.err or to_number(v[1]) ~= now - (c.p - ends) then
         return 0, false
     end
-    local n = to_number(v[2]) or 0
+    local n = COUNT.of(v[2]) or 0
     r_call('SET', key, limit_fmt(base + n), 'PX', limit_fmt(m_ceil(ends / 1000)))
     return n, true
 end
@@ -669,8 +678,8 @@ local function fixed_check(c, st, key, w, now)
     if l_type(v) == 'table' then
         n, live = fixed_upgrade(c, key, now, base, ends)
     else
-        v = to_number(v)
-        if v and v >= base and v < base + 2147483648 then
+        v = to_number(v) -- (a fraction, written by hand, reads as empty: counts are whole)
+        if v and v >= base and v < base + 2147483648 and v == m_floor(v) then
             n, live = v - base, true
         end
     end
@@ -687,8 +696,11 @@ end
 -- known not to hold this window).
 local function fixed_record(c, st, key, w, now)
     if st and st.live then
-        r_call('INCRBY', key, limit_fmt(w))
-        return
+        -- (a count in no integer's text, "5.0" or " 5", which INCRBY refuses: SET, as read)
+        if l_type(r_pcall('INCRBY', key, limit_fmt(w))) == 'number' then
+            return
+        end
+        w = w + m_ceil(st.count)
     end
     local base, ends = fixed_base(c, now)
     r_call('SET', key, limit_fmt(base + w), 'PX', limit_fmt(m_ceil(ends / 1000)))
@@ -791,8 +803,8 @@ do
         if n - base < k then
             k = n - base
         end
-        if k > 0 then
-            r_call('DECRBY', key, limit_fmt(k))
+        if k > 0 and l_type(r_pcall('DECRBY', key, limit_fmt(k))) ~= 'number' then
+            return 0 -- a count in no integer's text (see fixed_record): nothing given back
         end
         return k
     end
@@ -807,7 +819,7 @@ do
         if h.err then
             return 0
         end
-        local cnt, total, last = to_number(h[1]), to_number(h[2]), to_number(h[3])
+        local cnt, total, last = COUNT.of(h[1]), COUNT.of(h[2]), to_number(h[3])
         if not (cnt and total and last) or b0 <= last - nb then
             return 0 -- taken out of the total already
         end

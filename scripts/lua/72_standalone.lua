@@ -22,7 +22,7 @@ local function log_limits(cs, keys, nl, now)
     log_foreign = false
     for i = 1, nl do
         local c = cs[i]
-        local count = log_count(c, keys[i], now)
+        local count = log_count(c, keys[i], now, 1)
         local after = c.n - count - 1
         counts[i] = count
         if after < 0 then

@@ -76,7 +76,7 @@ local function queue_limits(K, scopes, now)
         if scope and scopes[scope] then
             local l, key = nil, ''
             if COUNT_SCOPES[scope] then
-                l = {n = to_number(spec) or 0}
+                l = {n = COUNT.of(spec) or 0}
             else
                 l = limit_spec_parsed(raw[i], spec) -- shared: never written
                 if l.err then
@@ -295,7 +295,7 @@ local function batch_refused(refused, now, stats)
             worst, retry = st.lim, st.rt
         end
     end
-    r_call('HINCRBY', stats, 'limited:' .. worst.name, '1')
+    COUNT.add(stats, 'limited:' .. worst.name, '1')
     return {worst.name, m_ceil(retry / 1000), worst.spec.n, worst.spec.p_ms}
 end
 

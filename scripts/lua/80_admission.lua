@@ -117,7 +117,7 @@ local function admit_each(keys, args, cap, depth, nlimits, append, share, K)
                 return err
             end
             if share > 0 and not held[t] then
-                held[t] = tonumber(redis.call('HGET', tk, t)) or 0
+                held[t] = COUNT.get(tk, t) or 0
             end
             if refused then
                 limited = limited + 1
@@ -130,7 +130,7 @@ local function admit_each(keys, args, cap, depth, nlimits, append, share, K)
                 end
                 if share > 0 then
                     held[t] = held[t] + 1
-                    redis.call('HINCRBY', tk, t, 1)
+                    COUNT.add(tk, t, 1)
                     if not counting then -- acks read entries for their tenant from now on
                         redis.call('HSETNX', keys[2], 'tenant_counts', 1)
                         counting = true
@@ -154,10 +154,13 @@ local function admit_each(keys, args, cap, depth, nlimits, append, share, K)
     end
     reply[1], reply[2] = admitted, depth
     if admitted > 0 then -- as text: a Lua number argument goes through Redis's '%.17g'
-        r_call('HINCRBY', keys[3], 'admitted', admitted == 1 and '1' or limit_fmt(admitted))
+        local n = admitted == 1 and '1' or limit_fmt(admitted)
+        if l_type(r_pcall('HINCRBY', keys[3], 'admitted', n)) ~= 'number' then
+            COUNT.add(keys[3], 'admitted', n) -- (a count that is none: see COUNT)
+        end
     end
     if limited > 0 then
-        redis.call('HINCRBY', keys[3], 'limited', limited)
+        COUNT.add(keys[3], 'limited', limited)
     end
     count_rejected(keys[3], full, reply, tentative)
     return reply
@@ -289,7 +292,7 @@ local function list_admit2(keys, args, v1)
         end
     end
     local elems = {}
-    local seq = tonumber(redis.call('HGET', keys[2], 'list_seq')) or 0
+    local seq = COUNT.get(keys[2], 'list_seq') or 0
     local reply = admit_each(keys, args, cap, depth, nlimits, function(env)
         seq = seq + 1
         local id = limit_fmt(seq)
@@ -299,7 +302,7 @@ local function list_admit2(keys, args, v1)
     if #elems > 0 then
         redis.call('LPUSH', keys[1], unpack(elems))
         redis.call('HSET', keys[2], 'list_seq', limit_fmt(seq))
-        redis.call('HINCRBY', keys[2], 'list_depth', #elems)
+        COUNT.add(keys[2], 'list_depth', #elems)
     end
     return reply
 end

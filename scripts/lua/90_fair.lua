@@ -80,7 +80,7 @@ local function fair_start(keys, args)
     end
     local wait
     n, wait, R.pool, R.per, R.leased = pool_caps(lims, n, now, function()
-        return R.pending_of_stream() + (tonumber(R.meta[2]) or 0) - (tonumber(R.meta[3]) or 0)
+        return R.pending_of_stream() + (COUNT.of(R.meta[2]) or 0) - (COUNT.of(R.meta[3]) or 0)
     end)
     if not n then
         return nil, wait
@@ -140,7 +140,7 @@ local function fair_lane_caps(R, b, i, tn)
             if tn == '' then
                 inflight = R.pending_of_stream()
             else
-                inflight = (tonumber(b.depths[i]) or 0) - (tonumber(b.waits[i]) or 0)
+                inflight = (COUNT.of(b.depths[i]) or 0) - (COUNT.of(b.waits[i]) or 0)
             end
             allow, hold = lease_cap(lim.spec.n, inflight, allow, hold)
             R.leased = R.leased or allow <= 0
@@ -176,7 +176,7 @@ end
 -- undelivered count says is there, no more; the lane's group is made (at id 0) when the lane was
 -- never served since it last held nothing (the worker's XREADGROUP does not make one).
 function FAIR.grant_lane(R, b, i, tn, k)
-    local got = math.min(k, tonumber(b.waits[i]) or 0)
+    local got = math.min(k, COUNT.of(b.waits[i]) or 0)
     if got > 0 and tn ~= '' and not b.served[i] then
         redis.pcall('XGROUP', 'CREATE', R.K:lane(tn), R.group, '0', 'MKSTREAM') -- or BUSYGROUP
     end
@@ -189,9 +189,9 @@ end
 -- keeps its turn (the read is full and credit is left) or goes to the back. Returns the read's
 -- error reply, if any.
 local function fair_turn(R, b, i, tn, allow, checked)
-    local d = tonumber(b.credits[i]) or 0
-    if d < 1 then
-        d = d + (b.weights[i] and tonumber(b.weights[i]) or 1) * R.scale
+    local d = COUNT.of(b.credits[i]) or 0
+    if d < 1 then -- (a weight is 1..1000: one below 1 would read a lane without bound, COUNT 0)
+        d = d + math.max(1, COUNT.of(b.weights[i]) or 1) * R.scale
     end
     local k = math.min(allow, d, R.n)
     local r, got
@@ -211,10 +211,10 @@ local function fair_turn(R, b, i, tn, allow, checked)
             R.stream_at = #R.out -- a grant of the stream's: fair_finish may add to it
         end
         R.total, R.n, d = R.total + got, R.n - got, d - got
-        redis.call('HINCRBY', R.K.served, tn, got)
+        COUNT.add(R.K.served, tn, got)
         rates_count(checked, R.now, got)
     end
-    local waits = tonumber(b.waits[i]) or 0
+    local waits = COUNT.of(b.waits[i]) or 0
     local left = waits - got
     if tn ~= '' then -- a read past the lane's count got what a grant counted out (its reader
         R.wait_dec = R.wait_dec + math.min(got, waits) -- then reads short): counted once
@@ -308,7 +308,7 @@ end
 local function fair_finish(R, keys)
     local len = R.len - #R.gone
     if R.wait_dec > 0 then
-        redis.call('HINCRBY', keys[2], 'lane_wait', -R.wait_dec)
+        COUNT.add(keys[2], 'lane_wait', -R.wait_dec)
     end
     if R.n > 0 and R.meta[1] ~= '1' and R.grant then -- not fair any more: the stream as it
         if R.stream_at then -- comes (what is not there is refunded), one grant for it
@@ -339,8 +339,8 @@ local function fair_finish(R, keys)
         return {{}, -1}
     end
     rates_count(R.pool, R.now, R.total)
-    if len > 0 and redis.call('LLEN', R.K.wake) == 0 then -- backlog left: wake a peer
-        redis.call('RPUSH', R.K.wake, 1)
+    if len > 0 then -- backlog left: wake a peer
+        R.K:wake_up()
     end
     if R.grant then
         return {R.out, 0, '', string.format('%.0f', R.now)}
@@ -466,7 +466,7 @@ local function fair_refund(keys, args)
             end
         end
         if tn ~= '' and redis.call('HGET', K.served, tn) then
-            redis.call('HINCRBY', K.served, tn, -c)
+            COUNT.add(K.served, tn, -c)
         end
         if unread and (tn ~= '' or fair) then
             lane_recount(K, tn, c)
@@ -525,10 +525,10 @@ local function lane_ack(keys, args)
         end
     end)
     if batch.removed > 0 then
-        redis.call('HINCRBY', meta, 'lane_depth', -batch.removed)
+        COUNT.add(meta, 'lane_depth', -batch.removed)
     end
     if batch.n > 0 then
-        redis.call('HINCRBY', keys[2], 'acked', batch.n)
+        COUNT.add(keys[2], 'acked', batch.n)
     end
     if not ok then
         error(err, 0)

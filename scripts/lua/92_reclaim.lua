@@ -41,7 +41,7 @@ local function claim_start(K)
     if slot_migrating(K) then -- meta, limits, their state and lanes: derived
         return slot_tryagain(K), 0, nil
     end
-    if (tonumber(redis.call('HGET', K.meta, 'drain')) or 0) <= 0 then
+    if (COUNT.get(K.meta, 'drain') or 0) <= 0 then
         return {}, 0, nil
     end
     local now = now_us()
@@ -116,8 +116,8 @@ local function lane_reclaim(keys, args)
             cursor = args[4]
             break
         end
-        local waits = tonumber(redis.call('HGET', K.lwait, tn)) or 0
-        if tonumber(scan[2][i + 1]) > waits then
+        local waits = COUNT.get(K.lwait, tn) or 0
+        if (COUNT.of(scan[2][i + 1]) or 0) > waits then
             local r = redis.pcall('XPENDING', K:lane(tn), args[1])
             if type(r) == 'table' and not r.err then
                 lane_recount(K, tn, redis.call('XLEN', K:lane(tn)) - waits - r[1])

@@ -86,3 +86,16 @@ gateway_start() {
     done
     fail "gateway did not start: $(cat "$tmp/gw.log")"
 }
+# private_redis: a redis-server of the test's own (killed on exit), its memory bounded (1 GB of
+# address space: a call that grows without bound fails there, not on the machine), the library
+# loaded; points $url (and rcli) at it. For tests that write values by hand that may hang a call.
+private_redis() {
+    local srv="$tmp/redis"
+    (
+        ulimit -v 1000000
+        "${SLUICE_SOURCE_DIR:?run through ctest}/scripts/test-redis" start "$srv" --no-aof >/dev/null
+    )
+    pids+=("$(cat "$srv/pid")")
+    url=$(cat "$srv/url")
+    rcli -x FUNCTION LOAD REPLACE <"$bin/../common/sluice_lua.c.lua" >/dev/null
+}

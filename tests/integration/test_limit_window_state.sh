@@ -6,15 +6,7 @@
 # to the same double, forever, growing the script's memory: so this runs on a private server of
 # its own, its memory bounded, each call with a deadline).
 . "$(dirname "$0")/lib.sh"
-src=${SLUICE_SOURCE_DIR:?run through ctest}
-srv="$tmp/redis"
-(
-    ulimit -v 1000000
-    "$src/scripts/test-redis" start "$srv" --no-aof >/dev/null
-)
-pids+=("$(cat "$srv/pid")")
-url=$(cat "$srv/url")
-rcli -x FUNCTION LOAD REPLACE <"$bin/../common/sluice_lua.c.lua" >/dev/null
+private_redis
 spec=window:5:86400000:864000
 pre=86400000:864000:
 q=wstate
