@@ -68,18 +68,27 @@ local function lane_recount(K, tn, gap)
     end
 end
 
--- Counts n entries deleted from tenant lane t (ack, dead). An empty lane's stream goes (with
--- its group, made again when the lane is next read) and its served count: tenants come and go,
--- their lanes with them, and an idle tenant keeps nothing. `later`: meta `lane_depth` is left
--- to the caller, which counts the returned number out of it once for several lanes.
+-- Counts n entries deleted from tenant lane t (ack, dead, clear: deleted before this). An empty
+-- lane's stream goes (with its group, made again when the lane is next read) and its served
+-- count: tenants come and go, their lanes with them, and an idle tenant keeps nothing. The
+-- stream itself says it is empty: a count that reads 0 or less while entries are left (a count
+-- written by hand, which COUNT.add reads as none, or one that drifted) is set to what is left,
+-- never taken for an empty lane, whose stream would go with those entries. `later`: meta
+-- `lane_depth` is left to the caller, which counts the returned number out of it once for
+-- several lanes.
 local function lane_removed(K, t, n, later)
     if t == '' or n <= 0 then
         return 0
     end
     if COUNT.add(K.lanes, t, -n) <= 0 then
-        redis.call('HDEL', K.lanes, t)
-        redis.call('HDEL', K.served, t)
-        redis.call('DEL', K:lane(t))
+        local left = redis.call('XLEN', K:lane(t))
+        if left > 0 then
+            redis.call('HSET', K.lanes, t, left)
+        else
+            redis.call('HDEL', K.lanes, t)
+            redis.call('HDEL', K.served, t)
+            redis.call('DEL', K:lane(t))
+        end
     end
     if not later then
         COUNT.add(K.meta, 'lane_depth', -n)

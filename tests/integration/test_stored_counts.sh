@@ -34,6 +34,17 @@ done
 rcli HSET "$p:lanes" a abc >/dev/null
 r=$(tcli FCALL sluice_lane_reclaim 2 "$p:stream" "$p:stats" g c1 0 0 10 2>&1)
 case $r in *ERR*) fail "lane_reclaim with lanes a=abc: $r" ;; esac
+# an ack in a lane whose count is no count deletes the entry acked, never the lane's others (a
+# count read as none once read 0 after the ack: the lane taken for empty, its stream deleted)
+left=$(rcli XLEN "$p:lane:a")
+[ "$left" -ge 2 ] || fail "lane a holds $left entries, 2 at least wanted"
+id=$(rcli XREADGROUP GROUP g c1 COUNT 1 STREAMS "$p:lane:a" '>' | sed -n 2p)
+rcli HSET "$p:lanes" a abc >/dev/null
+r=$(tcli FCALL sluice_lane_ack 3 "$p:stream" "$p:stats" "$p:meta" g a "$id")
+[ "$r" = 1 ] || fail "lane_ack of $id with lanes a=abc: $r"
+[ "$(rcli XLEN "$p:lane:a")" = $((left - 1)) ] ||
+    fail "lane a after an ack with its count abc: $(rcli XLEN "$p:lane:a") entries, $((left - 1)) wanted"
+[ "$(rcli HGET "$p:lanes" a)" = $((left - 1)) ] || fail "lanes a after the ack: $(rcli HGET "$p:lanes" a)"
 # a wake-up token's key of another type is replaced: an admission (after its append) and a read
 # (after its XREADGROUP) do not fail on it
 rcli DEL "$p:wake" >/dev/null
