@@ -189,7 +189,8 @@ do
                 return lims
             end
             local now = now_us()
-            if (tonumber(version) or 0) < t0 then
+            -- (a version that is no count, written by hand: changed, as far as it can tell)
+            if (version and (COUNT.of(version) or math.huge) or 0) < t0 then
                 local counted, rates, ttl = {}, {}, 0
                 for id in each:gmatch(',([^,]+)') do
                     counted[id] = true

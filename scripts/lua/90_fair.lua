@@ -437,7 +437,9 @@ local function fair_refund(keys, args)
         return lims
     end
     local t0 = args[2] + 0
-    if (tonumber(version) or 0) >= t0 then -- the limits changed since: nothing goes back
+    -- the limits changed since (a version that is no count, written by hand, says so too):
+    -- nothing goes back
+    if (version and (COUNT.of(version) or math.huge) or 0) >= t0 then
         lims = {}
     end
     -- once a grant and kind: its rates give nothing back past their longest period after the

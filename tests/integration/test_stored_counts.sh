@@ -134,6 +134,20 @@ k="$p:qlim:L:fixed:"
 rcli SET "$k" "$(rcli GET "$k").5" KEEPTTL >/dev/null
 r=$(tcli FCALL sluice_take 2 "$p:stream" "$p:meta" g c1 10 2>&1 | head -1)
 [ "$r" = "$p:stream" ] || fail "paced read under a fixed count with a fraction: $r"
+# a limits version that is no count (meta limits_v written by hand) says the limits changed: a
+# refund gives nothing back (it once read as 0, older than any grant: all of it went back)
+q=version
+p="sluice:{$q}"
+rcli XGROUP CREATE "$p:stream" g '$' MKSTREAM >/dev/null
+rcli FCALL sluice_limits_config 2 "$p:limits" "$p:meta" set L drain fixed:5:100000 >/dev/null
+rcli FCALL sluice_admit2 3 "$p:stream" "$p:meta" "$p:stats" 100 0 1 a b >/dev/null
+rcli FCALL sluice_take 2 "$p:stream" "$p:meta" g c1 10 reserve >"$tmp/res"
+[ "$(sed -n 4p "$tmp/res")" = 5 ] || fail "limits version: granted '$(sed -n 4p "$tmp/res")' of 5"
+rcli HSET "$p:meta" limits_v abc >/dev/null
+tcli FCALL sluice_take 2 "$p:stream" "$p:meta" g c1 5 refund "$(sed -n 5p "$tmp/res")" >/dev/null
+rcli FCALL sluice_take 2 "$p:stream" "$p:meta" g c1 10 reserve >"$tmp/res"
+[ -z "$(sed -n 4p "$tmp/res")" ] || [ "$(sed -n 4p "$tmp/res")" = 0 ] ||
+    fail "limits version abc: a refund gave units back (granted '$(sed -n 4p "$tmp/res")' after it)"
 
 # a log's unit scored where no clock is (inf, 1e300) no longer counts forever: removed when full
 for score in inf 1e300; do
