@@ -100,6 +100,9 @@ local function lane_reclaim(keys, args)
     if lims.err then
         return lims
     end
+    if args[4] == '0' then -- a walk starts: lanes a ring lost by hand rejoin it
+        K:ring_repair()
+    end
     local budget, wait, pool = claim_caps(lims, true, nil, tonumber(args[5]) or 0, now)
     if not budget then
         return wait

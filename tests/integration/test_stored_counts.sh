@@ -57,6 +57,26 @@ rcli SET "$p:wake" x >/dev/null
 r=$(tcli FCALL sluice_fair_take 2 "$p:stream" "$p:meta" g c1 1 2>&1 | head -1)
 case $r in *ERR* | *WRONGTYPE*) fail "fair read with a wake key of another type: $r" ;; esac
 
+# a fair queue's ring deleted by hand, then a new tenant's entry (the ring holds it alone): the
+# lane reclaim pass makes the ring whole again, so every lane is read (the others were left out
+# of every read for good)
+q=ring
+p="sluice:{$q}"
+rcli XGROUP CREATE "$p:stream" g '$' MKSTREAM >/dev/null
+rcli FCALL sluice_fair_config 2 "$p:stream" "$p:meta" on >/dev/null
+for t in r1 r2 r3; do
+    rcli FCALL sluice_admit2 3 "$p:stream" "$p:meta" "$p:stats" 100 0 3 "$t" c m1 "$t" c m2 >/dev/null
+done
+rcli DEL "$p:ring" >/dev/null
+rcli FCALL sluice_admit2 3 "$p:stream" "$p:meta" "$p:stats" 100 0 3 r4 c m1 >/dev/null
+tcli FCALL sluice_lane_reclaim 2 "$p:stream" "$p:stats" g c1 0 0 10 >/dev/null
+n=0
+for i in 1 2 3 4 5 6; do
+    n=$((n + $(tcli FCALL sluice_fair_take 2 "$p:stream" "$p:meta" g c1 100 | grep -c '^m$' || true)))
+done
+[ "$n" = 7 ] || fail "fair reads after the ring was deleted: $n of 7 entries read"
+[ "$(rcli HGET "$p:meta" lane_wait)" = 0 ] || fail "lane_wait after the reads: $(rcli HGET "$p:meta" lane_wait)"
+
 # a plain queue of capacity 2: a lane_depth no count reads as 0 (the capacity holds); a share
 # that is no count reads as none
 q=pcount
