@@ -5,10 +5,10 @@
 -- state: none
 ---------------------------------------------------------------------------------------------------
 
---[[ A redelivery takes drain units as a read does (P15): a reclaim pass claims no more than the
-queue's `drain` rates allow now (and, from a fair queue's lane, its tenant's `drain-tenant`
-rates, which fair_take applies to the lane) and counts what it claimed in them, so retried and
-reclaimed entries never take the pool past its drain limits. `inflight` is not checked: a
+--[[ A redelivery takes drain units as a read does (docs/faults.md F35): a reclaim pass claims
+no more than the queue's `drain` rates allow now (and, from a fair queue's lane, its tenant's
+`drain-tenant` rates, which fair_take applies to the lane) and counts what it claimed in them, so
+retried and reclaimed entries never take the pool past its drain limits. `inflight` is not checked: a
 reclaimed entry was in flight already. A queue without drain limits pays one HGET a pass. ]]
 local RECLAIM_SCOPES = {drain = true, ['drain-tenant'] = true}
 

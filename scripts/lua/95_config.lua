@@ -102,7 +102,8 @@ local function limits_config(keys, args)
                 return l
             end
         end
-        -- list workers read with LMOVE, past any limit: refused rather than ignored (P12)
+        -- list workers read with LMOVE, past any limit: refused rather than ignored
+        -- (docs/faults.md B32)
         if DRAIN_SCOPES[scope] and redis.call('HGET', keys[2], 'backend') == 'list' then
             return redis.error_reply('SLUICECONFIG ' .. keys[2] .. ' is a list queue: ' .. scope ..
                 ' limits need the stream backend')

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# fault_acl.sh - least privilege (docs/faults.md B12, issue item 5).
+# fault_acl.sh - least privilege (docs/faults.md B12).
 #
 # The ACL lines below are the ones docs/guarantees.md (Least privilege) gives; this test proves them on
 # Redis 7.0: an admin loads the library, then

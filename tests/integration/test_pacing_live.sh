@@ -32,7 +32,7 @@ wait_acked() {
     done
 }
 
-# ---- retries come back through reclaim and take drain units too (P15) ----
+# ---- retries come back through reclaim and take drain units too (docs/faults.md F35) ----
 # drain 5/1s (log: at most 5 in any second), every entry asks for a retry 50 ms later; reclaim
 # passes every 250 ms. Without the drain on redeliveries the handler ran ~100 times a second. The
 # same on a fair queue, whose tenant's entries come back through the lanes' reclaim.
@@ -60,7 +60,7 @@ for x in "$r" "$rf"; do
     echo "retries: $calls handler calls in 4 s under drain 5/1s on $x, $reclaimed redeliveries"
 done
 
-# ---- a long wait ends with the change: raised, lowered by mistake and restored (P4, P8) ----
+# ---- a long wait ends with the change: raised, lowered by mistake and restored (B31) ----
 c="$q-change"
 seq 1 300 | "$bin/sluice-enqueue" --redis "$url" --queue "$c" --capacity 1000 >/dev/null
 run 0 'limit p on' A limit "$c" set p drain 2/1h
@@ -90,7 +90,7 @@ wait_acked "$c" 300 4
 stop_workers
 echo "changes: 2 under 2/1h, $raised after raising, all 300 after restoring and deleting"
 
-# ---- a tenant over its own rate does not hold up a new tenant (F11) ----
+# ---- a tenant over its own rate does not hold up a new tenant (F36) ----
 f="$q-fair"
 run 0 'fair' A fair "$f" on
 run 0 'limit per-t on' A limit "$f" set per-t drain-tenant 2/1h
@@ -109,7 +109,7 @@ b=$(cat "$tmp"/rec* | grep -c ' B-' || true)
 stop_workers
 echo "fair: tenant B served while A waits for its rate"
 
-# ---- a worker held by inflight waits for a release, not a 20-ms poll (item 12) ----
+# ---- a worker held by inflight waits for a release, not a 20-ms poll ----
 # On a server of its own, to count its calls: inflight 1, a 2-s job on one of four workers.
 redis-server --port 0 --unixsocket "$tmp/r.sock" --save '' --appendonly no \
     --dir "$tmp" >/dev/null 2>&1 &
@@ -141,7 +141,7 @@ stop_workers
 [ "$done3" = 3 ] || fail "inflight 1: acked $done3 of 3 in 8 s"
 echo "inflight: $polls calls in 2 s while held; all 3 done one at a time"
 
-# ---- drain and inflight limits are refused on a list queue (P12) ----
+# ---- drain and inflight limits are refused on a list queue (B32) ----
 l="$q-list"
 seq 1 3 | "$bin/sluice-enqueue" --redis "$url" --queue "$l" --backend list >/dev/null
 run 2 'list queue: drain limits need the stream backend' A limit "$l" set p drain 1/1h

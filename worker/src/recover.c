@@ -11,9 +11,9 @@
  * (docs/faults.md F22), so a crashed worker's entries come back within about the visibility
  * timeout plus one reclaim interval even while producers keep the bucket full.
  *
- * A queue's drain limits count redeliveries as reads (P15): a pass claims no more than they
- * allow; when they allow nothing while entries are due, the reply says when the next unit comes,
- * and the worker holds its reads until then and gives that unit to the pass (reclaim_first).
+ * A queue's drain limits count redeliveries as reads (docs/faults.md F35): a pass claims no more
+ * than they allow; when they allow nothing while entries are due, the reply says when the next unit
+ * comes, and the worker holds its reads until then and gives that unit to the pass (reclaim_first).
  *
  * Heartbeat: every visibility_timeout/3 the owner re-claims (JUSTID: no delivery counted) the
  * entries its handlers are still working on, so nobody steals a long job while its owner lives.

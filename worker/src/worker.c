@@ -334,7 +334,8 @@ static void check_done(sluice_worker *w);
 static void read_retry_cb(uv_timer_t *t);
 
 /* Drain limits on a list queue (set before its first admission made it one; later ones are
- * refused) are not honoured by LMOVE reads: said at start, not silently ignored (P12). */
+ * refused) are not honoured by LMOVE reads: said at start, not silently ignored (docs/faults.md
+ * B32). */
 static void on_list_drain(sluice_aconn *c, int status, int sent, redisReply *r, void *arg) {
     (void)c, (void)sent;
     sluice_worker *w = arg;
@@ -499,8 +500,8 @@ static void list_entries(sluice_worker *w, redisReply *r) {
 
 #define PACE_CHECK_MS 1000 /* how often a worker asks whether its queue has drain limits */
 /* The longest one answer holds the reads back: the wait of a limit that was lowered, raised or
- * deleted since (P4, P8), or of a lane another lane's arrival does not wake (F11), is asked
- * again by then. A hold that long costs one call a second per worker. */
+ * deleted since (docs/faults.md B31), or of a lane another lane's arrival does not wake (F36), is
+ * asked again by then. A hold that long costs one call a second per worker. */
 #define PACE_HOLD_MAX_MS 1000
 /* A fair worker held at least this long waits on sluice:{Q}:wake instead of a timer, so a new
  * tenant's lane wakes it at once; shorter holds keep the timer (no call more per hold). Redis
