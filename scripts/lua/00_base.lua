@@ -164,6 +164,8 @@ built the first time it is used, and a name that is not a key of the queue fails
   K:lane(T)                         tenant T's lane (T '' is the stream); K:lane_tenant(key)
                                     the tenant of a lane key ('' the stream, nil another key)
   K.lanes K.lwait K.served K.ring K.deficit K.weights K.wake   a fair queue's lanes and ring
+  K:wake_up(), K:ring_repair()      a fair queue's wake-up token and ring kept right (lanes)
+  K:claim_refund(T0, TAG, TTL)      a grant's refund made once
   K.list K.procs K:proc(CONSUMER), K:idem(KEY)   the list backend; idempotency keys (the client
                                     names these in KEYS: listed so the table is complete)
   K.migrating K.migrating2          the slot check's probes, keys that never exist
@@ -204,53 +206,6 @@ end
 function KEY_FNS.claim_refund(K, t0, tag, ttl_ms)
     return redis.call('SET', K.prefix .. 'refunded:' .. t0 .. tag, '1', 'NX', 'PX',
         string.format('%d', ttl_ms)) ~= false
-end
--- Leaves the wake-up token of a fair queue (sluice:{Q}:wake holds at most one); a key of another
--- type there (never sluice's) is replaced, so it never fails a call that wrote before.
-function KEY_FNS.wake_up(K)
-    local n = r_pcall('LLEN', K.wake)
-    if n ~= 0 then
-        if l_type(n) == 'number' then
-            return
-        end
-        r_call('DEL', K.wake)
-    end
-    r_call('RPUSH', K.wake, '1')
-end
---[[ A fair queue's ring made whole again; returns the lanes put back. After every call the ring
-holds each lane with entries undelivered (a field of lwait above 0) once: a lane joins it when its
-count leaves 0 and leaves it with its field. A ring deleted or trimmed by hand (or a key of
-another type there, deleted) would leave the lanes it held out of every read for good, as none
-of them leaves 0 again. The lane reclaim pass asks at the start of each walk (two lengths); a
-ring shorter than lwait is made whole: the lanes missing from it go to its back, and fields at 0
-that no lane of it holds go. A ring of another type is left alone (its calls answer WRONGTYPE). ]]
-function KEY_FNS.ring_repair(K)
-    local have, want = r_pcall('LLEN', K.ring), r_pcall('HLEN', K.lwait)
-    if l_type(have) ~= 'number' or l_type(want) ~= 'number' or have >= want then
-        return 0
-    end
-    local in_ring, add, zero = {}, {}, {}
-    for _, t in ipairs(r_call('LRANGE', K.ring, 0, -1)) do
-        in_ring[t] = true
-    end
-    local all = r_call('HGETALL', K.lwait)
-    for i = 1, #all, 2 do
-        local t = all[i]
-        if not in_ring[t] then
-            local list = (COUNT.of(all[i + 1]) or 0) > 0 and add or zero
-            list[#list + 1] = t
-        end
-    end
-    for i = 1, #zero do
-        r_call('HDEL', K.lwait, zero[i])
-    end
-    for i = 1, #add, 1000 do -- (unpack has a bound: the ring grows by 1,000 a command)
-        r_call('RPUSH', K.ring, unpack(add, i, math.min(i + 999, #add)))
-    end
-    if #add > 0 then
-        K:wake_up()
-    end
-    return #add
 end
 local KEYS_MT = {__index = function(K, name)
     local f = KEY_FNS[name]

@@ -25,6 +25,56 @@ queue switched to fair keeps what waits in it, as the first lane). All in the qu
                            entry (or a take leaves backlog), popped by an idle worker's BLPOP
 A lane's undelivered count only guides the order: a read that returns less than it asked for
 proves the lane empty, and the lane leaves the ring then, whatever the count said. ]]
+-- K:wake_up() and K:ring_repair() are key functions of a fair queue kept with the lanes (every
+-- function calling them carries this module in its EVALSHA script).
+-- Leaves the wake-up token of a fair queue (sluice:{Q}:wake holds at most one); a key of another
+-- type there (never sluice's) is replaced, so it never fails a call that wrote before.
+function KEY_FNS.wake_up(K)
+    local n = r_pcall('LLEN', K.wake)
+    if n ~= 0 then
+        if l_type(n) == 'number' then
+            return
+        end
+        r_call('DEL', K.wake)
+    end
+    r_call('RPUSH', K.wake, '1')
+end
+--[[ A fair queue's ring made whole again; returns the lanes put back. After every call the ring
+holds each lane with entries undelivered (a field of lwait above 0) once: a lane joins it when its
+count leaves 0 and leaves it with its field. A ring deleted or trimmed by hand (or a key of
+another type there, deleted) would leave the lanes it held out of every read for good, as none
+of them leaves 0 again. The lane reclaim pass asks at the start of each walk (two lengths); a
+ring shorter than lwait is made whole: the lanes missing from it go to its back, and fields at 0
+that no lane of it holds go. A ring of another type is left alone (its calls answer WRONGTYPE). ]]
+function KEY_FNS.ring_repair(K)
+    local have, want = r_pcall('LLEN', K.ring), r_pcall('HLEN', K.lwait)
+    if l_type(have) ~= 'number' or l_type(want) ~= 'number' or have >= want then
+        return 0
+    end
+    local in_ring, add, zero = {}, {}, {}
+    for _, t in ipairs(r_call('LRANGE', K.ring, 0, -1)) do
+        in_ring[t] = true
+    end
+    local all = r_call('HGETALL', K.lwait)
+    for i = 1, #all, 2 do
+        local t = all[i]
+        if not in_ring[t] then
+            local list = (COUNT.of(all[i + 1]) or 0) > 0 and add or zero
+            list[#list + 1] = t
+        end
+    end
+    for i = 1, #zero do
+        r_call('HDEL', K.lwait, zero[i])
+    end
+    for i = 1, #add, 1000 do -- (unpack has a bound: the ring grows by 1,000 a command)
+        r_call('RPUSH', K.ring, unpack(add, i, math.min(i + 999, #add)))
+    end
+    if #add > 0 then
+        K:wake_up()
+    end
+    return #add
+end
+
 -- Counts entries just added to lanes (added: tenant -> n, order: the tenants in first-added
 -- order), puts lanes that had nothing undelivered into the ring and leaves a wake-up token.
 local function lanes_added(K, added, order)
