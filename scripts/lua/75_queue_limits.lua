@@ -272,11 +272,7 @@ local function batch_finish(order, n, now, abort)
             if used > 1 then
                 lim_check(st.lim, st.key, used, now, st)
             end
-            local c = st.lim.spec -- lim_record, inline
-            c.record(c, st, st.key, used, now)
-            if st.ttl ~= TTL_KEPT and c.alg == 'window' then
-                window_expire(st.key, window_ttl(c, st, now), st.ttl)
-            end
+            lim_record(st, now, used)
         end
     end
 end
