@@ -164,7 +164,7 @@ built the first time it is used, and a name that is not a key of the queue fails
   K:lane(T)                         tenant T's lane (T '' is the stream); K:lane_tenant(key)
                                     the tenant of a lane key ('' the stream, nil another key)
   K.lanes K.lwait K.served K.ring K.deficit K.weights K.wake   a fair queue's lanes and ring
-  K:wake_up(), K:ring_repair()      a fair queue's wake-up token and ring kept right (lanes)
+  K:wake_up, K:ring_repair          a fair queue's wake-up token and ring kept right (lanes)
   K:claim_refund(T0, TAG, TTL)      a grant's refund made once
   K.list K.procs K:proc(CONSUMER), K:idem(KEY)   the list backend; idempotency keys (the client
                                     names these in KEYS: listed so the table is complete)

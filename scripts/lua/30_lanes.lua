@@ -25,7 +25,7 @@ queue switched to fair keeps what waits in it, as the first lane). All in the qu
                            entry (or a take leaves backlog), popped by an idle worker's BLPOP
 A lane's undelivered count only guides the order: a read that returns less than it asked for
 proves the lane empty, and the lane leaves the ring then, whatever the count said. ]]
--- K:wake_up() and K:ring_repair() are key functions of a fair queue kept with the lanes (every
+-- K:wake_up and K:ring_repair are key functions of a fair queue kept with the lanes (every
 -- function calling them carries this module in its EVALSHA script).
 -- Leaves the wake-up token of a fair queue (sluice:{Q}:wake holds at most one); a key of another
 -- type there (never sluice's) is replaced, so it never fails a call that wrote before.

@@ -8,9 +8,10 @@
  * and the whole library, is read here as Lua: comments and strings skipped, block scopes
  * followed (function, do, then, repeat), and every name it reads must be a local in scope or one
  * of the few globals Redis gives a script. Each script must also be smaller than the library
- * (it carries some modules, not all), keep the order of the library, and carry the limiter's
- * refunds (limiter_refund, which defines no local) when it calls one; that part registers no
- * initialiser (scripts without it would miss it).
+ * (it carries some modules, not all), keep the order of the library, and carry the module
+ * that sets a function kept in a table when it calls one (the limiter's refunds, limiter_refund;
+ * the lanes' K:wake_up and K:ring_repair, lanes); the refunds part registers no initialiser
+ * (scripts without it would miss it).
  */
 #include <ctype.h>
 
@@ -320,12 +321,19 @@ int main(void) {
                     sluice_fn_name((sluice_fn)fn), bad);
         }
         CHECK_EQ(n, 0);
-        /* the limiter's refunds define no local (they set the engines' fourth entry), so the
-         * scope check cannot see them missing: a script that gives units back carries them */
-        if (strstr(s, ".refund(") != NULL && strstr(s, "\n-- @module limiter_refund\n") == NULL) {
-            fprintf(stderr, "%s: its EVALSHA script calls a refund without limiter_refund\n",
-                    sluice_fn_name((sluice_fn)fn));
-            CHECK(0);
+        /* functions kept in tables define no local, so the scope check cannot see them missing:
+         * the limiter's refunds (the engines' fourth entry) and the lanes' key functions; a
+         * script that calls one carries the module that sets it */
+        static const char *const table_fns[][2] = {
+            {".refund(", "limiter_refund"}, {":wake_up(", "lanes"}, {":ring_repair(", "lanes"}};
+        for (size_t t = 0; t < sizeof(table_fns) / sizeof(table_fns[0]); t++) {
+            char line[64];
+            snprintf(line, sizeof(line), "\n-- @module %s\n", table_fns[t][1]);
+            if (strstr(s, table_fns[t][0]) != NULL && strstr(s, line) == NULL) {
+                fprintf(stderr, "%s: its EVALSHA script calls %s without the module %s\n",
+                        sluice_fn_name((sluice_fn)fn), table_fns[t][0], table_fns[t][1]);
+                CHECK(0);
+            }
         }
         /* the modules in library order: each "-- @module" line later in the library */
         const char *at = lib;
