@@ -133,8 +133,16 @@ lk="ev-lim"
 r=$(for _ in 1 2 3; do rcli EVAL "$script" 1 "$lk" 1 gcra:2:10000 | head -1; done | paste -sd' ')
 [ "$r" = "1 1 0" ] || fail "sluice_limit: allowed '$r', expected '1 1 0'"
 
-# ---- every function's script compiles on the server (as scripts/lua-script prints it) ----
+# ---- the scripts the clients sent are those scripts/lua-script prints (two builders of one
+# text: common/src/scripts.c and the script); checked before anything else loads them ----
 lib="$SLUICE_BIN_DIR/../common/sluice_lua.c.lua"
+for f in admit2 ack take lane_ack list_take; do
+    sha=$("$src/scripts/lua-script" "$lib" "$f" | sha1sum | cut -d' ' -f1)
+    [ "$(rcli SCRIPT EXISTS "$sha")" = 1 ] ||
+        fail "the clients did not send the script scripts/lua-script prints for $f ($sha)"
+done
+
+# ---- every function's script compiles on the server (as scripts/lua-script prints it) ----
 for f in $(sed -n 's/^-- @needs \([a-z_0-9]*\):.*/\1/p' "$lib"); do
     sha=$("$src/scripts/lua-script" "$lib" "$f" | rcli -x SCRIPT LOAD 2>&1)
     [[ "$sha" =~ ^[0-9a-f]{40}$ ]] || fail "the EVALSHA script of $f does not load: $sha"
